@@ -1,0 +1,24 @@
+"""ddops: sparse linear-algebra operators built from overlapping domain decomposition."""
+
+from .backend import cupy_available, get_array_module
+from .coarse import coarse_basis
+from .decomposition import Decomposition, Decomposition1D
+from .operators import GlobalLowRankOperator, SchwarzOperator
+from .problem import PoissonSolver, poisson_1d
+from .spectral import best_rank_error
+from . import testing
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Decomposition",
+    "Decomposition1D",
+    "GlobalLowRankOperator",
+    "PoissonSolver",
+    "SchwarzOperator",
+    "best_rank_error",
+    "coarse_basis",
+    "cupy_available",
+    "get_array_module",
+    "poisson_1d",
+]

@@ -1,0 +1,103 @@
+"""Array-module selection: numpy/scipy on the CPU, cupy/cupyx on a GPU.
+
+Everything that depends on the array library goes through this module, so the
+rest of the package is written once against the numpy API.  The CuPy import is
+guarded: a missing or broken CuPy installation never breaks the CPU path.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "BACKENDS",
+    "cupy_available",
+    "get_array_module",
+    "get_sparse_module",
+    "to_numpy",
+    "asarray",
+    "check_backend",
+]
+
+BACKENDS = ("numpy", "cupy")
+
+try:  # pragma: no cover - exercised only where CuPy is installed
+    import cupy as _cp
+    import cupyx.scipy.sparse as _cpsp
+
+    try:
+        _CUPY_OK = _cp.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no driver, no device
+        _CUPY_OK = False
+except Exception:  # ImportError, or a broken CUDA installation
+    _cp = None
+    _cpsp = None
+    _CUPY_OK = False
+
+
+def cupy_available() -> bool:
+    """Return True when CuPy imports and sees at least one GPU."""
+    return _CUPY_OK
+
+
+def check_backend(backend: str) -> str:
+    """Validate a backend name and return it.
+
+    Raises
+    ------
+    ValueError
+        If ``backend`` is not one of :data:`BACKENDS`, or is ``"cupy"`` while
+        CuPy or a GPU is unavailable.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "cupy" and not _CUPY_OK:
+        raise ValueError("backend='cupy' requested but CuPy with a GPU is not available")
+    return backend
+
+
+def get_array_module(x: Any = None, backend: str | None = None) -> ModuleType:
+    """Return ``numpy`` or ``cupy``.
+
+    Parameters
+    ----------
+    x : array, optional
+        If given, the module that owns this array.
+    backend : {"numpy", "cupy"}, optional
+        If given (and ``x`` is not), the module for this backend name.
+    """
+    if backend is not None:
+        return _cp if check_backend(backend) == "cupy" else np
+    if _cp is not None and x is not None and isinstance(x, _cp.ndarray):
+        return _cp
+    return np
+
+
+def get_sparse_module(backend: str = "numpy") -> ModuleType:
+    """Return ``scipy.sparse`` or ``cupyx.scipy.sparse`` for a backend name."""
+    return _cpsp if check_backend(backend) == "cupy" else sp
+
+
+def asarray(x: Any, backend: str = "numpy", dtype: Any = None) -> Any:
+    """Move ``x`` (dense or scipy CSR) to ``backend``; a no-op when already there."""
+    xp = get_array_module(backend=backend)
+    if sp.issparse(x):
+        x = x.tocsr()
+        if dtype is not None:
+            x = x.astype(dtype)
+        return _cpsp.csr_matrix(x) if backend == "cupy" else x
+    return xp.asarray(x, dtype=dtype)
+
+
+def to_numpy(x: Any) -> Any:
+    """Return a numpy array (or scipy sparse matrix) for a numpy or cupy object."""
+    if _cp is not None:
+        if isinstance(x, _cp.ndarray):
+            return _cp.asnumpy(x)
+        if _cpsp is not None and _cpsp.issparse(x):
+            return x.get()
+    return x

@@ -1,0 +1,137 @@
+"""Coarse spaces: the interpolation matrix Phi (``num_dofs x n0``, CSR)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._validation import check_choice, check_finite, check_int
+from .decomposition import Decomposition
+
+__all__ = ["COARSE_BASES", "coarse_basis", "hat_functions", "column_rank"]
+
+#: Names accepted by :func:`coarse_basis`.
+COARSE_BASES = ("interface_hats", "pou", "grid_hats")
+
+
+def hat_functions(x: np.ndarray, peaks: np.ndarray, left: float = 0.0, right: float = 1.0):
+    """Piecewise-linear hat functions sampled at the points ``x``.
+
+    Hat ``k`` is 1 at ``peaks[k]`` and falls linearly to 0 at the neighbouring
+    peaks, or at ``left``/``right`` (the Dirichlet boundary) for the first and
+    last hat.  Every point lies in one interval between consecutive nodes and
+    so touches at most two hats; the matrix is assembled in one vectorised step.
+
+    Parameters
+    ----------
+    x : array of float
+        Sorted sample points (the unknowns' coordinates).
+    peaks : array of float
+        Strictly increasing peak positions inside ``(left, right)``.
+    left, right : float
+        Positions where the first and the last hat vanish.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        ``len(x) x len(peaks)`` interpolation matrix.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    peaks = np.asarray(peaks, dtype=np.float64)
+    nodes = np.concatenate([[left], peaks, [right]])
+    if np.any(np.diff(nodes) <= 0):
+        raise ValueError("peaks must be strictly increasing and inside (left, right)")
+    # interval j = [nodes[j], nodes[j+1]); hats j-1 (falling) and j (rising) live on it
+    j = np.clip(np.searchsorted(nodes, x, side="right") - 1, 0, len(nodes) - 2)
+    t = (x - nodes[j]) / (nodes[j + 1] - nodes[j])
+    rows = np.concatenate([np.arange(x.size), np.arange(x.size)])
+    cols = np.concatenate([j - 1, j])
+    vals = np.concatenate([1.0 - t, t])
+    keep = (cols >= 0) & (cols < peaks.size) & (vals != 0.0)
+    Phi = sp.csr_matrix((vals[keep], (rows[keep], cols[keep])), shape=(x.size, peaks.size))
+    Phi.sort_indices()
+    return Phi
+
+
+def coarse_basis(
+    decomposition: Decomposition,
+    kind: str = "interface_hats",
+    size: int | None = None,
+) -> sp.csr_matrix:
+    """Coarse interpolation matrix Phi for a decomposition.
+
+    Parameters
+    ----------
+    decomposition : Decomposition
+        The overlapping decomposition.
+    kind : {"interface_hats", "pou", "grid_hats"}
+        ``"interface_hats"``: one hat per interface, 1 at the interface node
+        and linear down to 0 at the neighbouring interface nodes or the
+        Dirichlet boundary (``n0 = N - 1``).  ``"pou"``: the piecewise-constant
+        partition-of-unity functions ``R_i^T D_i 1``, one per subdomain
+        (``n0 = N``).  ``"grid_hats"``: ``size`` hats on a uniform coarse grid
+        of (0, 1), independent of the decomposition.
+    size : int, optional
+        Number of hats for ``"grid_hats"`` (default ``N - 1``); not allowed for
+        the other kinds.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        ``num_dofs x n0``.
+    """
+    check_choice("kind", kind, COARSE_BASES)
+    if size is not None and kind != "grid_hats":
+        raise ValueError(f"size is only used with kind='grid_hats', not {kind!r}")
+    d = decomposition
+    if kind == "interface_hats":
+        if d.interface_nodes.size == 0:
+            raise ValueError("coarse_basis: 'interface_hats' needs at least two subdomains")
+        return hat_functions(d.coordinates, d.coordinates[d.interface_nodes])
+    if kind == "pou":
+        S = d.stacked_restriction("full", padded=False)
+        cols = np.repeat(np.arange(d.num_subdomains), d.sizes)
+        Phi = sp.csr_matrix((S.data, (d.indices, cols)), shape=(d.num_dofs, d.num_subdomains))
+        Phi.sort_indices()
+        return Phi
+    n0 = d.num_subdomains - 1 if size is None else check_int("size", size, minimum=1)
+    if n0 < 1:
+        raise ValueError("coarse_basis: 'grid_hats' needs size >= 1")
+    return hat_functions(d.coordinates, np.arange(1, n0 + 1) / (n0 + 1))
+
+
+def validate_coarse_matrix(Phi: Any, num_dofs: int) -> sp.csr_matrix:
+    """Check a user-supplied coarse basis and return it as float64 CSR."""
+    if sp.issparse(Phi):
+        Phi = sp.csr_matrix(Phi, dtype=np.float64)
+    else:
+        arr = np.asarray(Phi)
+        if arr.dtype.kind not in "fiub":
+            raise TypeError(f"coarse_basis must be a real matrix, got dtype {arr.dtype}")
+        if arr.ndim != 2:
+            raise ValueError(f"coarse_basis must be 2-D (num_dofs x n0), got shape {arr.shape}")
+        Phi = sp.csr_matrix(arr.astype(np.float64))
+    if Phi.shape[0] != num_dofs or Phi.shape[1] < 1:
+        raise ValueError(f"coarse_basis must have shape ({num_dofs}, n0 >= 1), got {Phi.shape}")
+    check_finite("coarse_basis", Phi.data)
+    Phi.sort_indices()
+    return Phi
+
+
+def column_rank(Phi: sp.spmatrix) -> int:
+    """Rank of a sparse tall matrix.
+
+    Cheap exact answer when every column owns a row where it is the only
+    nonzero (true for hats and for partitions of unity with private
+    unknowns); otherwise the rank of the ``n0 x n0`` Gram matrix.
+    """
+    Phi = sp.csr_matrix(Phi)
+    Phi.eliminate_zeros()
+    single = np.diff(Phi.indptr) == 1
+    owned = np.unique(Phi.indices[Phi.indptr[:-1][single]])
+    if owned.size == Phi.shape[1]:
+        return int(Phi.shape[1])
+    gram = (Phi.T @ Phi).toarray()
+    return int(np.linalg.matrix_rank(gram))

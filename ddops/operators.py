@@ -1,0 +1,641 @@
+"""Schwarz attention and the global low-rank baseline as linear operators.
+
+Both operators keep every trainable factor in one flat parameter vector
+(:attr:`LowRankOperator.theta`); the factors are views into it.  The
+optimisers update that single vector in place, so a training step is a
+handful of large array operations however many subdomains there are.
+
+The local blocks of :class:`SchwarzOperator` are stored padded to the largest
+subdomain size ``p`` as ``(N, p, r)`` arrays.  With the stacked, weighted
+restriction ``S = [D_1^{1/2} R_1; ...; D_N^{1/2} R_N]`` (CSR, padding rows
+empty) one application is::
+
+    X = (S F).reshape(N, p, B)            # every subdomain at once
+    Y = Q @ (K^T @ X)                     # batched GEMMs
+    M F = S^T Y  +  Phi Q0 (K0^T (Phi^T F))
+
+Padding rows of ``Q`` and ``K`` are zero, meet only empty rows of ``S`` and
+receive zero gradient, so they never change.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator
+
+from ._validation import check_choice, check_dtype, check_finite, check_int
+from .backend import asarray, check_backend, get_array_module, to_numpy
+from .coarse import COARSE_BASES, column_rank, validate_coarse_matrix
+from .coarse import coarse_basis as build_coarse_basis
+from .decomposition import Decomposition
+from .losses import loss_and_grad
+
+__all__ = ["INITS", "DENSE_LIMIT_BYTES", "LowRankOperator", "SchwarzOperator",
+           "GlobalLowRankOperator"]
+
+#: Random initialisations: ``"naive"`` (N(0,1) x 0.02, paper v1) and
+#: ``"scaled"`` (N(0,1) x (h/4)^{1/2} r^{-1/4}, paper v2).
+INITS = ("scaled", "naive")
+
+#: Largest dense matrix (in bytes) that :meth:`LowRankOperator.to_dense` builds
+#: unless the caller raises the limit.
+DENSE_LIMIT_BYTES = 2**30
+
+
+def init_scale(init: str, h: float, rank: int) -> float:
+    """Standard deviation of the random factors for an initialisation name."""
+    check_choice("init", init, INITS)
+    return 0.02 if init == "naive" else float(np.sqrt(h / 4.0) * rank ** -0.25)
+
+
+class LowRankOperator(LinearOperator):
+    """Common machinery of the trainable operators (not instantiated directly).
+
+    Subclasses describe their factors with ``_layout`` (name -> shape of the
+    stored, possibly padded, array) and implement ``_apply`` (forward or
+    adjoint, optionally recording what the backward pass needs) and
+    ``_backward``.
+    """
+
+    _layout: dict[str, tuple[int, ...]]
+
+    def __init__(self, num_dofs: int, dtype: Any, backend: str) -> None:
+        self.backend = check_backend(backend)
+        self.xp = get_array_module(backend=backend)
+        dt = check_dtype(dtype)
+        super().__init__(dtype=dt, shape=(num_dofs, num_dofs))
+        sizes = [int(np.prod(s)) for s in self._layout.values()]
+        self._slices = {}
+        start = 0
+        for name, size in zip(self._layout, sizes, strict=False):
+            self._slices[name] = slice(start, start + size)
+            start += size
+        self.theta = self.xp.zeros(start, dtype=dt)
+        self.params = self._views(self.theta)
+
+    def _views(self, flat: Any) -> dict[str, Any]:
+        """Views of a flat vector laid out like :attr:`theta`."""
+        return {k: flat[s].reshape(self._layout[k]) for k, s in self._slices.items()}
+
+    # -- LinearOperator interface (backend-aware: cupy arrays pass straight through) --
+    def _check_input(self, x: Any, name: str = "x") -> Any:
+        xp = self.xp
+        if get_array_module(x) is not xp:
+            x = xp.asarray(x)
+        if x.dtype.kind not in "fiu":
+            raise TypeError(f"{name} must be real, got dtype {x.dtype}")
+        if x.ndim not in (1, 2) or x.shape[0] != self.shape[1]:
+            raise ValueError(f"{name} must have shape ({self.shape[1]},) or "
+                             f"({self.shape[1]}, B), got {x.shape}")
+        check_finite(name, x)
+        return xp.ascontiguousarray(x, dtype=self.dtype)
+
+    def _run(self, x: Any, adjoint: bool, part: str = "full") -> Any:
+        x = self._check_input(x)
+        if x.ndim == 1:
+            return self._apply(x[:, None], adjoint, part)[:, 0]
+        return self._apply(x, adjoint, part)
+
+    def matvec(self, x: Any) -> Any:
+        """``M x`` for a vector of length ``n`` (numpy or cupy)."""
+        return self._run(x, adjoint=False)
+
+    def rmatvec(self, x: Any) -> Any:
+        """``M^T x``: the exact adjoint."""
+        return self._run(x, adjoint=True)
+
+    def matmat(self, X: Any) -> Any:
+        """``M X`` for a block of columns ``X`` of shape ``(n, B)``."""
+        return self._run(X, adjoint=False)
+
+    def rmatmat(self, X: Any) -> Any:
+        """``M^T X`` for a block of columns."""
+        return self._run(X, adjoint=True)
+
+    def dot(self, x: Any) -> Any:
+        if isinstance(x, LinearOperator):
+            return super().dot(x)
+        return self._run(x, adjoint=False)
+
+    __call__ = dot
+    __matmul__ = dot
+
+    def _matvec(self, x):
+        return self._apply(self.xp.asarray(x, dtype=self.dtype).reshape(-1, 1), False)[:, 0]
+
+    def _rmatvec(self, x):
+        return self._apply(self.xp.asarray(x, dtype=self.dtype).reshape(-1, 1), True)[:, 0]
+
+    def _matmat(self, X):
+        return self._apply(self.xp.ascontiguousarray(X, dtype=self.dtype), False)
+
+    def _rmatmat(self, X):
+        return self._apply(self.xp.ascontiguousarray(X, dtype=self.dtype), True)
+
+    def _adjoint(self):
+        return _Adjoint(self)
+
+    def _apply(self, X, adjoint: bool, part: str = "full", cache: dict | None = None):
+        raise NotImplementedError
+
+    def _backward(self, G, cache: dict, grad: dict) -> None:
+        raise NotImplementedError
+
+    # -- dense views -------------------------------------------------------------------
+    def to_dense(self, part: str = "full", max_bytes: int | None = None) -> np.ndarray:
+        """Assemble the operator (or one of its parts) as a dense numpy array.
+
+        Parameters
+        ----------
+        part : str
+            ``"full"``, or a part name accepted by the subclass.
+        max_bytes : int, optional
+            Refuse to build a matrix larger than this (default
+            :data:`DENSE_LIMIT_BYTES`); raise it to assemble bigger ones.
+        """
+        limit = DENSE_LIMIT_BYTES if max_bytes is None else check_int("max_bytes", max_bytes)
+        n = self.shape[0]
+        need = n * n * self.dtype.itemsize
+        if need > limit:
+            raise ValueError(
+                f"to_dense: a {n} x {n} dense matrix needs {need / 2**30:.2f} GiB, above the "
+                f"limit of {limit / 2**30:.2f} GiB; pass max_bytes= to raise it"
+            )
+        eye = self.xp.eye(n, dtype=self.dtype)
+        return to_numpy(self._apply(eye, False, part))
+
+    # -- parameters --------------------------------------------------------------------
+    @property
+    def num_params(self) -> int:
+        """Number of trainable scalars (padding excluded)."""
+        raise NotImplementedError
+
+    def get_params(self) -> dict[str, Any]:
+        """Copies of the factors as numpy arrays."""
+        raise NotImplementedError
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        """Replace the factors (same structure as :meth:`get_params`), validated."""
+        raise NotImplementedError
+
+    def flatten(self, params: dict[str, Any]) -> Any:
+        """Pack a :meth:`get_params`-structured dict into a flat vector like :attr:`theta`."""
+        flat = self.xp.zeros_like(self.theta)
+        self._write(self._views(flat), self._validate_params(params))
+        return flat
+
+    def unflatten(self, flat: Any) -> dict[str, Any]:
+        """Unpack a flat vector (for example a gradient) into the :meth:`get_params` structure."""
+        raise NotImplementedError
+
+    def _validate_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(params, dict):
+            raise TypeError(f"params must be a dict, got {type(params).__name__}")
+        expected = set(self._param_shapes())
+        if set(params) != expected:
+            raise ValueError(f"params must have exactly the keys {sorted(expected)}, "
+                             f"got {sorted(params)}")
+        out = {}
+        for key, shape in self._param_shapes().items():
+            value = params[key]
+            if isinstance(shape, list):
+                if not isinstance(value, (list, tuple)) or len(value) != len(shape):
+                    raise ValueError(f"params[{key!r}] must be a list of {len(shape)} arrays")
+                out[key] = [self._check_array(f"params[{key!r}][{i}]", v, s)
+                            for i, (v, s) in enumerate(zip(value, shape, strict=False))]
+            else:
+                out[key] = self._check_array(f"params[{key!r}]", value, shape)
+        return out
+
+    @staticmethod
+    def _check_array(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+        arr = np.asarray(to_numpy(value))
+        if arr.dtype.kind not in "fiu":
+            raise TypeError(f"{name} must be a real array, got dtype {arr.dtype}")
+        if arr.shape != tuple(shape):
+            raise ValueError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
+        check_finite(name, arr)
+        return arr
+
+    def _param_shapes(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _write(self, views: dict[str, Any], params: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    # -- training ----------------------------------------------------------------------
+    def value_and_grad_flat(self, F: Any, U: Any, loss: str = "wmse", out: Any = None,
+                            check: bool = True):
+        """Loss and its gradient as a flat vector laid out like :attr:`theta`.
+
+        Parameters
+        ----------
+        F, U : array, shape (n, B)
+            Right-hand sides and exact solutions, one per column.
+        loss : {"wmse", "mse"}
+            See :func:`ddops.losses.loss_and_grad`.
+        out : array, optional
+            Buffer for the flat gradient.
+        check : bool
+            Validate ``F`` and ``U`` (shape, dtype, finiteness).
+
+        Returns
+        -------
+        value : 0-d array
+            The loss, left on the device.
+        grad : array
+            Flat gradient.
+        """
+        if check:
+            F = self._check_input(F, "F")
+            U = self._check_input(U, "U")
+            if F.ndim != 2 or U.shape != F.shape:
+                raise ValueError(f"F and U must both have shape (n, B); got {F.shape}, {U.shape}")
+        cache: dict[str, Any] = {}
+        P = self._apply(F, False, "full", cache)
+        value, G = loss_and_grad(loss, P, U, out=P)
+        grad = self.xp.empty_like(self.theta) if out is None else out
+        self._backward(G, cache, self._views(grad))
+        return value, grad
+
+    def value_and_grad(self, F: Any, U: Any, loss: str = "wmse") -> tuple[float, dict[str, Any]]:
+        """Loss and gradient for every parameter, in the :meth:`get_params` structure.
+
+        One batched computation over all subdomains; no dense ``n x n`` matrix.
+        """
+        value, grad = self.value_and_grad_flat(F, U, loss)
+        return float(value), self.unflatten(grad)
+
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
+        return rng.standard_normal(shape) * scale
+
+
+class _Adjoint(LinearOperator):
+    """``M^T`` of a :class:`LowRankOperator`, backend-aware like its parent."""
+
+    def __init__(self, op: LowRankOperator) -> None:
+        self.op = op
+        super().__init__(dtype=op.dtype, shape=op.shape[::-1])
+
+    def matvec(self, x):
+        return self.op.rmatvec(x)
+
+    def rmatvec(self, x):
+        return self.op.matvec(x)
+
+    matmat, rmatmat = matvec, rmatvec
+
+    def _matvec(self, x):
+        return self.op._rmatvec(x)
+
+    def _rmatvec(self, x):
+        return self.op._matvec(x)
+
+    def _matmat(self, X):
+        return self.op._rmatmat(X)
+
+    def _rmatmat(self, X):
+        return self.op._matmat(X)
+
+
+class SchwarzOperator(LowRankOperator):
+    r"""Two-level overlapping Schwarz attention.
+
+    .. math::
+
+        M = \Phi Q_0 K_0^T \Phi^T
+            + \sum_{i=1}^N R_i^T D_i^{1/2} Q_i K_i^T D_i^{1/2} R_i
+
+    Parameters
+    ----------
+    decomposition : Decomposition
+        Overlapping decomposition of the unknowns (``R_i``, ``D_i``).
+    local_rank : int
+        Rank ``r`` of every local block ``Q_i K_i^T`` (``Q_i, K_i`` are
+        ``n_i x r``).
+    coarse_rank : int, optional
+        Rank ``r0`` of the coarse block; ``None`` means ``n0``.  A value above
+        ``n0`` is truncated to ``n0`` with a warning, as in the paper.
+    coarse_basis : str, sparse matrix, array or None
+        A name from :data:`ddops.coarse.COARSE_BASES`, a user-supplied
+        ``num_dofs x n0`` matrix Phi, or ``None`` for a one-level operator.
+    coarse_size : int, optional
+        Number of coarse functions for ``coarse_basis="grid_hats"``.
+    init : {"scaled", "naive"}
+        Random initialisation, see :data:`INITS`.
+    seed : int
+        Seed of the numpy generator that draws the factors (drawn on the
+        host, so both backends start from identical parameters).
+    dtype : {numpy.float64, numpy.float32}
+        Floating-point type of parameters and products.
+    backend : {"numpy", "cupy"}
+        Where arrays and sparse matrices live.
+    """
+
+    PARTS = ("full", "local", "coarse")
+
+    def __init__(
+        self,
+        decomposition: Decomposition,
+        local_rank: int = 4,
+        coarse_rank: int | None = None,
+        coarse_basis: Any = "interface_hats",
+        coarse_size: int | None = None,
+        init: str = "scaled",
+        seed: int = 0,
+        dtype: Any = np.float64,
+        backend: str = "numpy",
+    ) -> None:
+        if not isinstance(decomposition, Decomposition):
+            raise TypeError("decomposition must be a ddops Decomposition, got "
+                            f"{type(decomposition).__name__}")
+        d = self.decomposition = decomposition
+        self.local_rank = check_int("local_rank", local_rank, minimum=1)
+        check_choice("init", init, INITS)
+        seed = check_int("seed", seed, minimum=0)
+        check_backend(backend)
+        dt = check_dtype(dtype)
+
+        # coarse space
+        if coarse_size is not None and not (isinstance(coarse_basis, str)
+                                            and coarse_basis == "grid_hats"):
+            raise ValueError("coarse_size is only used with coarse_basis='grid_hats'")
+        if coarse_basis is None:
+            Phi = None
+        elif isinstance(coarse_basis, str):
+            check_choice("coarse_basis", coarse_basis, COARSE_BASES)
+            Phi = build_coarse_basis(d, coarse_basis, size=coarse_size)
+        else:
+            Phi = validate_coarse_matrix(coarse_basis, d.num_dofs)
+        self.coarse_basis_name = coarse_basis if isinstance(coarse_basis, str) else (
+            None if coarse_basis is None else "custom")
+        n0 = 0 if Phi is None else Phi.shape[1]
+        if Phi is None:
+            if coarse_rank not in (None, 0):
+                raise ValueError("coarse_rank must be None or 0 without a coarse basis")
+            r0 = 0
+        elif coarse_rank is None:
+            r0 = n0
+        else:
+            r0 = check_int("coarse_rank", coarse_rank, minimum=1)
+            if r0 > n0:
+                warnings.warn(f"coarse_rank={r0} exceeds the coarse dimension n0={n0}; "
+                              f"truncated to {n0}", stacklevel=2)
+                r0 = n0
+        self.requested_coarse_rank = coarse_rank
+        self.coarse_rank = r0
+        self.coarse_dim = n0
+        self._phi_host = Phi
+
+        N, p, r = d.num_subdomains, d.max_size, self.local_rank
+        self._layout = {"Q": (N, p, r), "K": (N, p, r), "Q0": (n0, r0), "K0": (n0, r0)}
+        super().__init__(d.num_dofs, dt, backend)
+
+        # sparse operators, assembled once on the chosen backend
+        self.S = d.stacked_restriction("sqrt", padded=True, dtype=dt, backend=backend)
+        self.St = asarray(d.stacked_restriction("sqrt", padded=True, dtype=dt).T.tocsr(),
+                          backend=backend)
+        if Phi is not None:
+            self.Phi = asarray(Phi.astype(dt), backend=backend)
+            self.PhiT = asarray(Phi.T.tocsr().astype(dt), backend=backend)
+
+        # initial factors: unpadded entries drawn in the order Q, K, Q0, K0
+        rng = np.random.default_rng(seed)
+        s_loc = init_scale(init, d.h, r)
+        params = {
+            "Q": self._draw(rng, (d.indices.size, r), s_loc),
+            "K": self._draw(rng, (d.indices.size, r), s_loc),
+        }
+        s0 = init_scale(init, d.h, max(r0, 1))
+        params["Q0"] = self._draw(rng, (n0, r0), s0)
+        params["K0"] = self._draw(rng, (n0, r0), s0)
+        self._write_packed(self.params, params)
+        self.init = init
+        self.seed = seed
+
+    # -- layout helpers ----------------------------------------------------------------
+    def _pad_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        d = self.decomposition
+        return d._subdomain_of_entry, d._position_in_subdomain
+
+    def _write_packed(self, views: dict[str, Any], packed: dict[str, np.ndarray]) -> None:
+        """Write unpadded stacked ``(sum n_i, r)`` Q/K blocks and the coarse factors."""
+        sub, pos = self._pad_rows()
+        for key in ("Q", "K"):
+            host = np.zeros(self._layout[key], dtype=self.dtype)
+            host[sub, pos] = packed[key]
+            views[key][...] = self.xp.asarray(host)
+        for key in ("Q0", "K0"):
+            views[key][...] = self.xp.asarray(np.asarray(packed[key], dtype=self.dtype))
+
+    def _param_shapes(self) -> dict[str, Any]:
+        sizes = self.decomposition.sizes
+        r, n0, r0 = self.local_rank, self.coarse_dim, self.coarse_rank
+        return {"Q": [(int(s), r) for s in sizes], "K": [(int(s), r) for s in sizes],
+                "Q0": (n0, r0), "K0": (n0, r0)}
+
+    def _write(self, views: dict[str, Any], params: dict[str, Any]) -> None:
+        packed = {k: (np.concatenate(params[k]) if k in ("Q", "K") else params[k])
+                  for k in params}
+        self._write_packed(views, packed)
+
+    def unflatten(self, flat: Any) -> dict[str, Any]:
+        views = self._views(flat)
+        sub, pos = self._pad_rows()
+        offsets = self.decomposition.offsets[1:-1]
+        out: dict[str, Any] = {}
+        for key in ("Q", "K"):
+            stacked = to_numpy(views[key])[sub, pos]
+            out[key] = np.split(stacked, offsets)
+        for key in ("Q0", "K0"):
+            out[key] = to_numpy(views[key]).copy()
+        return out
+
+    def get_params(self) -> dict[str, Any]:
+        return self.unflatten(self.theta)
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        self._write(self.params, self._validate_params(params))
+
+    @property
+    def num_params(self) -> int:
+        d = self.decomposition
+        return int(2 * self.local_rank * d.indices.size + 2 * self.coarse_dim * self.coarse_rank)
+
+    @property
+    def rank_bound(self) -> int:
+        """Theorem 2: ``min(r0, rank Phi) + sum_i min(r, n_i)``."""
+        local = int(np.minimum(self.local_rank, self.decomposition.sizes).sum())
+        if self._phi_host is None:
+            return local
+        return local + min(self.coarse_rank, column_rank(self._phi_host))
+
+    # -- application ---------------------------------------------------------------------
+    def _apply(self, X, adjoint: bool, part: str = "full", cache: dict | None = None):
+        check_choice("part", part, self.PARTS)
+        xp = self.xp
+        views = self.params
+        A, Bf = (views["K"], views["Q"]) if adjoint else (views["Q"], views["K"])
+        N, p, r = self._layout["Q"]
+        B = X.shape[1]
+        out = None
+        if part != "coarse":
+            Xl = (self.S @ X).reshape(N, p, B)
+            T = xp.matmul(Bf.transpose(0, 2, 1), Xl)          # (N, r, B)
+            Y = xp.matmul(A, T)                                 # (N, p, B)
+            out = self.St @ Y.reshape(N * p, B)
+            if cache is not None:
+                cache.update(Xl=Xl, T=T)
+        if part != "local" and self.coarse_rank > 0:
+            A0, B0 = (views["K0"], views["Q0"]) if adjoint else (views["Q0"], views["K0"])
+            C = self.PhiT @ X                                   # (n0, B)
+            T0 = B0.T @ C                                       # (r0, B)
+            coarse = self.Phi @ (A0 @ T0)
+            out = coarse if out is None else xp.add(out, coarse, out=out)
+            if cache is not None:
+                cache.update(C=C, T0=T0)
+        if out is None:  # coarse part of a one-level operator
+            out = xp.zeros_like(X)
+        return out
+
+    def _backward(self, G, cache: dict, grad: dict) -> None:
+        xp = self.xp
+        N, p, r = self._layout["Q"]
+        B = G.shape[1]
+        Gl = (self.S @ G).reshape(N, p, B)
+        xp.matmul(Gl, cache["T"].transpose(0, 2, 1), out=grad["Q"])      # dQ_i = G_i T_i^T
+        H = xp.matmul(self.params["Q"].transpose(0, 2, 1), Gl)           # Q_i^T G_i
+        xp.matmul(cache["Xl"], H.transpose(0, 2, 1), out=grad["K"])      # dK_i = X_i H_i^T
+        if self.coarse_rank > 0:
+            G0 = self.PhiT @ G
+            xp.matmul(G0, cache["T0"].T, out=grad["Q0"])
+            xp.matmul(cache["C"], (self.params["Q0"].T @ G0).T, out=grad["K0"])
+
+    def local_part(self) -> LinearOperator:
+        """The local sum ``sum_i R_i^T D_i^{1/2} Q_i K_i^T D_i^{1/2} R_i`` as an operator."""
+        return _PartOperator(self, "local")
+
+    def coarse_part(self) -> LinearOperator:
+        """The coarse term ``Phi Q0 K0^T Phi^T`` as an operator."""
+        return _PartOperator(self, "coarse")
+
+    @property
+    def coarse_matrix(self):
+        """The coarse interpolation Phi (scipy CSR, ``num_dofs x n0``), or None."""
+        return self._phi_host
+
+    def __repr__(self) -> str:
+        return (f"SchwarzOperator(n={self.shape[0]}, N={self.decomposition.num_subdomains}, "
+                f"local_rank={self.local_rank}, coarse_rank={self.coarse_rank}, "
+                f"coarse_basis={self.coarse_basis_name!r}, dtype={self.dtype}, "
+                f"backend={self.backend!r})")
+
+
+class _PartOperator(LinearOperator):
+    """One part (local or coarse) of a :class:`SchwarzOperator`, for inspection."""
+
+    def __init__(self, op: SchwarzOperator, part: str) -> None:
+        self.op, self.part = op, part
+        super().__init__(dtype=op.dtype, shape=op.shape)
+
+    def _matmat(self, X):
+        return self.op._apply(self.op._check_input(X), False, self.part)
+
+    def _rmatmat(self, X):
+        return self.op._apply(self.op._check_input(X), True, self.part)
+
+    def _matvec(self, x):
+        return self._matmat(np.reshape(x, (-1, 1)))[:, 0]
+
+    def _rmatvec(self, x):
+        return self._rmatmat(np.reshape(x, (-1, 1)))[:, 0]
+
+    def to_dense(self, max_bytes: int | None = None) -> np.ndarray:
+        """Dense matrix of this part (same size limit as the parent's ``to_dense``)."""
+        return self.op.to_dense(self.part, max_bytes)
+
+
+class GlobalLowRankOperator(LowRankOperator):
+    """The global attention baseline ``M = Q K^T`` with ``Q, K`` of size ``n x r``.
+
+    Parameters
+    ----------
+    num_dofs : int
+        Size ``n`` of the operator.
+    rank : int
+        Inner dimension ``r``.
+    init : {"scaled", "naive"}
+        Random initialisation, see :data:`INITS`.
+    seed : int
+        Seed of the numpy generator that draws the factors.
+    dtype : {numpy.float64, numpy.float32}
+        Floating-point type.
+    backend : {"numpy", "cupy"}
+        Where the arrays live.
+    h : float, optional
+        Mesh width for the scaled initialisation; default ``1 / (n + 1)``,
+        which is the mesh width of both conventions of the 1D problem.
+    """
+
+    PARTS = ("full",)
+
+    def __init__(self, num_dofs: int, rank: int, init: str = "scaled", seed: int = 0,
+                 dtype: Any = np.float64, backend: str = "numpy", h: float | None = None) -> None:
+        n = check_int("num_dofs", num_dofs, minimum=1)
+        self.rank = check_int("rank", rank, minimum=1)
+        check_choice("init", init, INITS)
+        seed = check_int("seed", seed, minimum=0)
+        self._layout = {"Q": (n, self.rank), "K": (n, self.rank)}
+        super().__init__(n, dtype, backend)
+        self.h = 1.0 / (n + 1) if h is None else float(h)
+        rng = np.random.default_rng(seed)
+        scale = init_scale(init, self.h, self.rank)
+        self._write(self.params, {"Q": self._draw(rng, (n, self.rank), scale),
+                                  "K": self._draw(rng, (n, self.rank), scale)})
+        self.init, self.seed = init, seed
+
+    def _param_shapes(self) -> dict[str, Any]:
+        return dict(self._layout)
+
+    def _write(self, views, params) -> None:
+        for key in ("Q", "K"):
+            views[key][...] = self.xp.asarray(np.asarray(params[key], dtype=self.dtype))
+
+    def unflatten(self, flat: Any) -> dict[str, Any]:
+        return {k: to_numpy(v).copy() for k, v in self._views(flat).items()}
+
+    def get_params(self) -> dict[str, Any]:
+        return self.unflatten(self.theta)
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        self._write(self.params, self._validate_params(params))
+
+    @property
+    def num_params(self) -> int:
+        return 2 * self.shape[0] * self.rank
+
+    @property
+    def rank_bound(self) -> int:
+        """``min(r, n)``."""
+        return min(self.rank, self.shape[0])
+
+    def _apply(self, X, adjoint: bool, part: str = "full", cache: dict | None = None):
+        check_choice("part", part, self.PARTS)
+        A, Bf = (self.params["K"], self.params["Q"]) if adjoint else (
+            self.params["Q"], self.params["K"])
+        T = Bf.T @ X
+        if cache is not None:
+            cache.update(X=X, T=T)
+        return A @ T
+
+    def _backward(self, G, cache: dict, grad: dict) -> None:
+        xp = self.xp
+        xp.matmul(G, cache["T"].T, out=grad["Q"])
+        xp.matmul(cache["X"], (self.params["Q"].T @ G).T, out=grad["K"])
+
+    def __repr__(self) -> str:
+        return (f"GlobalLowRankOperator(n={self.shape[0]}, rank={self.rank}, "
+                f"dtype={self.dtype}, backend={self.backend!r})")

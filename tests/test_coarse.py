@@ -1,0 +1,75 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ddops import Decomposition1D, coarse_basis
+from ddops.coarse import column_rank, hat_functions
+from ddops.testing import decompositions
+
+from .reference import hat
+
+
+@given(decompositions().filter(lambda d: d.num_subdomains > 1))
+def test_interface_hats_pointwise(d):
+    Phi = coarse_basis(d)
+    assert sp.isspmatrix_csr(Phi) and Phi.shape == (d.num_dofs, d.num_subdomains - 1)
+    x = d.coordinates
+    peaks = np.concatenate([[0.0], x[d.interface_nodes], [1.0]])
+    dense = Phi.toarray()
+    for k in range(1, len(peaks) - 1):
+        expected = [hat(xi, peaks[k - 1], peaks[k], peaks[k + 1]) for xi in x]
+        np.testing.assert_allclose(dense[:, k - 1], expected, atol=1e-14)
+        assert dense[d.interface_nodes[k - 1], k - 1] == 1.0
+    assert column_rank(Phi) == d.num_subdomains - 1
+
+
+def test_interface_hats_paper_element():
+    d = Decomposition1D(256, 8)
+    Phi = coarse_basis(d).toarray()
+    # hat 1 peaks at node 64 (unknown 63), vanishes at nodes 32 and 96
+    assert Phi[63, 1] == 1.0 and Phi[31, 1] == 0.0 and Phi[95, 1] == 0.0
+    assert Phi[47, 1] == 0.5
+    # first hat reaches 0 at the Dirichlet node 0: value 1/32 at node 1
+    assert Phi[0, 0] == pytest.approx(1 / 32)
+    # interior hats sum to one between the first and the last interface
+    np.testing.assert_allclose(Phi[31:224].sum(axis=1), 1.0)
+
+
+@given(decompositions())
+def test_pou_basis(d):
+    Phi = coarse_basis(d, "pou")
+    assert Phi.shape == (d.num_dofs, d.num_subdomains)
+    np.testing.assert_allclose(Phi.sum(axis=1).A1, 1.0)
+    for i, s in enumerate(d.subdomains):
+        col = Phi[:, [i]].toarray().ravel()
+        np.testing.assert_allclose(col[s], d.weights(i))
+        assert np.count_nonzero(col) == len(s)
+
+
+@given(decompositions(), st.integers(1, 9))
+def test_grid_hats(d, size):
+    Phi = coarse_basis(d, "grid_hats", size=size).toarray()
+    peaks = np.concatenate([[0.0], np.arange(1, size + 1) / (size + 1), [1.0]])
+    for k in range(1, size + 1):
+        expected = [hat(xi, peaks[k - 1], peaks[k], peaks[k + 1]) for xi in d.coordinates]
+        np.testing.assert_allclose(Phi[:, k - 1], expected, atol=1e-14)
+
+
+def test_column_rank_fallback():
+    Phi = sp.csr_matrix(np.array([[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]]))
+    assert column_rank(Phi) == 1
+    assert column_rank(sp.csr_matrix(np.array([[1.0, 1.0], [1.0, 2.0]]))) == 2
+
+
+def test_bad_arguments():
+    d = Decomposition1D(32, 4)
+    with pytest.raises(ValueError, match="kind"):
+        coarse_basis(d, "wavelets")
+    with pytest.raises(ValueError, match="size"):
+        coarse_basis(d, "pou", size=3)
+    with pytest.raises(ValueError, match="interface_hats"):
+        coarse_basis(Decomposition1D(32, 1), "interface_hats")
+    with pytest.raises(ValueError, match="peaks"):
+        hat_functions(np.linspace(0, 1, 5), [0.5, 0.4])

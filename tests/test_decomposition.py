@@ -1,0 +1,120 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ddops import Decomposition, Decomposition1D
+from ddops.testing import decompositions
+
+from .reference import subdomains_1d
+
+
+def test_paper_sizes():
+    assert Decomposition1D(256, 8, 2).sizes.tolist() == [34] + [37] * 6 + [34]
+    assert Decomposition1D(256, 8, 2, kind="dof").sizes.tolist() == [34] + [36] * 6 + [34]
+
+
+def test_interface_nodes_paper():
+    # element: node 32k is unknown 32k - 1; dof: larger index next to the overlap centre
+    assert Decomposition1D(256, 8).interface_nodes.tolist() == [32 * k - 1 for k in range(1, 8)]
+    d = Decomposition1D(256, 8, kind="dof")
+    assert d.interface_nodes.tolist() == [32 * k for k in range(1, 8)]
+    for k, node in enumerate(d.interface_nodes):
+        overlap = np.intersect1d(d.subdomains[k], d.subdomains[k + 1])
+        centre = overlap.mean()
+        assert node == int(np.floor(centre)) + 1
+
+
+@given(decompositions())
+def test_subdomains_match_definition(d):
+    ref = subdomains_1d(d.n, d.num_subdomains, d.overlap, d.kind)
+    assert len(d.subdomains) == len(ref)
+    for a, b in zip(d.subdomains, ref):
+        np.testing.assert_array_equal(a, b)
+    core = d.core_bounds
+    assert np.ptp(np.diff(core)) <= 1  # remainder spread: sizes differ by at most one
+
+
+@given(decompositions())
+def test_partition_of_unity(d):
+    total = sum(d.restriction(i).T.astype(float) @ sp.diags(d.weights(i)) @ d.restriction(i)
+                for i in range(d.num_subdomains))
+    eye = np.eye(d.num_dofs)
+    np.testing.assert_allclose(total.toarray(), eye, rtol=0, atol=4 * np.finfo(float).eps)
+    np.testing.assert_allclose(d.partition_of_unity().toarray(), eye, rtol=0,
+                               atol=4 * np.finfo(float).eps)
+    if d.multiplicity.max() <= 4:  # 1/m sums exactly for these m
+        np.testing.assert_array_equal(d.partition_of_unity().toarray(), eye)
+
+
+@given(decompositions())
+def test_multiplicity_and_restriction(d):
+    counts = np.zeros(d.num_dofs, int)
+    for i, s in enumerate(d.subdomains):
+        counts[s] += 1
+        R = d.restriction(i)
+        assert R.dtype == bool and R.format == "csr"
+        np.testing.assert_array_equal(R.toarray().nonzero()[1], s)
+        np.testing.assert_array_equal(d.weights(i), 1.0 / counts_full(d)[s])
+    np.testing.assert_array_equal(d.multiplicity, counts)
+
+
+def counts_full(d):
+    c = np.zeros(d.num_dofs)
+    for s in d.subdomains:
+        c[s] += 1
+    return c
+
+
+@given(decompositions(), st.sampled_from(["none", "sqrt", "full"]), st.booleans())
+def test_stacked_restriction_blocks(d, weighting, padded):
+    S = d.stacked_restriction(weighting, padded=padded)
+    p = d.max_size if padded else None
+    power = {"none": 0.0, "sqrt": 0.5, "full": 1.0}[weighting]
+    for i, s in enumerate(d.subdomains):
+        start = i * p if padded else d.offsets[i]
+        block = S[start : start + len(s)].toarray()
+        expected = d.restriction(i).toarray() * (d.weights(i) ** power)[:, None]
+        np.testing.assert_allclose(block, expected, rtol=1e-15)
+        if padded:
+            assert S[start + len(s) : (i + 1) * p].nnz == 0
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        ((8, 0), "subdomains"),
+        ((8, 9), "n must be"),
+        ((8, 2, -1), "overlap"),
+        ((16, 8, 3), "overlap"),
+        ((1, 1, 0, "element"), "n must be"),
+        ((8, 2, 1, "cells"), "kind"),
+    ],
+)
+def test_invalid_configurations(args, match):
+    with pytest.raises(ValueError, match=match):
+        Decomposition1D(*args)
+
+
+def test_invalid_types():
+    with pytest.raises(TypeError, match="subdomains"):
+        Decomposition1D(16, 2.0)
+    with pytest.raises(TypeError, match="overlap"):
+        Decomposition1D(16, 2, overlap=1.5)
+
+
+def test_general_decomposition():
+    d = Decomposition([[0, 1, 2], [2, 3, 4], [4, 5]], 6)
+    assert d.multiplicity.tolist() == [1, 1, 2, 1, 2, 1]
+    np.testing.assert_array_equal(d.partition_of_unity().toarray(), np.eye(6))
+    with pytest.raises(ValueError, match="cover"):
+        Decomposition([[0, 1], [3]], 4)
+    with pytest.raises(ValueError, match="indices"):
+        Decomposition([[0, 7]], 4)
+    with pytest.raises(ValueError, match="repeated"):
+        Decomposition([[0, 0, 1]], 2)
+    with pytest.raises(ValueError, match="empty"):
+        Decomposition([[0, 1], []], 2)
+    with pytest.raises(ValueError, match="subdomain index i"):
+        d.restriction(3)
