@@ -1,12 +1,13 @@
 """ddops: sparse linear-algebra operators built from overlapping domain decomposition."""
 
+from . import testing
 from .backend import cupy_available, get_array_module
 from .coarse import coarse_basis
 from .decomposition import Decomposition, Decomposition1D
 from .operators import GlobalLowRankOperator, SchwarzOperator
+from .preconditioners import TwoLevelSchwarz
 from .problem import PoissonSolver, poisson_1d
 from .spectral import best_rank_error
-from . import testing
 
 __version__ = "0.1.0"
 
@@ -16,9 +17,11 @@ __all__ = [
     "GlobalLowRankOperator",
     "PoissonSolver",
     "SchwarzOperator",
+    "TwoLevelSchwarz",
     "best_rank_error",
     "coarse_basis",
     "cupy_available",
     "get_array_module",
     "poisson_1d",
+    "testing",
 ]

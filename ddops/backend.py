@@ -23,6 +23,7 @@ __all__ = [
     "check_backend",
 ]
 
+#: Backend names accepted wherever a ``backend=`` argument is taken.
 BACKENDS = ("numpy", "cupy")
 
 try:  # pragma: no cover - exercised only where CuPy is installed

@@ -24,6 +24,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from ._validation import check_choice, check_dtype, check_finite, check_int
@@ -33,12 +34,18 @@ from .coarse import coarse_basis as build_coarse_basis
 from .decomposition import Decomposition
 from .losses import loss_and_grad
 
-__all__ = ["INITS", "DENSE_LIMIT_BYTES", "LowRankOperator", "SchwarzOperator",
+__all__ = ["INITS", "PARTITIONS", "DENSE_LIMIT_BYTES", "LowRankOperator", "SchwarzOperator",
            "GlobalLowRankOperator"]
 
 #: Random initialisations: ``"naive"`` (N(0,1) x 0.02, paper v1) and
 #: ``"scaled"`` (N(0,1) x (h/4)^{1/2} r^{-1/4}, paper v2).
 INITS = ("scaled", "naive")
+
+#: Partition-of-unity placements ``name -> (input-side, output-side weighting)``:
+#: ``"symmetric"`` is the paper's ``R_i^T D_i^{1/2} Q_i K_i^T D_i^{1/2} R_i``,
+#: ``"left"`` puts all of ``D_i`` on the output side (``R_i^T D_i Q_i K_i^T R_i``)
+#: and ``"none"`` drops it (``R_i^T Q_i K_i^T R_i``).
+PARTITIONS = {"symmetric": ("sqrt", "sqrt"), "left": ("none", "full"), "none": ("none", "none")}
 
 #: Largest dense matrix (in bytes) that :meth:`LowRankOperator.to_dense` builds
 #: unless the caller raises the limit.
@@ -333,6 +340,16 @@ class SchwarzOperator(LowRankOperator):
         Floating-point type of parameters and products.
     backend : {"numpy", "cupy"}
         Where arrays and sparse matrices live.
+    partition : {"symmetric", "left", "none"}
+        Where the partition-of-unity weight goes, see :data:`PARTITIONS`.
+    tied : bool
+        Symmetric variant with ``K_i = Q_i`` and ``K0 = Q0``: every term is
+        positive semidefinite and the parameters are ``{"Q", "Q0"}`` only.
+        Needs a symmetric ``partition``.
+    base : LinearOperator or sparse matrix, optional
+        A fixed (not trained) operator added to ``M``, for example an SPD
+        matrix that makes a tied operator positive definite.  It must accept
+        ``matmat``/``rmatmat`` (or ``@``) on the operator's backend.
     """
 
     PARTS = ("full", "local", "coarse")
@@ -348,6 +365,9 @@ class SchwarzOperator(LowRankOperator):
         seed: int = 0,
         dtype: Any = np.float64,
         backend: str = "numpy",
+        partition: str = "symmetric",
+        tied: bool = False,
+        base: Any = None,
     ) -> None:
         if not isinstance(decomposition, Decomposition):
             raise TypeError("decomposition must be a ddops Decomposition, got "
@@ -390,33 +410,57 @@ class SchwarzOperator(LowRankOperator):
         self.coarse_dim = n0
         self._phi_host = Phi
 
+        check_choice("partition", partition, PARTITIONS)
+        if not isinstance(tied, bool):
+            raise TypeError(f"tied must be a bool, got {type(tied).__name__}")
+        if tied and partition == "left":
+            raise ValueError("tied=True needs a symmetric partition ('symmetric' or 'none')")
+        self.tied = tied
+        self.base = _check_base(base, d.num_dofs, backend, check_dtype(dtype))
         N, p, r = d.num_subdomains, d.max_size, self.local_rank
-        self._layout = {"Q": (N, p, r), "K": (N, p, r), "Q0": (n0, r0), "K0": (n0, r0)}
+        self._layout = {"Q": (N, p, r), "Q0": (n0, r0)} if tied else {
+            "Q": (N, p, r), "K": (N, p, r), "Q0": (n0, r0), "K0": (n0, r0)}
         super().__init__(d.num_dofs, dt, backend)
 
         # sparse operators, assembled once on the chosen backend
-        self.S = d.stacked_restriction("sqrt", padded=True, dtype=dt, backend=backend)
-        self.St = asarray(d.stacked_restriction("sqrt", padded=True, dtype=dt).T.tocsr(),
-                          backend=backend)
+        # input side S_in F and output side S_out^T Y; the adjoint swaps the two
+        self.partition = partition
+        w_in, w_out = PARTITIONS[partition]
+        self._S = {}
+        for side, w in (("in", w_in), ("out", w_out)):
+            S = d.stacked_restriction(w, padded=True, dtype=dt)
+            self._S[side] = asarray(S, backend=backend)
+            self._S[side + "T"] = asarray(S.T.tocsr(), backend=backend)
         if Phi is not None:
             self.Phi = asarray(Phi.astype(dt), backend=backend)
             self.PhiT = asarray(Phi.T.tocsr().astype(dt), backend=backend)
 
-        # initial factors: unpadded entries drawn in the order Q, K, Q0, K0
+        # initial factors: unpadded entries drawn in the order Q, K, Q0, K0 (K, K0 untied)
         rng = np.random.default_rng(seed)
         s_loc = init_scale(init, d.h, r)
-        params = {
-            "Q": self._draw(rng, (d.indices.size, r), s_loc),
-            "K": self._draw(rng, (d.indices.size, r), s_loc),
-        }
         s0 = init_scale(init, d.h, max(r0, 1))
-        params["Q0"] = self._draw(rng, (n0, r0), s0)
-        params["K0"] = self._draw(rng, (n0, r0), s0)
+        params = {}
+        for key in self._keys(local=True):
+            params[key] = self._draw(rng, (d.indices.size, r), s_loc)
+        for key in self._keys(local=False):
+            params[key] = self._draw(rng, (n0, r0), s0)
         self._write_packed(self.params, params)
         self.init = init
         self.seed = seed
 
     # -- layout helpers ----------------------------------------------------------------
+    def _keys(self, local: bool) -> tuple[str, ...]:
+        """Names of the stored local (or coarse) factors."""
+        names = ("Q", "K") if local else ("Q0", "K0")
+        return names[:1] if self.tied else names
+
+    def _factors(self) -> dict[str, Any]:
+        """Views of Q, K, Q0, K0 (K is Q and K0 is Q0 when tied)."""
+        v = self.params
+        if self.tied:
+            return {"Q": v["Q"], "K": v["Q"], "Q0": v["Q0"], "K0": v["Q0"]}
+        return v
+
     def _pad_rows(self) -> tuple[np.ndarray, np.ndarray]:
         d = self.decomposition
         return d._subdomain_of_entry, d._position_in_subdomain
@@ -424,21 +468,22 @@ class SchwarzOperator(LowRankOperator):
     def _write_packed(self, views: dict[str, Any], packed: dict[str, np.ndarray]) -> None:
         """Write unpadded stacked ``(sum n_i, r)`` Q/K blocks and the coarse factors."""
         sub, pos = self._pad_rows()
-        for key in ("Q", "K"):
+        for key in self._keys(local=True):
             host = np.zeros(self._layout[key], dtype=self.dtype)
             host[sub, pos] = packed[key]
             views[key][...] = self.xp.asarray(host)
-        for key in ("Q0", "K0"):
+        for key in self._keys(local=False):
             views[key][...] = self.xp.asarray(np.asarray(packed[key], dtype=self.dtype))
 
     def _param_shapes(self) -> dict[str, Any]:
         sizes = self.decomposition.sizes
         r, n0, r0 = self.local_rank, self.coarse_dim, self.coarse_rank
-        return {"Q": [(int(s), r) for s in sizes], "K": [(int(s), r) for s in sizes],
-                "Q0": (n0, r0), "K0": (n0, r0)}
+        shapes: dict[str, Any] = {k: [(int(s), r) for s in sizes] for k in self._keys(True)}
+        shapes.update({k: (n0, r0) for k in self._keys(False)})
+        return shapes
 
     def _write(self, views: dict[str, Any], params: dict[str, Any]) -> None:
-        packed = {k: (np.concatenate(params[k]) if k in ("Q", "K") else params[k])
+        packed = {k: (np.concatenate(params[k]) if k in self._keys(True) else params[k])
                   for k in params}
         self._write_packed(views, packed)
 
@@ -447,10 +492,10 @@ class SchwarzOperator(LowRankOperator):
         sub, pos = self._pad_rows()
         offsets = self.decomposition.offsets[1:-1]
         out: dict[str, Any] = {}
-        for key in ("Q", "K"):
+        for key in self._keys(local=True):
             stacked = to_numpy(views[key])[sub, pos]
             out[key] = np.split(stacked, offsets)
-        for key in ("Q0", "K0"):
+        for key in self._keys(local=False):
             out[key] = to_numpy(views[key]).copy()
         return out
 
@@ -463,11 +508,13 @@ class SchwarzOperator(LowRankOperator):
     @property
     def num_params(self) -> int:
         d = self.decomposition
-        return int(2 * self.local_rank * d.indices.size + 2 * self.coarse_dim * self.coarse_rank)
+        factors = 1 if self.tied else 2
+        local = self.local_rank * d.indices.size
+        return int(factors * (local + self.coarse_dim * self.coarse_rank))
 
     @property
     def rank_bound(self) -> int:
-        """Theorem 2: ``min(r0, rank Phi) + sum_i min(r, n_i)``."""
+        """Theorem 2: ``min(r0, rank Phi) + sum_i min(r, n_i)`` (without any ``base``)."""
         local = int(np.minimum(self.local_rank, self.decomposition.sizes).sum())
         if self._phi_host is None:
             return local
@@ -477,16 +524,18 @@ class SchwarzOperator(LowRankOperator):
     def _apply(self, X, adjoint: bool, part: str = "full", cache: dict | None = None):
         check_choice("part", part, self.PARTS)
         xp = self.xp
-        views = self.params
+        views = self._factors()
         A, Bf = (views["K"], views["Q"]) if adjoint else (views["Q"], views["K"])
+        S_in, S_outT = (self._S["out"], self._S["inT"]) if adjoint else (
+            self._S["in"], self._S["outT"])
         N, p, r = self._layout["Q"]
         B = X.shape[1]
         out = None
         if part != "coarse":
-            Xl = (self.S @ X).reshape(N, p, B)
+            Xl = (S_in @ X).reshape(N, p, B)
             T = xp.matmul(Bf.transpose(0, 2, 1), Xl)          # (N, r, B)
             Y = xp.matmul(A, T)                                 # (N, p, B)
-            out = self.St @ Y.reshape(N * p, B)
+            out = S_outT @ Y.reshape(N * p, B)
             if cache is not None:
                 cache.update(Xl=Xl, T=T)
         if part != "local" and self.coarse_rank > 0:
@@ -499,20 +548,29 @@ class SchwarzOperator(LowRankOperator):
                 cache.update(C=C, T0=T0)
         if out is None:  # coarse part of a one-level operator
             out = xp.zeros_like(X)
+        if part == "full" and self.base is not None:
+            fixed = self.base.rmatmat(X) if adjoint else self.base.matmat(X)
+            out = xp.add(out, fixed, out=out)
         return out
 
     def _backward(self, G, cache: dict, grad: dict) -> None:
         xp = self.xp
         N, p, r = self._layout["Q"]
         B = G.shape[1]
-        Gl = (self.S @ G).reshape(N, p, B)
+        f = self._factors()
+        Gl = (self._S["out"] @ G).reshape(N, p, B)
         xp.matmul(Gl, cache["T"].transpose(0, 2, 1), out=grad["Q"])      # dQ_i = G_i T_i^T
-        H = xp.matmul(self.params["Q"].transpose(0, 2, 1), Gl)           # Q_i^T G_i
-        xp.matmul(cache["Xl"], H.transpose(0, 2, 1), out=grad["K"])      # dK_i = X_i H_i^T
+        H = xp.matmul(f["Q"].transpose(0, 2, 1), Gl)                     # Q_i^T G_i
+        dK = xp.matmul(cache["Xl"], H.transpose(0, 2, 1), out=None if self.tied else grad["K"])
+        if self.tied:  # K_i = Q_i: both roles contribute
+            grad["Q"] += dK
         if self.coarse_rank > 0:
             G0 = self.PhiT @ G
             xp.matmul(G0, cache["T0"].T, out=grad["Q0"])
-            xp.matmul(cache["C"], (self.params["Q0"].T @ G0).T, out=grad["K0"])
+            dK0 = xp.matmul(cache["C"], (f["Q0"].T @ G0).T,
+                            out=None if self.tied else grad["K0"])
+            if self.tied:
+                grad["Q0"] += dK0
 
     def local_part(self) -> LinearOperator:
         """The local sum ``sum_i R_i^T D_i^{1/2} Q_i K_i^T D_i^{1/2} R_i`` as an operator."""
@@ -532,6 +590,42 @@ class SchwarzOperator(LowRankOperator):
                 f"local_rank={self.local_rank}, coarse_rank={self.coarse_rank}, "
                 f"coarse_basis={self.coarse_basis_name!r}, dtype={self.dtype}, "
                 f"backend={self.backend!r})")
+
+
+class _MatrixBase:
+    """A fixed matrix term on a backend: ``matmat`` and ``rmatmat`` by sparse/dense products."""
+
+    def __init__(self, matrix: Any, backend: str, dtype: Any) -> None:
+        self.matrix = matrix  # as given (host), for saving
+        self.shape = matrix.shape
+        if sp.issparse(matrix):
+            self._M = asarray(sp.csr_matrix(matrix, dtype=dtype), backend=backend)
+            self._MT = asarray(sp.csr_matrix(matrix.T, dtype=dtype), backend=backend)
+        else:
+            self._M = asarray(np.asarray(matrix, dtype=dtype), backend=backend)
+            self._MT = self._M.T
+
+    def matmat(self, X: Any) -> Any:
+        return self._M @ X
+
+    def rmatmat(self, X: Any) -> Any:
+        return self._MT @ X
+
+
+def _check_base(base: Any, n: int, backend: str, dtype: Any) -> Any:
+    """Validate the fixed additive term of a Schwarz operator."""
+    if base is None:
+        return None
+    if sp.issparse(base) or isinstance(base, np.ndarray):
+        if base.shape != (n, n):
+            raise ValueError(f"base must have shape ({n}, {n}), got {base.shape}")
+        check_finite("base", base.data if sp.issparse(base) else base)
+        return _MatrixBase(base, backend, dtype)
+    if not (hasattr(base, "shape") and hasattr(base, "matmat")):
+        raise TypeError(f"base must be a LinearOperator or a matrix, got {type(base).__name__}")
+    if tuple(base.shape) != (n, n):
+        raise ValueError(f"base must have shape ({n}, {n}), got {tuple(base.shape)}")
+    return base
 
 
 class _PartOperator(LinearOperator):

@@ -7,11 +7,16 @@ import scipy.sparse.linalg as spla
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ddops import (Decomposition1D, GlobalLowRankOperator, SchwarzOperator, best_rank_error,
-                   poisson_1d)
+from ddops import (
+    Decomposition1D,
+    GlobalLowRankOperator,
+    SchwarzOperator,
+    best_rank_error,
+    poisson_1d,
+)
 from ddops.testing import dottest, schwarz_operators
 
-from .reference import dense_schwarz, subdomains_1d
+from .reference import dense_schwarz, dense_schwarz_partition, fd_check, subdomains_1d
 
 
 def reference_dense(op):
@@ -242,3 +247,66 @@ def test_invalid_inputs_and_params():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         op.set_params(p)  # a valid round trip warns about nothing
+
+
+@given(schwarz_operators(max_n=40), st.sampled_from(["left", "none"]))
+def test_partition_variants(op0, partition):
+    d = op0.decomposition
+    grid = op0.coarse_basis_name == "grid_hats"
+    op = SchwarzOperator(d, local_rank=op0.local_rank, coarse_rank=op0.coarse_rank or None,
+                         coarse_basis=op0.coarse_basis_name,
+                         coarse_size=op0.coarse_dim if grid else None,
+                         partition=partition, seed=op0.seed)
+    subs = subdomains_1d(d.n, d.num_subdomains, d.overlap, d.kind)
+    Phi = None if op.coarse_matrix is None else op.coarse_matrix.toarray()
+    ref = dense_schwarz_partition(op.get_params(), subs, d.num_dofs, partition, Phi)
+    np.testing.assert_allclose(op.to_dense(), ref, rtol=1e-12, atol=1e-14 * np.abs(ref).max())
+    dottest(op, nblock=3)
+    F = np.random.default_rng(1).standard_normal((d.num_dofs, 3))
+    fd_check(op, F, np.zeros_like(F) + 1.0, "wmse", coords=6)
+
+
+@given(schwarz_operators(max_n=40), st.booleans())
+def test_tied_symmetric_variant(op0, with_base):
+    d = op0.decomposition
+    grid = op0.coarse_basis_name == "grid_hats"
+    base = sp.identity(d.num_dofs) * 0.5 if with_base else None
+    op = SchwarzOperator(d, local_rank=op0.local_rank, coarse_rank=op0.coarse_rank or None,
+                         coarse_basis=op0.coarse_basis_name,
+                         coarse_size=op0.coarse_dim if grid else None, seed=op0.seed, tied=True,
+                         base=base)
+    p = op.get_params()
+    assert set(p) == {"Q", "Q0"}
+    assert op.num_params == sum(q.size for q in p["Q"]) + p["Q0"].size
+    subs = subdomains_1d(d.n, d.num_subdomains, d.overlap, d.kind)
+    Phi = None if op.coarse_matrix is None else op.coarse_matrix.toarray()
+    ref = dense_schwarz({"Q": p["Q"], "K": p["Q"], "Q0": p["Q0"], "K0": p["Q0"]}, subs,
+                        d.num_dofs, Phi)
+    if with_base:
+        ref = ref + 0.5 * np.eye(d.num_dofs)
+    dense = op.to_dense()
+    np.testing.assert_allclose(dense, ref, rtol=1e-12, atol=1e-14 * np.abs(ref).max())
+    np.testing.assert_allclose(dense, dense.T, rtol=1e-12, atol=1e-15)
+    eig = np.linalg.eigvalsh(dense)
+    assert eig.min() >= (0.5 if with_base else 0.0) - 1e-10 * max(1.0, eig.max())
+    dottest(op, nblock=2)
+    F = np.random.default_rng(2).standard_normal((d.num_dofs, 3))
+    fd_check(op, F, F * 0.1, "mse", coords=6)
+
+
+def test_tied_and_base_validation():
+    d = Decomposition1D(32, 2)
+    with pytest.raises(ValueError, match="tied"):
+        SchwarzOperator(d, tied=True, partition="left")
+    with pytest.raises(TypeError, match="tied"):
+        SchwarzOperator(d, tied=1)
+    with pytest.raises(ValueError, match="base"):
+        SchwarzOperator(d, base=sp.identity(5))
+    with pytest.raises(TypeError, match="base"):
+        SchwarzOperator(d, base="identity")
+    with pytest.raises(ValueError, match="base"):
+        SchwarzOperator(d, base=np.full((31, 31), np.inf))
+    op = SchwarzOperator(d, base=spla.aslinearoperator(sp.identity(31)))
+    x = np.ones(31)
+    np.testing.assert_allclose(op.matvec(x), x + op.local_part().matvec(x)
+                               + op.coarse_part().matvec(x))

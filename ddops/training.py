@@ -1,0 +1,303 @@
+"""The training loop shared by every trainable operator.
+
+One step draws a batch of right-hand sides with their exact solutions, runs
+the operator's batched forward and hand-derived backward pass into a flat
+gradient and applies one optimiser update to the flat parameter vector; the
+plateau scheduler watches the training loss.  Checkpoints are written
+atomically and hold everything needed to continue bit for bit: parameters,
+optimiser and scheduler state, the random stream and the history.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ._validation import check_choice, check_int, check_positive_float
+from .backend import to_numpy
+from .io import atomic_savez
+from .losses import loss_value
+from .operators import LowRankOperator
+from .optim import Adam, AdamW, ReduceLROnPlateau
+
+__all__ = ["OPTIMIZERS", "TrainingConfig", "TrainingResult", "Trainer", "LOSS_ALIASES"]
+
+OPTIMIZERS = ("adamw", "adam")
+
+#: Loss names accepted besides :data:`ddops.losses.LOSSES` (the paper script's spelling).
+LOSS_ALIASES = {"weighted_mse": "wmse", "wmse": "wmse", "mse": "mse"}
+
+
+@dataclass
+class TrainingConfig:
+    """Hyper-parameters of :class:`Trainer` (defaults: the paper's v2 setting).
+
+    Attributes
+    ----------
+    steps : int
+        Optimisation steps.
+    batch_size : int
+        Right-hand sides per step.
+    lr : float
+        Initial learning rate.
+    loss : {"wmse", "mse"}
+        Training loss (``"weighted_mse"`` is accepted for ``"wmse"``).
+    optimizer : {"adamw", "adam"}
+        Optimiser (PyTorch semantics).
+    weight_decay : float
+        Weight decay (decoupled for AdamW, L2 for Adam).
+    betas, eps : optimiser constants.
+    scheduler : bool
+        Use ``ReduceLROnPlateau`` on the training loss.
+    plateau_factor, plateau_patience : scheduler constants.
+    val_every : int
+        Evaluate the validation loss every this many steps (and at the end).
+    log_every : int
+        Fetch the training loss from the device every this many steps (1 on the
+        CPU costs nothing; larger values avoid a host round trip per step on a
+        GPU, and the scheduler then sees the buffered losses in order).
+    checkpoint_every : int
+        Write a checkpoint every this many steps (0: never, except on request).
+    progress : bool
+        Show a tqdm progress bar.
+    """
+
+    steps: int = 2000
+    batch_size: int = 256
+    lr: float = 1e-3
+    loss: str = "wmse"
+    optimizer: str = "adamw"
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    scheduler: bool = True
+    plateau_factor: float = 0.5
+    plateau_patience: int = 200
+    val_every: int = 50
+    log_every: int = 1
+    checkpoint_every: int = 0
+    progress: bool = True
+
+    def validated(self) -> TrainingConfig:
+        """Return a checked copy (clear errors naming the field)."""
+        c = TrainingConfig(**asdict(self))
+        c.steps = check_int("steps", c.steps, minimum=0)
+        c.batch_size = check_int("batch_size", c.batch_size, minimum=1)
+        c.lr = check_positive_float("lr", c.lr)
+        if c.loss not in LOSS_ALIASES:
+            raise ValueError(f"loss must be one of {tuple(LOSS_ALIASES)}, got {c.loss!r}")
+        c.loss = LOSS_ALIASES[c.loss]
+        check_choice("optimizer", c.optimizer, OPTIMIZERS)
+        c.weight_decay = check_positive_float("weight_decay", c.weight_decay, allow_zero=True)
+        c.val_every = check_int("val_every", c.val_every, minimum=1)
+        c.log_every = check_int("log_every", c.log_every, minimum=1)
+        c.checkpoint_every = check_int("checkpoint_every", c.checkpoint_every, minimum=0)
+        c.plateau_patience = check_int("plateau_patience", c.plateau_patience, minimum=0)
+        c.betas = tuple(float(b) for b in c.betas)  # type: ignore[assignment]
+        return c
+
+
+@dataclass
+class TrainingResult:
+    """What :meth:`Trainer.run` returns.
+
+    Attributes
+    ----------
+    status : {"finished", "diverged"}
+        ``"diverged"`` when a non-finite loss stopped training.
+    message : str
+        Human-readable summary.
+    steps : int
+        Steps completed.
+    history : dict of numpy arrays
+        ``step``, ``train`` (loss per step), ``lr`` (rate used at each step),
+        ``val_step`` and ``val``.
+    seconds : dict
+        Wall time: ``total``, ``data`` (sampling and exact solutions),
+        ``step`` (forward, backward, update).
+    """
+
+    status: str
+    message: str
+    steps: int
+    history: dict[str, np.ndarray]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class Trainer:
+    """Train a :class:`~ddops.operators.LowRankOperator` on sampled right-hand sides.
+
+    Parameters
+    ----------
+    op : SchwarzOperator or GlobalLowRankOperator
+        The operator; its parameters are updated in place.
+    sampler : object
+        Has ``sample(batch_size, rng) -> (F, U)`` on the operator's backend
+        (for example :class:`ddops.data.FourierRHS`).
+    config : TrainingConfig, optional
+        Hyper-parameters.
+    train_seed : int
+        Seed of the training stream (a numpy ``Generator``).
+    validation : tuple (F, U), optional
+        Fixed validation set.
+    checkpoint : path-like, optional
+        Where periodic checkpoints go.
+    """
+
+    def __init__(self, op: LowRankOperator, sampler: Any, config: TrainingConfig | None = None,
+                 train_seed: int = 4711, validation: tuple[Any, Any] | None = None,
+                 checkpoint: str | Path | None = None) -> None:
+        if not isinstance(op, LowRankOperator):
+            raise TypeError(f"op must be a ddops trainable operator, got {type(op).__name__}")
+        self.op = op
+        self.sampler = sampler
+        self.config = (config or TrainingConfig()).validated()
+        self.train_seed = check_int("train_seed", train_seed, minimum=0)
+        self.rng = np.random.default_rng(self.train_seed)
+        if validation is not None:
+            Fv, Uv = validation
+            Fv, Uv = op.xp.asarray(Fv, dtype=op.dtype), op.xp.asarray(Uv, dtype=op.dtype)
+            if Fv.ndim != 2 or Fv.shape != Uv.shape or Fv.shape[0] != op.shape[0]:
+                raise ValueError("validation must be (F, U) blocks of shape (n, B)")
+            validation = (Fv, Uv)
+        self.validation = validation
+        self.checkpoint_path = None if checkpoint is None else Path(checkpoint)
+        c = self.config
+        opt_cls = AdamW if c.optimizer == "adamw" else Adam
+        self.optimizer = opt_cls([op.theta], lr=c.lr, betas=c.betas, eps=c.eps,
+                                 weight_decay=c.weight_decay)
+        self.scheduler = (ReduceLROnPlateau(self.optimizer, mode="min", factor=c.plateau_factor,
+                                            patience=c.plateau_patience)
+                          if c.scheduler else None)
+        self.step = 0
+        self._hist: dict[str, list[float]] = {"step": [], "train": [], "lr": [],
+                                              "val_step": [], "val": []}
+        self._grad = op.xp.empty_like(op.theta)
+        self.seconds = {"total": 0.0, "data": 0.0, "step": 0.0}
+
+    # -- history and validation ---------------------------------------------------------
+    @property
+    def history(self) -> dict[str, np.ndarray]:
+        """History so far as numpy arrays."""
+        return {k: np.asarray(v, dtype=np.int64 if k.endswith("step") else np.float64)
+                for k, v in self._hist.items()}
+
+    def validation_loss(self) -> float:
+        """Loss of the current operator on the validation set (NaN if there is none)."""
+        if self.validation is None:
+            return math.nan
+        Fv, Uv = self.validation
+        return float(loss_value(self.config.loss, self.op._apply(Fv, False), Uv))
+
+    # -- the loop -----------------------------------------------------------------------
+    def run(self, steps: int | None = None) -> TrainingResult:
+        """Train until ``steps`` (default ``config.steps``) steps are done in total.
+
+        Returns a :class:`TrainingResult`; a non-finite loss stops the run with
+        ``status="diverged"`` and leaves the last checkpoint untouched.
+        """
+        c = self.config
+        target = c.steps if steps is None else check_int("steps", steps, minimum=0)
+        op, opt = self.op, self.optimizer
+        pending: list[tuple[int, float, Any]] = []
+        status, message = "finished", ""
+        t_start = time.perf_counter()
+        bar = tqdm(total=target, initial=self.step, disable=not c.progress, leave=False,
+                   desc=type(op).__name__, unit="step")
+        try:
+            while self.step < target:
+                t0 = time.perf_counter()
+                F, U = self.sampler.sample(c.batch_size, self.rng)
+                t1 = time.perf_counter()
+                value, grad = op.value_and_grad_flat(F, U, c.loss, out=self._grad, check=False)
+                pending.append((self.step, opt.lr, value))
+                opt.step([grad])
+                self.step += 1
+                self.seconds["data"] += t1 - t0
+                self.seconds["step"] += time.perf_counter() - t1
+                if len(pending) >= c.log_every or self.step == target:
+                    bad = self._flush(pending)
+                    pending = []
+                    bar.update(c.log_every if self.step < target else target - bar.n)
+                    if bad is not None:
+                        status = "diverged"
+                        message = (f"{type(op).__name__}: loss became {bad} at step "
+                                   f"{self.step}; training stopped"
+                                   + (f", last checkpoint {self.checkpoint_path} kept"
+                                      if self.checkpoint_path else ""))
+                        break
+                    if c.progress:
+                        bar.set_postfix(loss=f"{self._hist['train'][-1]:.3e}", refresh=False)
+                if self.step % c.val_every == 0 or self.step == c.steps:
+                    self._hist["val_step"].append(self.step)
+                    self._hist["val"].append(self.validation_loss())
+                if (c.checkpoint_every and self.checkpoint_path is not None
+                        and self.step % c.checkpoint_every == 0):
+                    self.save_checkpoint(self.checkpoint_path)
+        finally:
+            bar.close()
+            self.seconds["total"] += time.perf_counter() - t_start
+        if status == "finished":
+            message = f"{type(op).__name__}: {self.step} steps"
+            if self.checkpoint_path is not None and c.checkpoint_every:
+                self.save_checkpoint(self.checkpoint_path)
+        return TrainingResult(status, message, self.step, self.history, dict(self.seconds))
+
+    def _flush(self, pending: list[tuple[int, float, Any]]) -> float | None:
+        """Move buffered losses to the host, step the scheduler; return a bad value if any."""
+        values = to_numpy(self.op.xp.stack([v for _, _, v in pending]))
+        for (step, lr, _), value in zip(pending, values.tolist()):
+            if not math.isfinite(value):
+                return value
+            self._hist["step"].append(step + 1)
+            self._hist["train"].append(value)
+            self._hist["lr"].append(lr)
+            if self.scheduler is not None:
+                self.scheduler.step(value)
+        return None
+
+    # -- checkpoints --------------------------------------------------------------------
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Write parameters, optimiser, scheduler, random stream and history, atomically."""
+        arrays: dict[str, Any] = {"theta": to_numpy(self.op.theta)}
+        for key, value in self.optimizer.state_dict().items():
+            arrays["opt_" + key] = np.asarray(value)
+        if self.scheduler is not None:
+            for key, value in self.scheduler.state_dict().items():
+                arrays["sched_" + key] = np.asarray(value)
+        for key, value in self.history.items():
+            arrays["hist_" + key] = value
+        meta = {"step": self.step, "train_seed": self.train_seed,
+                "rng": self.rng.bit_generator.state, "seconds": self.seconds,
+                "config": asdict(self.config), "num_params": int(self.op.theta.size)}
+        arrays["meta"] = np.array(json.dumps(meta))
+        return atomic_savez(path, **arrays)
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore a checkpoint written by :meth:`save_checkpoint` (validated, no pickle)."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+            meta = json.loads(str(data["meta"]))
+        except (OSError, ValueError, KeyError) as exc:
+            raise ValueError(f"cannot read checkpoint {str(path)!r}: {exc}") from exc
+        theta = data["theta"]
+        if theta.shape != self.op.theta.shape or not np.all(np.isfinite(theta)):
+            raise ValueError(f"checkpoint {str(path)!r} does not match this operator")
+        self.optimizer.load_state_dict({k[4:]: v for k, v in data.items()
+                                        if k.startswith("opt_")})
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict({k[6:]: v for k, v in data.items()
+                                            if k.startswith("sched_")})
+        self.op.theta[...] = self.op.xp.asarray(theta, dtype=self.op.dtype)
+        self.rng.bit_generator.state = meta["rng"]
+        self.step = int(meta["step"])
+        self.seconds = {k: float(v) for k, v in meta["seconds"].items()}
+        self._hist = {k[5:]: v.tolist() for k, v in data.items() if k.startswith("hist_")}

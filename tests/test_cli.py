@@ -1,0 +1,67 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ddops.cli import main
+
+REQUIRED = {"num_params", "rank_bound", "final_train_wmse", "val_wmse", "operator_fro_error",
+            "operator_rel_fro_error", "best_rank_fro_error", "mean_rel_l2", "max_rel_l2",
+            "train_seconds", "steps"}
+
+
+def test_compare_small_run(tmp_path, capsys):
+    prefix = str(tmp_path / "run")
+    rc = main(["compare", "--n", "64", "--subdomains", "4", "--steps", "20", "--global-rank",
+               "7", "3", "--batch-size", "16", "--save-prefix", prefix, "--no-progress"])
+    assert rc == 0
+    payload = json.loads((tmp_path / "run_metrics.json").read_text())
+    models = payload["models"]
+    assert set(models) == {"schwarz", "global_r7", "global_r3"}
+    for entry in models.values():
+        assert REQUIRED <= set(entry)
+        assert entry["steps"] == 20
+    assert models["schwarz"]["num_params"] == 2 * 4 * (18 + 21 + 21 + 18) + 2 * 3 * 3
+    assert models["global_r7"]["num_params"] == 2 * 63 * 7
+    for suffix in ("training_curves.png", "schwarz_matrices.png", "schwarz_blocks.png",
+                   "schwarz_phiT.png", "schwarz_solutions.png", "global_r7_solutions.png",
+                   "history.csv", "schwarz.npz"):
+        assert (tmp_path / f"run_{suffix}").stat().st_size > 0
+    lines = (tmp_path / "run_history.csv").read_text().splitlines()
+    assert lines[0] == "model,step,train_loss,val_loss,lr" and len(lines) == 1 + 3 * 20
+
+
+def test_v1_preset_and_no_plots(tmp_path):
+    prefix = str(tmp_path / "v1")
+    with pytest.warns(UserWarning, match="truncated"):  # v1 requests coarse rank 8 > n0 = 3
+        assert main(["--preset", "v1", "--n", "64", "--subdomains", "4", "--steps", "5",
+                     "--global-rank", "0", "--no-plots", "--save-prefix", prefix,
+                     "--no-progress"]) == 0
+    payload = json.loads((tmp_path / "v1_metrics.json").read_text())
+    assert payload["config"]["kind"] == "dof" and payload["config"]["init"] == "naive"
+    assert set(payload["models"]) == {"schwarz"}
+    assert not list(tmp_path.glob("*.png"))
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--n", "-3"], "--n"),
+    (["--lr", "abc"], "--lr"),
+    (["--kind", "cells"], "--kind"),
+    (["--n", "10", "--subdomains", "20"], "n must be"),
+    (["--n", "64", "--subdomains", "32", "--overlap", "5"], "overlap"),
+    (["--bogus"], "unrecognized"),
+])
+def test_bad_input_one_line(argv, needle, capsys, tmp_path):
+    rc = main([*argv, "--save-prefix", str(tmp_path / "x"), "--steps", "1", "--no-plots"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and needle in err
+    assert "Traceback" not in err
+
+
+def test_module_entry_point_no_traceback():
+    proc = subprocess.run([sys.executable, "-m", "ddops", "compare", "--steps", "x"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

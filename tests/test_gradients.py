@@ -1,0 +1,81 @@
+"""Hand-derived gradients against central finite differences."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddops import Decomposition1D, GlobalLowRankOperator, PoissonSolver, SchwarzOperator
+from ddops.losses import loss_and_grad, loss_value
+from ddops.testing import schwarz_operators
+
+from .reference import batch, fd_check
+
+
+@settings(max_examples=15)
+@given(schwarz_operators(max_n=48), st.integers(1, 4), st.sampled_from(["wmse", "mse"]))
+def test_schwarz_gradient_finite_differences(op, B, loss):
+    F, U = batch(op, B)
+    fd_check(op, F, U, loss)
+
+
+@given(st.integers(3, 40), st.integers(1, 5), st.sampled_from(["wmse", "mse"]))
+def test_global_gradient_finite_differences(n, r, loss):
+    op = GlobalLowRankOperator(n, r, seed=n)
+    F, U = batch(op, 3, seed=r)
+    fd_check(op, F, U, loss)
+
+
+def test_local_and_coarse_gradients_separately():
+    """The local factors' gradient ignores the coarse part and vice versa."""
+    d = Decomposition1D(64, 4)
+    op = SchwarzOperator(d, seed=1)
+    F, U = batch(op, 5)
+    _, g = op.value_and_grad(F, U, "mse")
+    # dL/dP = 2 (P - U) / (n B); the coarse gradient is then Phi^T G (K0^T Phi^T F)^T
+    P = op.matmat(F)
+    G = 2 * (P - U) / P.size
+    Phi = op.coarse_matrix.toarray()
+    p = op.get_params()
+    np.testing.assert_allclose(g["Q0"], Phi.T @ G @ (p["K0"].T @ Phi.T @ F).T, rtol=1e-10)
+    np.testing.assert_allclose(g["K0"], Phi.T @ F @ (p["Q0"].T @ Phi.T @ G).T, rtol=1e-10)
+    for i, s in enumerate(d.subdomains):
+        w = np.sqrt(d.weights(i))[:, None]
+        Xi, Gi = w * F[s], w * G[s]
+        np.testing.assert_allclose(g["Q"][i], Gi @ (p["K"][i].T @ Xi).T, rtol=1e-10)
+        np.testing.assert_allclose(g["K"][i], Xi @ (p["Q"][i].T @ Gi).T, rtol=1e-10)
+
+
+def test_loss_definitions():
+    rng = np.random.default_rng(0)
+    P, U = rng.standard_normal((7, 3)), rng.standard_normal((7, 3))
+    n, B = P.shape
+    w = np.mean([np.sum((P[:, b] - U[:, b]) ** 2) / n / (np.sum(U[:, b] ** 2) / n)
+                 for b in range(B)])
+    assert float(loss_value("wmse", P, U)) == pytest.approx(w, rel=1e-13)
+    assert float(loss_value("mse", P, U)) == pytest.approx(np.mean((P - U) ** 2), rel=1e-13)
+    # the eps floor: a zero target column is weighted by 1/eps
+    U0 = U.copy()
+    U0[:, 0] = 0
+    v, g = loss_and_grad("wmse", P.copy(), U0, eps=1e-3)
+    assert float(v) == pytest.approx(
+        (np.sum(P[:, 0] ** 2) / n / 1e-3 + sum(np.sum((P[:, b] - U[:, b]) ** 2) / n
+                                               / (np.sum(U[:, b] ** 2) / n) for b in (1, 2))) / 3)
+    with pytest.raises(ValueError, match="loss"):
+        loss_value("l1", P, U)
+
+
+def test_value_and_grad_validation_and_poisson_batch():
+    op = SchwarzOperator(Decomposition1D(32, 2))
+    F = np.random.default_rng(0).standard_normal((31, 4))
+    U = PoissonSolver(32).solve(F)
+    value, grads = op.value_and_grad(F, U)
+    assert isinstance(value, float) and set(grads) == {"Q", "K", "Q0", "K0"}
+    with pytest.raises(ValueError, match="U"):
+        op.value_and_grad(F, U[:, :2])
+    with pytest.raises(ValueError, match="F"):
+        op.value_and_grad(F[:5], U)
+    with pytest.raises(ValueError, match="NaN"):
+        op.value_and_grad(F, np.full_like(U, np.nan))
+    with pytest.raises(ValueError, match="loss"):
+        op.value_and_grad(F, U, loss="huber")

@@ -1,0 +1,107 @@
+import numpy as np
+import pytest
+
+from ddops import Decomposition1D, GlobalLowRankOperator, SchwarzOperator
+from ddops.data import FourierRHS
+from ddops.training import Trainer, TrainingConfig
+
+
+def small_setup(seed=0, **cfg):
+    d = Decomposition1D(32, 4)
+    op = SchwarzOperator(d, seed=seed)
+    sampler = FourierRHS(32, modes=8)
+    val = sampler.sample(16, np.random.default_rng(99))
+    config = TrainingConfig(batch_size=16, progress=False, **cfg)
+    return op, sampler, val, config
+
+
+def test_training_reduces_loss():
+    op, sampler, val, config = small_setup(steps=300, lr=1e-2, val_every=100)
+    result = Trainer(op, sampler, config, validation=val).run()
+    h = result.history
+    assert result.status == "finished" and result.steps == 300
+    assert h["train"].shape == (300,) and h["step"].tolist() == list(range(1, 301))
+    assert h["val_step"].tolist() == [100, 200, 300]
+    assert h["train"][-20:].mean() < 0.1 * h["train"][:20].mean()
+    assert h["val"][-1] < h["val"][0]
+
+
+def test_resume_matches_uninterrupted(tmp_path):
+    op_a, sampler, val, config = small_setup(steps=60, lr=1e-2, val_every=10,
+                                             plateau_patience=3)
+    full = Trainer(op_a, sampler, config, train_seed=7, validation=val).run()
+
+    op_b, _, _, _ = small_setup()
+    ckpt = tmp_path / "ckpt.npz"
+    first = Trainer(op_b, sampler, config, train_seed=7, validation=val, checkpoint=ckpt)
+    first.run(steps=25)
+    first.save_checkpoint(ckpt)
+    op_c, _, _, _ = small_setup(seed=123)  # different start: the checkpoint must overwrite it
+    second = Trainer(op_c, sampler, config, train_seed=7, validation=val)
+    second.load_checkpoint(ckpt)
+    resumed = second.run()
+    np.testing.assert_array_equal(op_c.theta, op_a.theta)
+    for key in ("step", "train", "lr", "val_step", "val"):
+        np.testing.assert_array_equal(resumed.history[key], full.history[key])
+    assert resumed.history["lr"].min() < config.lr  # the scheduler did act
+
+
+class NaNAfter:
+    """A sampler that turns bad after k batches."""
+
+    def __init__(self, inner, k):
+        self.inner, self.k, self.calls = inner, k, 0
+
+    def sample(self, B, rng):
+        F, U = self.inner.sample(B, rng)
+        self.calls += 1
+        if self.calls > self.k:
+            F = F * np.nan
+        return F, U
+
+
+def test_divergence_stops_cleanly_and_keeps_checkpoint(tmp_path):
+    op, sampler, val, config = small_setup(steps=50, checkpoint_every=10)
+    ckpt = tmp_path / "run.npz"
+    trainer = Trainer(op, NaNAfter(sampler, 25), config, checkpoint=ckpt)
+    result = trainer.run()
+    assert result.status == "diverged"
+    assert "step 26" in result.message and str(ckpt) in result.message
+    assert result.history["train"].shape == (25,)
+    # the checkpoint on disk is the last good one (step 20) and loads
+    fresh, _, _, _ = small_setup()
+    t2 = Trainer(fresh, sampler, config)
+    t2.load_checkpoint(ckpt)
+    assert t2.step == 20 and np.all(np.isfinite(fresh.theta))
+
+
+def test_global_model_trains_and_log_every():
+    op = GlobalLowRankOperator(31, 6, seed=1)
+    sampler = FourierRHS(32, modes=4)
+    cfg = TrainingConfig(steps=40, batch_size=8, lr=1e-2, progress=False, log_every=7)
+    result = Trainer(op, sampler, cfg).run()
+    assert result.history["train"].shape == (40,)
+    assert result.seconds["data"] > 0 and result.seconds["step"] > 0
+
+
+@pytest.mark.parametrize("field,value,exc", [
+    ("steps", -1, ValueError), ("batch_size", 0, ValueError), ("lr", 0.0, ValueError),
+    ("lr", float("nan"), ValueError), ("loss", "huber", ValueError),
+    ("optimizer", "sgd", ValueError), ("val_every", 0, ValueError), ("steps", 1.5, TypeError),
+])
+def test_config_validation(field, value, exc):
+    with pytest.raises(exc, match=field):
+        TrainingConfig(**{field: value}).validated()
+
+
+def test_bad_checkpoint(tmp_path):
+    op, sampler, val, config = small_setup()
+    t = Trainer(op, sampler, config)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, theta=np.zeros(3))
+    with pytest.raises(ValueError, match="checkpoint"):
+        t.load_checkpoint(bad)
+    with pytest.raises(ValueError, match="checkpoint"):
+        t.load_checkpoint(tmp_path / "missing.npz")
+    with pytest.raises(ValueError, match="validation"):
+        Trainer(op, sampler, config, validation=(np.ones((5, 2)), np.ones((5, 2))))
