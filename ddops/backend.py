@@ -21,6 +21,7 @@ __all__ = [
     "to_numpy",
     "asarray",
     "check_backend",
+    "spmm",
 ]
 
 #: Backend names accepted wherever a ``backend=`` argument is taken.
@@ -38,6 +39,49 @@ except Exception:  # ImportError, or a broken CUDA installation
     _cp = None
     _cpsp = None
     _CUPY_OK = False
+
+
+try:  # scipy's C kernel behind ``csr @ dense``, called directly to write into a buffer
+    from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
+except ImportError:  # pragma: no cover - a future scipy may move it; fall back to ``@``
+    _csr_matvecs = None
+
+
+def spmm(A: Any, X: Any, out: Any = None, accumulate: bool = False) -> Any:
+    """Sparse (CSR) times dense block, optionally into a preallocated ``out``.
+
+    On the CPU, writing into a reused buffer avoids allocating (and page
+    faulting) a fresh output every call, which dominates small products.  On
+    the GPU (cuSPARSE) and whenever the fast path does not apply, this is
+    ``A @ X`` (copied into ``out`` when one is given).
+
+    Parameters
+    ----------
+    A : scipy or cupyx CSR matrix
+        ``m x k``.
+    X : array
+        ``k x B`` dense block, C-contiguous.
+    out : array, optional
+        ``m x B`` C-contiguous buffer of the result type.
+    accumulate : bool
+        Add the product to ``out`` instead of overwriting it.
+    """
+    if (out is not None and _csr_matvecs is not None and sp.isspmatrix_csr(A)
+            and isinstance(X, np.ndarray) and X.flags.c_contiguous and out.flags.c_contiguous
+            and X.dtype == A.dtype == out.dtype and X.ndim == 2):
+        if not accumulate:
+            out.fill(0)
+        _csr_matvecs(A.shape[0], A.shape[1], X.shape[1], A.indptr, A.indices, A.data,
+                     X.ravel(), out.ravel())
+        return out
+    result = A @ X
+    if out is None:
+        return result
+    if accumulate:
+        out += result
+    else:
+        out[...] = result
+    return out
 
 
 def cupy_available() -> bool:

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from ._validation import check_choice, check_dtype, check_finite, check_int
-from .backend import asarray, check_backend, get_array_module, to_numpy
+from .backend import asarray, check_backend, get_array_module, spmm, to_numpy
 from .coarse import COARSE_BASES, column_rank, validate_coarse_matrix
 from .coarse import coarse_basis as build_coarse_basis
 from .decomposition import Decomposition
@@ -81,6 +81,7 @@ class LowRankOperator(LinearOperator):
             self._slices[name] = slice(start, start + size)
             start += size
         self.theta = self.xp.zeros(start, dtype=dt)
+        self._ws: dict[int, dict[str, Any]] = {}
         self.params = self._views(self.theta)
 
     def _views(self, flat: Any) -> dict[str, Any]:
@@ -422,18 +423,20 @@ class SchwarzOperator(LowRankOperator):
             "Q": (N, p, r), "K": (N, p, r), "Q0": (n0, r0), "K0": (n0, r0)}
         super().__init__(d.num_dofs, dt, backend)
 
-        # sparse operators, assembled once on the chosen backend
-        # input side S_in F and output side S_out^T Y; the adjoint swaps the two
+        # Sparse operators, assembled once on the chosen backend.  The coarse space
+        # is stacked under the subdomains as one more block of rows, so that one
+        # SpMM restricts to every subdomain and to the coarse space at once:
+        #     In = [D^{1/2} R_1; ...; D^{1/2} R_N; Phi^T]   (padded; N p + n0 rows)
+        # The input side uses In, the output side Out^T; the adjoint swaps them.
         self.partition = partition
         w_in, w_out = PARTITIONS[partition]
         self._S = {}
         for side, w in (("in", w_in), ("out", w_out)):
             S = d.stacked_restriction(w, padded=True, dtype=dt)
+            if self.coarse_rank > 0:
+                S = sp.vstack([S, Phi.T.astype(dt)], format="csr")
             self._S[side] = asarray(S, backend=backend)
             self._S[side + "T"] = asarray(S.T.tocsr(), backend=backend)
-        if Phi is not None:
-            self.Phi = asarray(Phi.astype(dt), backend=backend)
-            self.PhiT = asarray(Phi.T.tocsr().astype(dt), backend=backend)
 
         # initial factors: unpadded entries drawn in the order Q, K, Q0, K0 (K, K0 untied)
         rng = np.random.default_rng(seed)
@@ -521,33 +524,58 @@ class SchwarzOperator(LowRankOperator):
         return local + min(self.coarse_rank, column_rank(self._phi_host))
 
     # -- application ---------------------------------------------------------------------
+    def _workspace(self, B: int) -> dict[str, Any]:
+        """Buffers of the training path for a batch of ``B`` columns (kept for the last ``B``).
+
+        Reusing them avoids allocating and page-faulting the large blocks on
+        every step.  Only :meth:`value_and_grad_flat` uses them: public
+        products always return fresh arrays.
+        """
+        ws = self._ws.get(B)
+        if ws is None:
+            xp, dt = self.xp, self.dtype
+            N, p, r = self._layout["Q"]
+            rows = self._S["in"].shape[0]
+            shapes = {"X": (rows, B), "Y": (rows, B), "out": (self.shape[0], B),
+                      "T": (N, r, B), "H": (N, r, B), "T0": (self.coarse_rank, B),
+                      "H0": (self.coarse_rank, B)}
+            ws = {k: xp.empty(v, dtype=dt) for k, v in shapes.items()}
+            self._ws = {B: ws}
+        return ws
+
     def _apply(self, X, adjoint: bool, part: str = "full", cache: dict | None = None):
         check_choice("part", part, self.PARTS)
         xp = self.xp
-        views = self._factors()
-        A, Bf = (views["K"], views["Q"]) if adjoint else (views["Q"], views["K"])
+        f = self._factors()
+        A, Bf, A0, B0 = ((f["K"], f["Q"], f["K0"], f["Q0"]) if adjoint else
+                         (f["Q"], f["K"], f["Q0"], f["K0"]))
         S_in, S_outT = (self._S["out"], self._S["inT"]) if adjoint else (
             self._S["in"], self._S["outT"])
         N, p, r = self._layout["Q"]
+        local_rows = N * p
         B = X.shape[1]
-        out = None
-        if part != "coarse":
-            Xl = (S_in @ X).reshape(N, p, B)
-            T = xp.matmul(Bf.transpose(0, 2, 1), Xl)          # (N, r, B)
-            Y = xp.matmul(A, T)                                 # (N, p, B)
-            out = S_outT @ Y.reshape(N * p, B)
-            if cache is not None:
-                cache.update(Xl=Xl, T=T)
-        if part != "local" and self.coarse_rank > 0:
-            A0, B0 = (views["K0"], views["Q0"]) if adjoint else (views["Q0"], views["K0"])
-            C = self.PhiT @ X                                   # (n0, B)
-            T0 = B0.T @ C                                       # (r0, B)
-            coarse = self.Phi @ (A0 @ T0)
-            out = coarse if out is None else xp.add(out, coarse, out=out)
+        ws = self._workspace(B) if cache is not None else {}
+        # one SpMM restricts to all subdomains and the coarse space
+        Xa = spmm(S_in, X, ws.get("X"))
+        Ya = ws["Y"] if cache is not None else xp.empty_like(Xa)
+        Xl = Xa[:local_rows].reshape(N, p, B)
+        Y = Ya[:local_rows].reshape(N, p, B)
+        T = xp.matmul(Bf.transpose(0, 2, 1), Xl, out=ws.get("T"))          # (N, r, B)
+        xp.matmul(A, T, out=Y)                                               # (N, p, B)
+        if self.coarse_rank > 0:
+            C = Xa[local_rows:]                                              # Phi^T X
+            T0 = xp.matmul(B0.T, C, out=ws.get("T0"))                         # (r0, B)
+            xp.matmul(A0, T0, out=Ya[local_rows:])
             if cache is not None:
                 cache.update(C=C, T0=T0)
-        if out is None:  # coarse part of a one-level operator
-            out = xp.zeros_like(X)
+        if part == "local" and self.coarse_rank > 0:
+            Ya[local_rows:] = 0
+        elif part == "coarse":
+            Ya[:local_rows] = 0
+        # ... and one SpMM scatters every block back
+        out = spmm(S_outT, Ya, ws.get("out"))
+        if cache is not None:
+            cache.update(Xl=Xl, T=T)
         if part == "full" and self.base is not None:
             fixed = self.base.rmatmat(X) if adjoint else self.base.matmat(X)
             out = xp.add(out, fixed, out=out)
@@ -556,19 +584,23 @@ class SchwarzOperator(LowRankOperator):
     def _backward(self, G, cache: dict, grad: dict) -> None:
         xp = self.xp
         N, p, r = self._layout["Q"]
+        local_rows = N * p
         B = G.shape[1]
         f = self._factors()
-        Gl = (self._S["out"] @ G).reshape(N, p, B)
+        ws = self._workspace(B)
+        # the forward's Y buffer is free again: reuse it for the restricted gradient
+        Ga = spmm(self._S["out"], G, ws["Y"])
+        Gl = Ga[:local_rows].reshape(N, p, B)
         xp.matmul(Gl, cache["T"].transpose(0, 2, 1), out=grad["Q"])      # dQ_i = G_i T_i^T
-        H = xp.matmul(f["Q"].transpose(0, 2, 1), Gl)                     # Q_i^T G_i
+        H = xp.matmul(f["Q"].transpose(0, 2, 1), Gl, out=ws["H"])        # Q_i^T G_i
         dK = xp.matmul(cache["Xl"], H.transpose(0, 2, 1), out=None if self.tied else grad["K"])
         if self.tied:  # K_i = Q_i: both roles contribute
             grad["Q"] += dK
         if self.coarse_rank > 0:
-            G0 = self.PhiT @ G
+            G0 = Ga[local_rows:]                                             # Phi^T G
             xp.matmul(G0, cache["T0"].T, out=grad["Q0"])
-            dK0 = xp.matmul(cache["C"], (f["Q0"].T @ G0).T,
-                            out=None if self.tied else grad["K0"])
+            H0 = xp.matmul(f["Q0"].T, G0, out=ws["H0"])
+            dK0 = xp.matmul(cache["C"], H0.T, out=None if self.tied else grad["K0"])
             if self.tied:
                 grad["Q0"] += dK0
 

@@ -10,6 +10,7 @@ optimiser and scheduler state, the random stream and the history.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import time
@@ -180,6 +181,7 @@ class Trainer:
         self._hist: dict[str, list[float]] = {"step": [], "train": [], "lr": [],
                                               "val_step": [], "val": []}
         self._grad = op.xp.empty_like(op.theta)
+        self._batch: Any = None  # (F, U) buffers reused across steps, or False
         self.seconds = {"total": 0.0, "data": 0.0, "step": 0.0}
 
     # -- history and validation ---------------------------------------------------------
@@ -214,7 +216,7 @@ class Trainer:
         try:
             while self.step < target:
                 t0 = time.perf_counter()
-                F, U = self.sampler.sample(c.batch_size, self.rng)
+                F, U = self._sample()
                 t1 = time.perf_counter()
                 value, grad = op.value_and_grad_flat(F, U, c.loss, out=self._grad, check=False)
                 pending.append((self.step, opt.lr, value))
@@ -249,6 +251,21 @@ class Trainer:
             if self.checkpoint_path is not None and c.checkpoint_every:
                 self.save_checkpoint(self.checkpoint_path)
         return TrainingResult(status, message, self.step, self.history, dict(self.seconds))
+
+    def _sample(self) -> tuple[Any, Any]:
+        """One training batch; written into reused buffers when the sampler supports ``out=``."""
+        if self._batch is None:
+            F, U = self.sampler.sample(self.config.batch_size, self.rng)
+            try:
+                signature = inspect.signature(self.sampler.sample)
+                reusable = "out" in signature.parameters
+            except (TypeError, ValueError):
+                reusable = False
+            self._batch = (F, U) if reusable else False
+            return F, U
+        if self._batch is False:
+            return self.sampler.sample(self.config.batch_size, self.rng)
+        return self.sampler.sample(self.config.batch_size, self.rng, out=self._batch)
 
     def _flush(self, pending: list[tuple[int, float, Any]]) -> float | None:
         """Move buffered losses to the host, step the scheduler; return a bad value if any."""
