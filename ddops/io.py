@@ -7,11 +7,13 @@ Loading uses ``allow_pickle=False`` and validates every field.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,37 +34,18 @@ def _chmod_default(path: str) -> None:
     os.chmod(path, 0o666 & ~umask)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write a text file through a temporary file and an atomic rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        _chmod_default(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+@contextlib.contextmanager
+def _atomic_target(path: Path, mode: str) -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path``; on success fsync and rename it over ``path``.
 
-
-def atomic_savez(path: str | os.PathLike, **arrays: Any) -> Path:
-    """``np.savez`` to a temporary file in the target folder, then an atomic rename.
-
-    A reader never sees a half-written file, and a crash leaves the previous
-    file in place.
+    A reader never sees a half-written file, and a crash or an exception
+    leaves the previous file in place.
     """
-    path = Path(path)
-    if path.suffix != ".npz":
-        path = path.with_name(path.name + ".npz")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
+        with os.fdopen(fd, mode) as fh:
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         _chmod_default(tmp)
@@ -71,6 +54,26 @@ def atomic_savez(path: str | os.PathLike, **arrays: Any) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write a text file atomically (temporary file, then rename)."""
+    path = Path(path)
+    with _atomic_target(path, "w") as fh:
+        fh.write(text)
+    return path
+
+
+def atomic_savez(path: str | os.PathLike, **arrays: Any) -> Path:
+    """``np.savez`` to a temporary file in the target folder, then an atomic rename.
+
+    ``.npz`` is appended to the name when missing.
+    """
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_name(path.name + ".npz")
+    with _atomic_target(path, "wb") as fh:
+        np.savez(fh, **arrays)
     return path
 
 

@@ -28,10 +28,11 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from ._validation import check_choice, check_dtype, check_finite, check_int
-from .backend import asarray, check_backend, get_array_module, spmm, to_numpy
+from .backend import asarray, check_backend, spmm, to_numpy
 from .coarse import COARSE_BASES, column_rank, validate_coarse_matrix
 from .coarse import coarse_basis as build_coarse_basis
 from .decomposition import Decomposition
+from .linop import DENSE_LIMIT_BYTES, BackendLinearOperator
 from .losses import loss_and_grad
 
 __all__ = ["INITS", "PARTITIONS", "DENSE_LIMIT_BYTES", "LowRankOperator", "SchwarzOperator",
@@ -47,9 +48,6 @@ INITS = ("scaled", "naive")
 #: and ``"none"`` drops it (``R_i^T Q_i K_i^T R_i``).
 PARTITIONS = {"symmetric": ("sqrt", "sqrt"), "left": ("none", "full"), "none": ("none", "none")}
 
-#: Largest dense matrix (in bytes) that :meth:`LowRankOperator.to_dense` builds
-#: unless the caller raises the limit.
-DENSE_LIMIT_BYTES = 2**30
 
 
 def init_scale(init: str, h: float, rank: int) -> float:
@@ -58,7 +56,7 @@ def init_scale(init: str, h: float, rank: int) -> float:
     return 0.02 if init == "naive" else float(np.sqrt(h / 4.0) * rank ** -0.25)
 
 
-class LowRankOperator(LinearOperator):
+class LowRankOperator(BackendLinearOperator):
     """Common machinery of the trainable operators (not instantiated directly).
 
     Subclasses describe their factors with ``_layout`` (name -> shape of the
@@ -70,10 +68,8 @@ class LowRankOperator(LinearOperator):
     _layout: dict[str, tuple[int, ...]]
 
     def __init__(self, num_dofs: int, dtype: Any, backend: str) -> None:
-        self.backend = check_backend(backend)
-        self.xp = get_array_module(backend=backend)
         dt = check_dtype(dtype)
-        super().__init__(dtype=dt, shape=(num_dofs, num_dofs))
+        super().__init__(num_dofs, dt, backend)
         sizes = [int(np.prod(s)) for s in self._layout.values()]
         self._slices = {}
         start = 0
@@ -87,64 +83,6 @@ class LowRankOperator(LinearOperator):
     def _views(self, flat: Any) -> dict[str, Any]:
         """Views of a flat vector laid out like :attr:`theta`."""
         return {k: flat[s].reshape(self._layout[k]) for k, s in self._slices.items()}
-
-    # -- LinearOperator interface (backend-aware: cupy arrays pass straight through) --
-    def _check_input(self, x: Any, name: str = "x") -> Any:
-        xp = self.xp
-        if get_array_module(x) is not xp:
-            x = xp.asarray(x)
-        if x.dtype.kind not in "fiu":
-            raise TypeError(f"{name} must be real, got dtype {x.dtype}")
-        if x.ndim not in (1, 2) or x.shape[0] != self.shape[1]:
-            raise ValueError(f"{name} must have shape ({self.shape[1]},) or "
-                             f"({self.shape[1]}, B), got {x.shape}")
-        check_finite(name, x)
-        return xp.ascontiguousarray(x, dtype=self.dtype)
-
-    def _run(self, x: Any, adjoint: bool, part: str = "full") -> Any:
-        x = self._check_input(x)
-        if x.ndim == 1:
-            return self._apply(x[:, None], adjoint, part)[:, 0]
-        return self._apply(x, adjoint, part)
-
-    def matvec(self, x: Any) -> Any:
-        """``M x`` for a vector of length ``n`` (numpy or cupy)."""
-        return self._run(x, adjoint=False)
-
-    def rmatvec(self, x: Any) -> Any:
-        """``M^T x``: the exact adjoint."""
-        return self._run(x, adjoint=True)
-
-    def matmat(self, X: Any) -> Any:
-        """``M X`` for a block of columns ``X`` of shape ``(n, B)``."""
-        return self._run(X, adjoint=False)
-
-    def rmatmat(self, X: Any) -> Any:
-        """``M^T X`` for a block of columns."""
-        return self._run(X, adjoint=True)
-
-    def dot(self, x: Any) -> Any:
-        if isinstance(x, LinearOperator):
-            return super().dot(x)
-        return self._run(x, adjoint=False)
-
-    __call__ = dot
-    __matmul__ = dot
-
-    def _matvec(self, x):
-        return self._apply(self.xp.asarray(x, dtype=self.dtype).reshape(-1, 1), False)[:, 0]
-
-    def _rmatvec(self, x):
-        return self._apply(self.xp.asarray(x, dtype=self.dtype).reshape(-1, 1), True)[:, 0]
-
-    def _matmat(self, X):
-        return self._apply(self.xp.ascontiguousarray(X, dtype=self.dtype), False)
-
-    def _rmatmat(self, X):
-        return self._apply(self.xp.ascontiguousarray(X, dtype=self.dtype), True)
-
-    def _adjoint(self):
-        return _Adjoint(self)
 
     def _apply(self, X, adjoint: bool, part: str = "full", cache: dict | None = None):
         raise NotImplementedError
@@ -162,18 +100,9 @@ class LowRankOperator(LinearOperator):
             ``"full"``, or a part name accepted by the subclass.
         max_bytes : int, optional
             Refuse to build a matrix larger than this (default
-            :data:`DENSE_LIMIT_BYTES`); raise it to assemble bigger ones.
+            :data:`~ddops.linop.DENSE_LIMIT_BYTES`); raise it to assemble bigger ones.
         """
-        limit = DENSE_LIMIT_BYTES if max_bytes is None else check_int("max_bytes", max_bytes)
-        n = self.shape[0]
-        need = n * n * self.dtype.itemsize
-        if need > limit:
-            raise ValueError(
-                f"to_dense: a {n} x {n} dense matrix needs {need / 2**30:.2f} GiB, above the "
-                f"limit of {limit / 2**30:.2f} GiB; pass max_bytes= to raise it"
-            )
-        eye = self.xp.eye(n, dtype=self.dtype)
-        return to_numpy(self._apply(eye, False, part))
+        return self._dense(max_bytes, part=part)
 
     # -- parameters --------------------------------------------------------------------
     @property
@@ -279,34 +208,6 @@ class LowRankOperator(LinearOperator):
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
         return rng.standard_normal(shape) * scale
-
-
-class _Adjoint(LinearOperator):
-    """``M^T`` of a :class:`LowRankOperator`, backend-aware like its parent."""
-
-    def __init__(self, op: LowRankOperator) -> None:
-        self.op = op
-        super().__init__(dtype=op.dtype, shape=op.shape[::-1])
-
-    def matvec(self, x):
-        return self.op.rmatvec(x)
-
-    def rmatvec(self, x):
-        return self.op.matvec(x)
-
-    matmat, rmatmat = matvec, rmatvec
-
-    def _matvec(self, x):
-        return self.op._rmatvec(x)
-
-    def _rmatvec(self, x):
-        return self.op._matvec(x)
-
-    def _matmat(self, X):
-        return self.op._rmatmat(X)
-
-    def _rmatmat(self, X):
-        return self.op._matmat(X)
 
 
 class SchwarzOperator(LowRankOperator):

@@ -30,13 +30,13 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from scipy.sparse.linalg import LinearOperator
 
-from ._validation import check_choice, check_dtype, check_finite, check_int
-from .backend import asarray, check_backend, get_array_module, to_numpy
+from ._validation import check_choice, check_dtype, check_finite
+from .backend import asarray, check_backend, to_numpy
 from .coarse import COARSE_BASES, validate_coarse_matrix
 from .coarse import coarse_basis as build_coarse_basis
 from .decomposition import Decomposition
+from .linop import DENSE_LIMIT_BYTES, BackendLinearOperator
 
 __all__ = [
     "VARIANTS",
@@ -78,8 +78,6 @@ COARSE_DENSE_MAX = 2000
 #: diagonally scaled matrix above ``1e12``.
 SINGULAR_PIVOT_RTOL = 1e-12
 
-#: Largest matrix :meth:`TwoLevelSchwarz.to_dense` assembles by default.
-DENSE_LIMIT_BYTES = 2**30
 
 
 # -- validation helpers ----------------------------------------------------------------------
@@ -162,132 +160,8 @@ def _dense_spd_blocks_ok(blocks: np.ndarray) -> np.ndarray:
     return ok
 
 
-# -- backend-aware operator base ---------------------------------------------------------------
-class _BackendOperator(LinearOperator):
-    """Square operator whose public products accept and return backend arrays.
-
-    scipy's public ``matvec`` converts its input with ``numpy.asanyarray``,
-    which CuPy refuses; the public methods are therefore replaced by validated,
-    backend-aware versions that call :meth:`_apply` on ``(n, B)`` blocks.
-    """
-
-    def __init__(self, n: int, dtype: Any, backend: str) -> None:
-        self.backend = check_backend(backend)
-        self.xp = get_array_module(backend=backend)
-        super().__init__(dtype=np.dtype(dtype), shape=(n, n))
-
-    def _apply(self, X: Any, adjoint: bool) -> Any:
-        raise NotImplementedError
-
-    def _check_input(self, x: Any, name: str = "x") -> Any:
-        xp = self.xp
-        if get_array_module(x) is not xp:
-            x = xp.asarray(x)
-        if x.dtype.kind not in "fiub":
-            raise ValueError(f"{name} must be real, got dtype {x.dtype}")
-        if x.ndim not in (1, 2) or x.shape[0] != self.shape[1]:
-            raise ValueError(f"{name} must have shape ({self.shape[1]},) or "
-                             f"({self.shape[1]}, B), got {x.shape}")
-        check_finite(name, x)  # O(n B), cheap next to the local solves
-        return xp.asarray(x, dtype=self.dtype)
-
-    def _run(self, x: Any, adjoint: bool) -> Any:
-        x = self._check_input(x)
-        if x.ndim == 1:
-            return self._apply(x[:, None], adjoint)[:, 0]
-        return self._apply(x, adjoint)
-
-    def matvec(self, x: Any) -> Any:
-        """``M x`` for a vector ``(n,)`` or a column ``(n, 1)`` (NaN/inf rejected)."""
-        return self._run(x, adjoint=False)
-
-    def rmatvec(self, x: Any) -> Any:
-        """``M^T x``, the exact adjoint."""
-        return self._run(x, adjoint=True)
-
-    def matmat(self, X: Any) -> Any:
-        """``M X`` for a block ``(n, B)`` of right-hand sides."""
-        return self._run(X, adjoint=False)
-
-    def rmatmat(self, X: Any) -> Any:
-        """``M^T X`` for a block of columns."""
-        return self._run(X, adjoint=True)
-
-    def dot(self, x: Any) -> Any:
-        if isinstance(x, LinearOperator) or np.isscalar(x):
-            return super().dot(x)
-        return self._run(x, adjoint=False)
-
-    def _matvec(self, x: Any) -> Any:
-        return self._apply(self.xp.asarray(x, dtype=self.dtype).reshape(-1, 1), False)[:, 0]
-
-    def _rmatvec(self, x: Any) -> Any:
-        return self._apply(self.xp.asarray(x, dtype=self.dtype).reshape(-1, 1), True)[:, 0]
-
-    def _matmat(self, X: Any) -> Any:
-        return self._apply(self.xp.asarray(X, dtype=self.dtype), False)
-
-    def _rmatmat(self, X: Any) -> Any:
-        return self._apply(self.xp.asarray(X, dtype=self.dtype), True)
-
-    def _adjoint(self) -> LinearOperator:
-        return _Adjoint(self)
-
-    def aspreconditioner(self) -> _BackendOperator:
-        """Return ``self``: the operator already applies ``M ~ A^{-1}`` (pyamg style)."""
-        return self
-
-    def to_dense(self, max_bytes: int | None = None) -> np.ndarray:
-        """Assemble ``M`` as a dense numpy array (for small sizes and tests).
-
-        Parameters
-        ----------
-        max_bytes : int, optional
-            Refuse to build a larger matrix (default :data:`DENSE_LIMIT_BYTES`).
-        """
-        limit = DENSE_LIMIT_BYTES if max_bytes is None else check_int("max_bytes", max_bytes)
-        n = self.shape[0]
-        need = n * n * self.dtype.itemsize
-        if need > limit:
-            raise ValueError(f"to_dense: a {n} x {n} dense matrix needs {need / 2**30:.2f} GiB, "
-                             f"above the limit of {limit / 2**30:.2f} GiB; pass max_bytes= to "
-                             "raise it")
-        return to_numpy(self._apply(self.xp.eye(n, dtype=self.dtype), False))
-
-
-class _Adjoint(LinearOperator):
-    """``M^T`` of a :class:`_BackendOperator`, backend-aware like its parent."""
-
-    def __init__(self, op: _BackendOperator) -> None:
-        self.op = op
-        super().__init__(dtype=op.dtype, shape=op.shape[::-1])
-
-    def matvec(self, x: Any) -> Any:
-        return self.op.rmatvec(x)
-
-    def rmatvec(self, x: Any) -> Any:
-        return self.op.matvec(x)
-
-    matmat, rmatmat = matvec, rmatvec
-
-    def _matvec(self, x: Any) -> Any:
-        return self.op._rmatvec(x)
-
-    def _rmatvec(self, x: Any) -> Any:
-        return self.op._matvec(x)
-
-    def _matmat(self, X: Any) -> Any:
-        return self.op._rmatmat(X)
-
-    def _rmatmat(self, X: Any) -> Any:
-        return self.op._matmat(X)
-
-    def _adjoint(self) -> LinearOperator:
-        return self.op
-
-
 # -- the two-level Schwarz preconditioner ------------------------------------------------------
-class TwoLevelSchwarz(_BackendOperator):
+class TwoLevelSchwarz(BackendLinearOperator):
     r"""Classical two-level overlapping Schwarz preconditioner ``M ~ A^{-1}``.
 
     .. math::
@@ -597,7 +471,7 @@ class TwoLevelSchwarz(_BackendOperator):
 
 
 # -- Jacobi --------------------------------------------------------------------------------------
-class JacobiPreconditioner(_BackendOperator):
+class JacobiPreconditioner(BackendLinearOperator):
     """The diagonal preconditioner ``M = diag(A)^{-1}`` (built by :func:`jacobi`)."""
 
     def __init__(self, inverse_diagonal: np.ndarray, dtype: Any, backend: str = "numpy") -> None:
