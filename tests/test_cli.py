@@ -65,3 +65,19 @@ def test_module_entry_point_no_traceback():
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_checkpoint_and_resume(tmp_path):
+    prefix = str(tmp_path / "r")
+    common = ["--n", "64", "--subdomains", "4", "--global-rank", "5", "--batch-size", "8",
+              "--no-plots", "--no-progress", "--save-prefix", prefix, "--checkpoint-every", "10"]
+    assert main(["compare", "--steps", "20", *common]) == 0
+    assert (tmp_path / "r_schwarz_checkpoint.npz").exists()
+    assert main(["compare", "--steps", "30", "--resume", *common]) == 0
+    resumed = json.loads((tmp_path / "r_metrics.json").read_text())["models"]
+    assert main(["compare", "--steps", "30", *common, "--save-prefix", str(tmp_path / "s")]) == 0
+    straight = json.loads((tmp_path / "s_metrics.json").read_text())["models"]
+    for name in ("schwarz", "global_r5"):
+        assert resumed[name]["steps"] == 30
+        assert resumed[name]["final_train_loss"] == straight[name]["final_train_loss"]
+        assert resumed[name]["val_wmse"] == straight[name]["val_wmse"]
