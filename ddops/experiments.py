@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,6 @@ class ExperimentConfig:
     resume: bool = False
     exact_limit: int | None = None
     val_every: int = 50
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def validated(self) -> ExperimentConfig:
         """Check every field; raise ``ValueError``/``TypeError`` naming the bad one."""
