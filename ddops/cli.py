@@ -88,8 +88,8 @@ def _add_experiment_flags(p: argparse.ArgumentParser) -> None:
     t.add_argument("--lr", type=_positive_float, help="learning rate (default 1e-3)")
     t.add_argument("--batch-size", type=_positive_int, help="batch size (default 256)")
     t.add_argument("--optimizer", choices=("adamw", "adam"))
-    t.add_argument("--no-scheduler", dest="scheduler", action="store_false", default=None,
-                   help="disable ReduceLROnPlateau")
+    t.add_argument("--scheduler", action=argparse.BooleanOptionalAction, default=None,
+                   help="ReduceLROnPlateau on the training loss (v2 default: on; v1: off)")
     t.add_argument("--seed", type=_nonnegative_int, help="model initialisation seed (0)")
     t.add_argument("--train-seed", type=_nonnegative_int, help="training stream seed (4711)")
     t.add_argument("--test-seed", type=_nonnegative_int, help="validation/evaluation seed (4712)")

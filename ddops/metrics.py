@@ -14,7 +14,7 @@ import numpy as np
 from ._validation import check_int
 from .backend import to_numpy
 from .losses import loss_value
-from .operators import LowRankOperator, SchwarzOperator
+from .operators import LowRankOperator
 from .spectral import best_rank_error, inverse_eigenvalues
 
 __all__ = ["EXACT_FRO_LIMIT", "operator_fro_error", "relative_l2_errors", "evaluate"]
@@ -104,5 +104,4 @@ def evaluate(op: LowRankOperator, A: Any, solve: Any, validation: tuple[Any, Any
         "best_rank_fro_error": best_rank_error(A, op.rank_bound),
         "mean_rel_l2": float(rel.mean()),
         "max_rel_l2": float(rel.max()),
-        "model": "schwarz" if isinstance(op, SchwarzOperator) else "global",
     }

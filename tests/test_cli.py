@@ -81,3 +81,21 @@ def test_checkpoint_and_resume(tmp_path):
         assert resumed[name]["steps"] == 30
         assert resumed[name]["final_train_loss"] == straight[name]["final_train_loss"]
         assert resumed[name]["val_wmse"] == straight[name]["val_wmse"]
+
+
+def test_sweep_and_scaling_tables(tmp_path):
+    prefix = str(tmp_path / "sw")
+    assert main(["sweep", "--lrs", "1e-3", "1e-2", "--n", "64", "--subdomains", "4", "--steps",
+                 "5", "--batch-size", "8", "--global-rank", "6", "--no-progress",
+                 "--no-plots", "--save-prefix", prefix]) == 0
+    rows = json.loads((tmp_path / "sw_sweep_metrics.json").read_text())["rows"]
+    assert [(r["lr"], r["model"]) for r in rows] == [
+        (1e-3, "schwarz"), (1e-3, "global_r6"), (1e-2, "schwarz"), (1e-2, "global_r6")]
+    table = (tmp_path / "sw_sweep.md").read_text().splitlines()
+    assert len(table) == 2 + 4 and "global_r6" in table[3]
+    prefix = str(tmp_path / "sc")
+    assert main(["scaling", "--ns", "64", "128", "--steps", "5", "--batch-size", "8",
+                 "--no-progress", "--no-plots", "--save-prefix", prefix]) == 0
+    rows = json.loads((tmp_path / "sc_scaling_metrics.json").read_text())["rows"]
+    assert [(r["n"], r["N"], r["num_params"]) for r in rows] == [
+        (64, 2, 2 * 4 * (34 + 34) + 2), (128, 4, 2 * 4 * (34 + 37 + 37 + 34) + 2 * 9)]
