@@ -15,9 +15,10 @@ from .backend import get_array_module
 
 __all__ = ["LOSSES", "WMSE_EPS", "loss_and_grad", "loss_value"]
 
-#: Losses known to :func:`loss_and_grad`: the paper's weighted MSE (section 5.1)
-#: and the plain mean squared error.
-LOSSES = ("wmse", "mse")
+#: Losses known to :func:`loss_and_grad`: the paper's weighted MSE (section 5.1),
+#: the plain mean squared error and the energy error ``(P - U)^T W (P - U)`` for
+#: an SPD weight ``W`` (the ``A``-norm of the error when ``W = A``).
+LOSSES = ("wmse", "mse", "energy")
 
 #: Floor of the weight denominator of the weighted MSE (the paper's epsilon).
 WMSE_EPS = 1e-30
@@ -27,21 +28,26 @@ def _column_sq_norms(xp, X):
     return xp.einsum("ij,ij->j", X, X)
 
 
-def loss_and_grad(name: str, P: Any, U: Any, out: Any = None, eps: float = WMSE_EPS):
+def loss_and_grad(name: str, P: Any, U: Any, out: Any = None, eps: float = WMSE_EPS,
+                  weight: Any = None):
     """Loss value and its gradient with respect to the prediction.
 
     Parameters
     ----------
-    name : {"wmse", "mse"}
+    name : {"wmse", "mse", "energy"}
         ``"wmse"``: ``(1/B) sum_b (||P_b - U_b||^2 / n) / max(||U_b||^2 / n, eps)``,
         the per-sample relative error of the paper.  ``"mse"``: the mean of
-        ``(P - U)^2`` over all entries (PyTorch's ``MSELoss``).
+        ``(P - U)^2`` over all entries (PyTorch's ``MSELoss``).  ``"energy"``:
+        ``sum_b (P_b - U_b)^T W (P_b - U_b) / (n B)``.
     P, U : array, shape (n, B)
         Prediction and exact solutions.
     out : array, optional
         Buffer for the gradient (same shape and dtype as ``P``); may be ``P``.
     eps : float
         Denominator floor of the weighted MSE.
+    weight : sparse matrix or array, optional
+        The symmetric weight ``W`` of ``"energy"`` (required there, on the
+        backend of ``P``).
 
     Returns
     -------
@@ -58,6 +64,13 @@ def loss_and_grad(name: str, P: Any, U: Any, out: Any = None, eps: float = WMSE_
         value = xp.vdot(diff.ravel(), diff.ravel()) / (n * B)
         diff *= 2.0 / (n * B)
         return value, diff
+    if name == "energy":
+        if weight is None:
+            raise ValueError("loss='energy' needs the weight matrix (weight=)")
+        Wd = weight @ diff
+        value = xp.vdot(diff.ravel(), Wd.ravel()) / (n * B)
+        xp.multiply(Wd, 2.0 / (n * B), out=diff)  # d/dP of the quadratic form, W symmetric
+        return value, diff
     err = _column_sq_norms(xp, diff) / n
     denom = xp.maximum(_column_sq_norms(xp, U) / n, eps)
     value = xp.mean(err / denom)
@@ -66,6 +79,6 @@ def loss_and_grad(name: str, P: Any, U: Any, out: Any = None, eps: float = WMSE_
     return value, diff
 
 
-def loss_value(name: str, P: Any, U: Any, eps: float = WMSE_EPS):
+def loss_value(name: str, P: Any, U: Any, eps: float = WMSE_EPS, weight: Any = None):
     """The loss of :func:`loss_and_grad` without the gradient (no input is modified)."""
-    return loss_and_grad(name, P, U, eps=eps)[0]
+    return loss_and_grad(name, P, U, eps=eps, weight=weight)[0]

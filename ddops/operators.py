@@ -165,7 +165,7 @@ class LowRankOperator(BackendLinearOperator):
 
     # -- training ----------------------------------------------------------------------
     def value_and_grad_flat(self, F: Any, U: Any, loss: str = "wmse", out: Any = None,
-                            check: bool = True):
+                            check: bool = True, loss_weight: Any = None):
         """Loss and its gradient as a flat vector laid out like :attr:`theta`.
 
         Parameters
@@ -178,6 +178,8 @@ class LowRankOperator(BackendLinearOperator):
             Buffer for the flat gradient.
         check : bool
             Validate ``F`` and ``U`` (shape, dtype, finiteness).
+        loss_weight : sparse matrix or array, optional
+            The SPD weight of ``loss="energy"``.
 
         Returns
         -------
@@ -193,17 +195,18 @@ class LowRankOperator(BackendLinearOperator):
                 raise ValueError(f"F and U must both have shape (n, B); got {F.shape}, {U.shape}")
         cache: dict[str, Any] = {}
         P = self._apply(F, False, "full", cache)
-        value, G = loss_and_grad(loss, P, U, out=P)
+        value, G = loss_and_grad(loss, P, U, out=P, weight=loss_weight)
         grad = self.xp.empty_like(self.theta) if out is None else out
         self._backward(G, cache, self._views(grad))
         return value, grad
 
-    def value_and_grad(self, F: Any, U: Any, loss: str = "wmse") -> tuple[float, dict[str, Any]]:
+    def value_and_grad(self, F: Any, U: Any, loss: str = "wmse",
+                       loss_weight: Any = None) -> tuple[float, dict[str, Any]]:
         """Loss and gradient for every parameter, in the :meth:`get_params` structure.
 
         One batched computation over all subdomains; no dense ``n x n`` matrix.
         """
-        value, grad = self.value_and_grad_flat(F, U, loss)
+        value, grad = self.value_and_grad_flat(F, U, loss, loss_weight=loss_weight)
         return float(value), self.unflatten(grad)
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:

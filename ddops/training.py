@@ -34,8 +34,8 @@ __all__ = ["OPTIMIZERS", "TrainingConfig", "TrainingResult", "Trainer", "LOSS_AL
 
 OPTIMIZERS = ("adamw", "adam")
 
-#: Loss names accepted besides :data:`ddops.losses.LOSSES` (the paper script's spelling).
-LOSS_ALIASES = {"weighted_mse": "wmse", "wmse": "wmse", "mse": "mse"}
+#: Loss names accepted by the trainer (``"weighted_mse"`` is the paper script's spelling).
+LOSS_ALIASES = {"weighted_mse": "wmse", "wmse": "wmse", "mse": "mse", "energy": "energy"}
 
 
 @dataclass
@@ -161,11 +161,13 @@ class Trainer:
         Fixed validation set.
     checkpoint : path-like, optional
         Where periodic checkpoints go.
+    loss_weight : sparse matrix or array, optional
+        The SPD weight of ``loss="energy"`` (on the operator's backend).
     """
 
     def __init__(self, op: LowRankOperator, sampler: Any, config: TrainingConfig | None = None,
                  train_seed: int = 4711, validation: tuple[Any, Any] | None = None,
-                 checkpoint: str | Path | None = None) -> None:
+                 checkpoint: str | Path | None = None, loss_weight: Any = None) -> None:
         if not isinstance(op, LowRankOperator):
             raise TypeError(f"op must be a ddops trainable operator, got {type(op).__name__}")
         self.op = op
@@ -180,6 +182,9 @@ class Trainer:
                 raise ValueError("validation must be (F, U) blocks of shape (n, B)")
             validation = (Fv, Uv)
         self.validation = validation
+        if (self.config.loss == "energy") != (loss_weight is not None):
+            raise ValueError("loss_weight is required with loss='energy' and only used there")
+        self.loss_weight = loss_weight
         self.checkpoint_path = None if checkpoint is None else Path(checkpoint)
         c = self.config
         opt_cls = AdamW if c.optimizer == "adamw" else Adam
@@ -207,7 +212,8 @@ class Trainer:
         if self.validation is None:
             return math.nan
         Fv, Uv = self.validation
-        return float(loss_value(self.config.loss, self.op._apply(Fv, False), Uv))
+        return float(loss_value(self.config.loss, self.op._apply(Fv, False), Uv,
+                                weight=self.loss_weight))
 
     # -- the loop -----------------------------------------------------------------------
     def run(self, steps: int | None = None) -> TrainingResult:
@@ -232,7 +238,8 @@ class Trainer:
                 t0 = time.perf_counter()
                 F, U = self._sample()
                 t1 = time.perf_counter()
-                value, grad = op.value_and_grad_flat(F, U, c.loss, out=self._grad, check=False)
+                value, grad = op.value_and_grad_flat(F, U, c.loss, out=self._grad, check=False,
+                                                     loss_weight=self.loss_weight)
                 pending.append((self.step, opt.lr, value))
                 opt.step([grad])
                 self.step += 1

@@ -79,3 +79,29 @@ def test_value_and_grad_validation_and_poisson_batch():
         op.value_and_grad(F, np.full_like(U, np.nan))
     with pytest.raises(ValueError, match="loss"):
         op.value_and_grad(F, U, loss="huber")
+
+
+def test_energy_loss_against_definition_and_fd():
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    P, U = rng.standard_normal((6, 3)), rng.standard_normal((6, 3))
+    W = sp.diags([np.full(5, -1.0), np.full(6, 2.5), np.full(5, -1.0)], [-1, 0, 1]).tocsr()
+    E = P - U
+    value, grad = loss_and_grad("energy", P.copy(), U, weight=W)
+    assert float(value) == pytest.approx(np.trace(E.T @ (W @ E)) / E.size, rel=1e-13)
+    np.testing.assert_allclose(grad, 2 * (W @ E) / E.size, rtol=1e-13)
+    with pytest.raises(ValueError, match="weight"):
+        loss_and_grad("energy", P, U)
+    op = SchwarzOperator(Decomposition1D(20, 2), seed=4)
+    W = sp.identity(19) * 3.0 + sp.eye(19, k=1) + sp.eye(19, k=-1)
+    F, U = batch(op, 2, seed=1)
+    _, g = op.value_and_grad_flat(F, U, "energy", loss_weight=W.tocsr())
+    theta0 = op.theta.copy()
+    for j in np.random.default_rng(0).choice(np.flatnonzero(g), 5, replace=False):
+        op.theta[j] = theta0[j] + 1e-6
+        fp = float(loss_value("energy", op.matmat(F), U, weight=W))
+        op.theta[j] = theta0[j] - 1e-6
+        fm = float(loss_value("energy", op.matmat(F), U, weight=W))
+        op.theta[j] = theta0[j]
+        assert g[j] == pytest.approx((fp - fm) / 2e-6, rel=1e-5, abs=1e-10)

@@ -105,3 +105,12 @@ def test_bad_checkpoint(tmp_path):
         t.load_checkpoint(tmp_path / "missing.npz")
     with pytest.raises(ValueError, match="validation"):
         Trainer(op, sampler, config, validation=(np.ones((5, 2)), np.ones((5, 2))))
+
+
+def test_energy_loss_needs_weight():
+    op, sampler, val, config = small_setup()
+    cfg = TrainingConfig(loss="energy", progress=False)
+    with pytest.raises(ValueError, match="loss_weight"):
+        Trainer(op, sampler, cfg)
+    with pytest.raises(ValueError, match="loss_weight"):
+        Trainer(op, sampler, config, loss_weight=np.eye(31))
