@@ -14,6 +14,8 @@ import sys
 from dataclasses import fields, replace
 from typing import Any
 
+from ._argtypes import int_at_least, positive_float
+
 __all__ = ["main", "build_parser"]
 
 COMMANDS = ("compare", "sweep", "scaling", "precond")
@@ -30,33 +32,9 @@ class _UsageError(Exception):
     pass
 
 
-def _int_at_least(minimum: int):
-    """An argparse type: an integer ``>= minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1)
-_nonnegative_int = _int_at_least(0)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value > 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
-    return value
+_positive_int = int_at_least(1)
+_nonnegative_int = int_at_least(0)
+_positive_float = positive_float
 
 
 def _add_experiment_flags(p: argparse.ArgumentParser) -> None:

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ._argtypes import int_at_least, positive_float
 from ._validation import check_choice, check_int, check_positive_float
 from .decomposition import Decomposition1D
 from .io import atomic_write_text
@@ -178,35 +179,12 @@ class PrecondConfig:
 
 
 # -- command line ------------------------------------------------------------------------------
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (0 < value < math.inf):
-        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the flags of ``ddops precond`` to ``parser``."""
     d = PrecondConfig()
-    pos, nonneg = _int_at_least(1), _int_at_least(0)
+    pos, nonneg = int_at_least(1), int_at_least(0)
     g = parser.add_argument_group("problem")
-    g.add_argument("--n", type=_int_at_least(2), default=d.n,
+    g.add_argument("--n", type=int_at_least(2), default=d.n,
                    help=f"line elements (element) or unknowns (dof); default {d.n}")
     g.add_argument("--subdomains", type=pos, help="number of subdomains N (default n/32)")
     g.add_argument("--overlap", type=nonneg, default=d.overlap, help="overlap (default 2)")
@@ -216,7 +194,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--blas-threads", type=nonneg, default=d.blas_threads,
                    help="BLAS threads (default 1; 0 leaves the library's setting)")
     s = parser.add_argument_group("solvers")
-    s.add_argument("--rtol", type=_positive_float, default=d.rtol,
+    s.add_argument("--rtol", type=positive_float, default=d.rtol,
                    help="relative residual tolerance (default 1e-8)")
     s.add_argument("--maxiter", type=pos, help="iteration cap of every solve (default 2n)")
     s.add_argument("--restart", type=pos, default=d.restart, help="GMRES restart (default 20)")
@@ -226,7 +204,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--train-steps", type=nonneg, default=d.train_steps,
                    help=f"training steps of each learned symmetric preconditioner "
                         f"(default {d.train_steps})")
-    t.add_argument("--lr", type=_positive_float, default=d.lr,
+    t.add_argument("--lr", type=positive_float, default=d.lr,
                    help="their learning rate relative to mean(diag A)^-1/2 (default 0.1)")
     t.add_argument("--batch-size", type=pos, default=d.batch_size,
                    help=f"their batch size (default {d.batch_size})")
