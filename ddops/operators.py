@@ -210,7 +210,10 @@ class LowRankOperator(BackendLinearOperator):
         return float(value), self.unflatten(grad)
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
-        return rng.standard_normal(shape) * scale
+        """N(0, 1) x scale in float64 on the host (the same stream for every dtype and backend)."""
+        values = rng.standard_normal(shape)
+        values *= scale
+        return values
 
 
 class SchwarzOperator(LowRankOperator):
@@ -350,7 +353,13 @@ class SchwarzOperator(LowRankOperator):
         for key in self._keys(local=True):
             params[key] = self._draw(rng, (d.indices.size, r), s_loc)
         for key in self._keys(local=False):
-            params[key] = self._draw(rng, (n0, r0), s0)
+            view = self.params[key]
+            if self.xp is np and dt == np.float64:  # O(N^2) at r0 = N - 1: draw in place
+                rng.standard_normal(out=view)
+                view *= s0
+                params[key] = view
+            else:
+                params[key] = self._draw(rng, (n0, r0), s0)
         self._write_packed(self.params, params)
         self.init = init
         self.seed = seed
@@ -375,12 +384,15 @@ class SchwarzOperator(LowRankOperator):
     def _write_packed(self, views: dict[str, Any], packed: dict[str, np.ndarray]) -> None:
         """Write unpadded stacked ``(sum n_i, r)`` Q/K blocks and the coarse factors."""
         sub, pos = self._pad_rows()
+        xp = self.xp
+        if xp is not np:  # device index arrays: one scatter per factor on the GPU
+            sub, pos = xp.asarray(sub), xp.asarray(pos)
         for key in self._keys(local=True):
-            host = np.zeros(self._layout[key], dtype=self.dtype)
-            host[sub, pos] = packed[key]
-            views[key][...] = self.xp.asarray(host)
+            views[key][...] = 0
+            views[key][sub, pos] = xp.asarray(packed[key], dtype=self.dtype)
         for key in self._keys(local=False):
-            views[key][...] = self.xp.asarray(np.asarray(packed[key], dtype=self.dtype))
+            if packed[key] is not views[key]:
+                views[key][...] = xp.asarray(packed[key], dtype=self.dtype)
 
     def _param_shapes(self) -> dict[str, Any]:
         sizes = self.decomposition.sizes
@@ -564,24 +576,15 @@ def _check_base(base: Any, n: int, backend: str, dtype: Any) -> Any:
     return base
 
 
-class _PartOperator(LinearOperator):
+class _PartOperator(BackendLinearOperator):
     """One part (local or coarse) of a :class:`SchwarzOperator`, for inspection."""
 
     def __init__(self, op: SchwarzOperator, part: str) -> None:
         self.op, self.part = op, part
-        super().__init__(dtype=op.dtype, shape=op.shape)
+        super().__init__(op.shape[0], op.dtype, op.backend)
 
-    def _matmat(self, X):
-        return self.op._apply(self.op._check_input(X), False, self.part)
-
-    def _rmatmat(self, X):
-        return self.op._apply(self.op._check_input(X), True, self.part)
-
-    def _matvec(self, x):
-        return self._matmat(np.reshape(x, (-1, 1)))[:, 0]
-
-    def _rmatvec(self, x):
-        return self._rmatmat(np.reshape(x, (-1, 1)))[:, 0]
+    def _apply(self, X: Any, adjoint: bool, **options: Any) -> Any:
+        return self.op._apply(X, adjoint, self.part)
 
     def to_dense(self, max_bytes: int | None = None) -> np.ndarray:
         """Dense matrix of this part (same size limit as the parent's ``to_dense``)."""

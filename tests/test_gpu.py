@@ -155,9 +155,6 @@ def test_gmres_accepts_operator_as_preconditioner():
     assert _rel(x, x_ref) < 1e-3
 
 
-@pytest.mark.xfail(strict=False, reason="local_part()/coarse_part() are plain scipy "
-                   "LinearOperators: their public matvec calls numpy.asanyarray, which "
-                   "CuPy refuses")
 def test_parts_accept_device_vectors():
     ops = _pair(np.float64)
     x = np.random.default_rng(4).standard_normal(ops["numpy"].shape[0])
