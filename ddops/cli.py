@@ -39,8 +39,8 @@ _positive_float = positive_float
 
 def _add_experiment_flags(p: argparse.ArgumentParser) -> None:
     from .data import RHS_MODES
+    from .experiments import REGRESSION_LOSSES
     from .operators import INITS, PARTITIONS
-    from .training import LOSS_ALIASES
 
     g = p.add_argument_group("problem and models (defaults: the paper's v2 main setting)")
     g.add_argument("--preset", choices=("v2", "v1"), default="v2",
@@ -61,7 +61,7 @@ def _add_experiment_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dtype", choices=("float64", "float32"))
     t = p.add_argument_group("training")
     t.add_argument("--rhs-mode", choices=RHS_MODES)
-    t.add_argument("--loss", choices=tuple(LOSS_ALIASES))
+    t.add_argument("--loss", choices=REGRESSION_LOSSES)
     t.add_argument("--steps", type=_nonnegative_int, help="optimisation steps (default 2000)")
     t.add_argument("--lr", type=_positive_float, help="learning rate (default 1e-3)")
     t.add_argument("--batch-size", type=_positive_int, help="batch size (default 256)")
