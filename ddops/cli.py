@@ -46,7 +46,8 @@ def _add_experiment_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--preset", choices=("v2", "v1"), default="v2",
                    help="paper version whose defaults to start from (default v2)")
     g.add_argument("--n", type=_positive_int, help="line elements (element) or unknowns (dof)")
-    g.add_argument("--subdomains", type=_positive_int, help="number of subdomains N")
+    g.add_argument("--subdomains", type=_positive_int,
+                   help="number of subdomains N (default 8; n/32 when only --n is given)")
     g.add_argument("--overlap", type=_nonnegative_int, help="overlap (default 2)")
     g.add_argument("--kind", choices=("element", "dof"), help="discretisation convention")
     g.add_argument("--local-rank", type=_positive_int, help="local rank r_l (default 4)")

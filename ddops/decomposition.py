@@ -74,7 +74,12 @@ class Decomposition:
         num_dofs = check_int("num_dofs", num_dofs, minimum=1)
         if len(subdomains) < 1:
             raise ValueError("subdomains must contain at least one subdomain")
-        arrays = [np.unique(np.asarray(s, dtype=np.int64).ravel()) for s in subdomains]
+        raw_arrays = [np.asarray(s) for s in subdomains]
+        for i, raw in enumerate(raw_arrays):
+            if raw.size and raw.dtype.kind not in "iu":
+                raise TypeError(f"subdomains: subdomain {i} must hold integer indices, "
+                                f"got dtype {raw.dtype}")
+        arrays = [np.unique(raw.astype(np.int64).ravel()) for raw in raw_arrays]
         sizes = np.array([a.size for a in arrays], dtype=np.int64)
         if np.any(sizes == 0):
             raise ValueError(f"subdomains: subdomain {int(np.argmin(sizes))} is empty")
@@ -102,6 +107,9 @@ class Decomposition:
         if interface_nodes is None:
             interface_nodes = np.empty(0, dtype=np.int64)
         self.interface_nodes = np.asarray(interface_nodes, dtype=np.int64)
+        if self.interface_nodes.size and (self.interface_nodes.min() < 0
+                                          or self.interface_nodes.max() >= num_dofs):
+            raise ValueError(f"interface_nodes must lie in [0, {num_dofs})")
         if coordinates is None:
             coordinates = np.arange(1, num_dofs + 1) / (num_dofs + 1)
         self.coordinates = np.asarray(coordinates, dtype=np.float64)

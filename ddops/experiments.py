@@ -161,7 +161,8 @@ def _write_history_csv(path: Path, histories: dict[str, dict[str, np.ndarray]]) 
 
 
 def _plot_model(name: str, op: LowRankOperator, prob: Problem, prefix: str,
-                dense_limit: int = 4096) -> list[str]:
+                dense_limit: int = 2048) -> list[str]:
+    """The per-model figures; the matrix figures (dense ``n x n``) only up to ``dense_limit``."""
     from . import plotting
 
     Fe, Ue = prob.evaluation

@@ -581,7 +581,7 @@ def learned_schwarz_preconditioner(
         if exact_local:
             op.params["Q"][...] *= local_init_scale
         classical_init(op, A, local=not exact_local, coarse=True)
-    op.init = init
+    op.learned_init = init  # op.init stays the random scheme the factors were drawn with
     return op
 
 

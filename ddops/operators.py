@@ -172,7 +172,7 @@ class LowRankOperator(BackendLinearOperator):
         ----------
         F, U : array, shape (n, B)
             Right-hand sides and exact solutions, one per column.
-        loss : {"wmse", "mse"}
+        loss : {"wmse", "mse", "energy"}
             See :func:`ddops.losses.loss_and_grad`.
         out : array, optional
             Buffer for the flat gradient.

@@ -50,8 +50,9 @@ class TrainingConfig:
         Right-hand sides per step.
     lr : float
         Initial learning rate.
-    loss : {"wmse", "mse"}
-        Training loss (``"weighted_mse"`` is accepted for ``"wmse"``).
+    loss : {"wmse", "mse", "energy"}
+        Training loss (``"weighted_mse"`` is accepted for ``"wmse"``;
+        ``"energy"`` needs the trainer's ``loss_weight``).
     optimizer : {"adamw", "adam"}
         Optimiser (PyTorch semantics).
     weight_decay : float
@@ -65,7 +66,9 @@ class TrainingConfig:
     log_every : int
         Fetch the training loss from the device every this many steps (1 on the
         CPU costs nothing; larger values avoid a host round trip per step on a
-        GPU, and the scheduler then sees the buffered losses in order).
+        GPU, and the scheduler then sees the buffered losses in order: a rate
+        reduction takes effect at the next multiple of ``log_every``, and a run
+        resumed at such a multiple continues exactly as an uninterrupted one).
     checkpoint_every : int
         Write a checkpoint every this many steps (0: never, except on request).
     progress : bool
@@ -109,6 +112,9 @@ class TrainingConfig:
         c.val_every = check_int("val_every", c.val_every, minimum=1)
         c.log_every = check_int("log_every", c.log_every, minimum=1)
         c.checkpoint_every = check_int("checkpoint_every", c.checkpoint_every, minimum=0)
+        if c.checkpoint_every % c.log_every:
+            raise ValueError(f"checkpoint_every ({c.checkpoint_every}) must be a multiple of "
+                             f"log_every ({c.log_every}) so that checkpoints hold every loss")
         c.plateau_patience = check_int("plateau_patience", c.plateau_patience, minimum=0)
         if c.blas_threads is not None:
             c.blas_threads = check_int("blas_threads", c.blas_threads, minimum=1)
@@ -245,10 +251,13 @@ class Trainer:
                 self.step += 1
                 self.seconds["data"] += t1 - t0
                 self.seconds["step"] += time.perf_counter() - t1
-                if len(pending) >= c.log_every or self.step == target:
+                checkpoint_due = (c.checkpoint_every and self.checkpoint_path is not None
+                                  and self.step % c.checkpoint_every == 0)
+                # a checkpoint must hold every loss so far (and none may be NaN)
+                if self.step % c.log_every == 0 or self.step == target or checkpoint_due:
                     bad = self._flush(pending)
+                    bar.update(len(pending))
                     pending = []
-                    bar.update(c.log_every if self.step < target else target - bar.n)
                     if bad is not None:
                         status = "diverged"
                         message = (f"{type(op).__name__}: loss became {bad} at step "
@@ -261,8 +270,7 @@ class Trainer:
                 if self.step % c.val_every == 0 or self.step == c.steps:
                     self._hist["val_step"].append(self.step)
                     self._hist["val"].append(self.validation_loss())
-                if (c.checkpoint_every and self.checkpoint_path is not None
-                        and self.step % c.checkpoint_every == 0):
+                if checkpoint_due:
                     self.save_checkpoint(self.checkpoint_path)
         finally:
             limits.__exit__(None, None, None)
@@ -330,6 +338,15 @@ class Trainer:
         theta = data["theta"]
         if theta.shape != self.op.theta.shape or not np.all(np.isfinite(theta)):
             raise ValueError(f"checkpoint {str(path)!r} does not match this operator")
+        saved = meta.get("config", {})
+        mine = asdict(self.config)
+        for key in ("batch_size", "loss", "optimizer", "scheduler", "log_every"):
+            if saved.get(key) != mine[key]:
+                raise ValueError(f"checkpoint {str(path)!r} was written with {key}="
+                                 f"{saved.get(key)!r}, this run has {key}={mine[key]!r}")
+        if meta.get("train_seed") != self.train_seed:
+            raise ValueError(f"checkpoint {str(path)!r} was written with train_seed="
+                             f"{meta.get('train_seed')!r}, this run has {self.train_seed}")
         self.optimizer.load_state_dict({k[4:]: v for k, v in data.items()
                                         if k.startswith("opt_")})
         if self.scheduler is not None:

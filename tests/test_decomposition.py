@@ -118,3 +118,10 @@ def test_general_decomposition():
         Decomposition([[0, 1], []], 2)
     with pytest.raises(ValueError, match="subdomain index i"):
         d.restriction(3)
+
+
+def test_general_decomposition_rejects_bad_indices():
+    with pytest.raises(TypeError, match="integer"):
+        Decomposition([[0.5, 1.7], [1, 2]], 3)
+    with pytest.raises(ValueError, match="interface_nodes"):
+        Decomposition([[0, 1], [1, 2]], 3, interface_nodes=[-1])

@@ -61,3 +61,15 @@ def test_operator_base_must_be_passed_again(tmp_path):
         load_operator(path)
     back = load_operator(path, base=base)
     np.testing.assert_array_equal(back.to_dense(), op.to_dense())
+
+
+def test_learned_preconditioner_roundtrip(tmp_path):
+    import ddops
+    from ddops.learned_preconditioner import learned_schwarz_preconditioner
+
+    A = ddops.poisson_1d(64)
+    op = learned_schwarz_preconditioner(A, Decomposition1D(64, 4), base="jacobi",
+                                        init="classical")
+    path = save_operator(op, tmp_path / "learned.npz")
+    back = load_operator(path, base=op.base)
+    np.testing.assert_allclose(back.to_dense(), op.to_dense(), rtol=1e-14, atol=0)

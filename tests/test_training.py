@@ -114,3 +114,40 @@ def test_energy_loss_needs_weight():
         Trainer(op, sampler, cfg)
     with pytest.raises(ValueError, match="loss_weight"):
         Trainer(op, sampler, config, loss_weight=np.eye(31))
+
+
+def test_resume_with_buffered_losses(tmp_path):
+    """log_every > 1: a checkpoint flushes the buffered losses first."""
+    op_a, sampler, val, config = small_setup(steps=40, lr=1e-2, log_every=5, plateau_patience=2)
+    full = Trainer(op_a, sampler, config, train_seed=3).run()
+    op_b, _, _, _ = small_setup()
+    ckpt = tmp_path / "c.npz"
+    cfg = TrainingConfig(**{**config.__dict__, "checkpoint_every": 10})
+    first = Trainer(op_b, sampler, cfg, train_seed=3, checkpoint=ckpt)
+    first.run(steps=20)
+    op_c, _, _, _ = small_setup(seed=5)
+    second = Trainer(op_c, sampler, cfg, train_seed=3)
+    second.load_checkpoint(ckpt)
+    assert second.history["train"].shape == (20,)
+    resumed = second.run()
+    assert resumed.history["lr"].min() < config.lr  # the scheduler acted
+    np.testing.assert_array_equal(op_c.theta, op_a.theta)
+    np.testing.assert_array_equal(resumed.history["train"], full.history["train"])
+
+
+def test_resume_refuses_other_settings(tmp_path):
+    op, sampler, val, config = small_setup(steps=5)
+    ckpt = tmp_path / "c.npz"
+    t = Trainer(op, sampler, config, train_seed=1)
+    t.run()
+    t.save_checkpoint(ckpt)
+    other = Trainer(op, sampler, TrainingConfig(batch_size=8, progress=False), train_seed=1)
+    with pytest.raises(ValueError, match="batch_size"):
+        other.load_checkpoint(ckpt)
+    with pytest.raises(ValueError, match="train_seed"):
+        Trainer(op, sampler, config, train_seed=2).load_checkpoint(ckpt)
+
+
+def test_checkpoint_interval_must_align_with_log_interval():
+    with pytest.raises(ValueError, match="multiple of log_every"):
+        TrainingConfig(log_every=4, checkpoint_every=10).validated()
