@@ -5,7 +5,7 @@ CUDA optional)::
 
     python benchmarks/gpu_check.py                 # everything, a few minutes
     python benchmarks/gpu_check.py --quick         # agreement + n = 8192, 32768 only
-    python benchmarks/gpu_check.py --sizes 8192 131072 --dtypes float32 --json /tmp/gpu.json
+    python benchmarks/gpu_check.py --sizes 8192 131072 --dtypes float32 --json results/gpu.json
 
 1. Agreement, float64 and float32 (``n = 1024, N = 32, B = 64``): a
    ``SchwarzOperator`` with ``backend="cupy"`` and one with ``"numpy"``,

@@ -4,7 +4,7 @@ Run from the repository root::
 
     python benchmarks/run.py                       # full suite (a few minutes)
     python benchmarks/run.py --quick               # smoke run: n = 256, 1024, short timings
-    python benchmarks/run.py --sizes 256 8192 --dtypes float64 --json /tmp/bench.json
+    python benchmarks/run.py --sizes 256 8192 --dtypes float64 --json results/bench.json
     python benchmarks/run.py --plot docs/_static/performance.png
 
 Configuration (the paper's, scaled up): element kind, ``N = n / 32``

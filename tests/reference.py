@@ -33,18 +33,7 @@ def subdomains_1d(n, N, overlap, kind):
 
 def dense_schwarz(params, subdomains, num_dofs, Phi=None):
     """M = Phi Q0 K0^T Phi^T + sum_i R_i^T D_i^{1/2} Q_i K_i^T D_i^{1/2} R_i, densely."""
-    m = np.zeros(num_dofs)
-    for s in subdomains:
-        m[s] += 1
-    M = np.zeros((num_dofs, num_dofs))
-    for s, Q, K in zip(subdomains, params["Q"], params["K"]):
-        R = np.zeros((len(s), num_dofs))
-        R[np.arange(len(s)), s] = 1.0
-        Dh = np.diag(1.0 / np.sqrt(m[s]))
-        M += R.T @ Dh @ Q @ K.T @ Dh @ R
-    if Phi is not None and params["Q0"].size:
-        M += Phi @ params["Q0"] @ params["K0"].T @ Phi.T
-    return M
+    return dense_schwarz_partition(params, subdomains, num_dofs, "symmetric", Phi)
 
 
 def hat(x, left, peak, right):
