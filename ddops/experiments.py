@@ -20,7 +20,7 @@ from ._validation import check_choice, check_int
 from .backend import to_numpy
 from .data import RHS_MODES, FourierRHS
 from .decomposition import Decomposition1D
-from .io import atomic_write_text, save_operator
+from .io import atomic_write_json, atomic_write_text, save_operator
 from .metrics import evaluate
 from .operators import INITS, PARTITIONS, GlobalLowRankOperator, LowRankOperator, SchwarzOperator
 from .problem import KINDS, PoissonSolver, grid_points, poisson_1d
@@ -252,16 +252,7 @@ def run_compare(config: ExperimentConfig, log: Any = print) -> dict[str, dict[st
 
 
 def _write_metrics(path: Path, c: ExperimentConfig, metrics: dict[str, Any]) -> None:
-    payload = {"config": asdict(c), "models": metrics}
-    atomic_write_text(path, json.dumps(payload, indent=2, default=_json_default) + "\n")
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, tuple):
-        return list(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    atomic_write_json(path, {"config": asdict(c), "models": metrics})
 
 
 def _summary_line(name: str, e: dict[str, Any]) -> str:
@@ -301,10 +292,6 @@ def run_sweep(config: ExperimentConfig, lrs: tuple[float, ...] = SWEEP_LRS,
                                 ("operator_fro_error", "Fro error", ".3g"),
                                 ("best_rank_fro_error", "best rank-r", ".3e"),
                                 ("train_seconds", "seconds", ".1f")], "sweep")
-    if config.plots:
-        from . import plotting
-
-        plotting.plot_sweep(rows, config.save_prefix + "_sweep.png")
     return rows
 
 
@@ -325,17 +312,17 @@ def run_scaling(config: ExperimentConfig, ns: tuple[int, ...] = SCALING_NS,
                                 ("best_rank_fro_error", "best rank-r", ".3e"),
                                 ("rank_bound", "rank bound", "d"),
                                 ("train_seconds", "seconds", ".1f")], "scaling")
-    if config.plots:
-        from . import plotting
-
-        plotting.plot_scaling(rows, config.save_prefix + "_scaling.png")
     return rows
 
 
 def _write_table(config: ExperimentConfig, rows: list[dict[str, Any]],
                  columns: list[tuple[str, str, str]], what: str) -> None:
+    """``<prefix>_<what>.md``, ``<prefix>_<what>_metrics.json`` and the figure ``plot_<what>``."""
     prefix = config.save_prefix
     atomic_write_text(Path(f"{prefix}_{what}.md"), markdown_table(rows, columns))
-    atomic_write_text(Path(f"{prefix}_{what}_metrics.json"),
-                       json.dumps({"config": asdict(config), "rows": rows}, indent=2,
-                                  default=_json_default) + "\n")
+    atomic_write_json(Path(f"{prefix}_{what}_metrics.json"), {"config": asdict(config),
+                                                              "rows": rows})
+    if config.plots:
+        from . import plotting
+
+        getattr(plotting, f"plot_{what}")(rows, f"{prefix}_{what}.png")

@@ -22,7 +22,8 @@ from .backend import to_numpy
 from .decomposition import Decomposition, Decomposition1D
 from .operators import GlobalLowRankOperator, LowRankOperator, SchwarzOperator
 
-__all__ = ["FORMAT_VERSION", "save_operator", "load_operator", "atomic_savez", "atomic_write_text"]
+__all__ = ["FORMAT_VERSION", "save_operator", "load_operator", "atomic_savez", "atomic_write_text",
+           "atomic_write_json"]
 
 FORMAT_VERSION = 1
 
@@ -62,6 +63,22 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     with _atomic_target(path, "w") as fh:
         fh.write(text)
     return path
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, tuple):
+        return list(o)
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def atomic_write_json(path: str | os.PathLike, payload: Any, indent: int = 2) -> Path:
+    """Write ``payload`` as JSON atomically (numpy scalars, tuples and paths allowed)."""
+    return atomic_write_text(path, json.dumps(payload, indent=indent,
+                                              default=_json_default) + "\n")
 
 
 def atomic_savez(path: str | os.PathLike, **arrays: Any) -> Path:

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import platform
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,7 +35,7 @@ from threadpoolctl import threadpool_limits
 from ._argtypes import int_at_least, positive_float
 from ._validation import check_choice, check_int, check_positive_float
 from .decomposition import Decomposition1D
-from .io import atomic_write_text
+from .io import atomic_write_json, atomic_write_text
 from .learned_preconditioner import (
     BASES,
     OBJECTIVES,
@@ -421,18 +419,10 @@ def _run(c: PrecondConfig, log: Callable[[str], Any]) -> dict[str, Any]:
         "total_seconds": time.perf_counter() - t_start,
     }
     atomic_write_text(files["table"], table)
-    atomic_write_text(files["results"], json.dumps(payload, indent=1, default=_json_default)
-                      + "\n")
+    atomic_write_json(files["results"], payload, indent=1)
     log("")
     log(table)
     for path in files.values():
         log(f"wrote {path}")
     return payload
 
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
