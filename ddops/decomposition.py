@@ -187,7 +187,7 @@ class Decomposition:
         if key not in self._cache:
             values = self.entry_weights(weighting).astype(dtype)
             if padded:
-                rows = self._subdomain_of_entry * self.max_size + self._position_in_subdomain
+                rows = self._padded_rows()
                 num_rows = self.num_subdomains * self.max_size
             else:
                 rows = np.arange(self.indices.size)
@@ -196,6 +196,54 @@ class Decomposition:
             S.sort_indices()
             self._cache[key] = asarray(S, backend=backend)
         return self._cache[key]
+
+    def padded_gather(self) -> np.ndarray:
+        """Row index of every padded position: ``(S F)[k] = w[k] * F[gather[k]]``.
+
+        The stacked restriction has at most one entry per row, so its product
+        with a block ``F`` is a row gather by this index array (the CSR's own
+        column indices; padding positions read row 0, which the zero weights
+        of the padding then cancel).  Length ``N p``; cached.
+        """
+        key = ("gather",)
+        if key not in self._cache:
+            gather = np.zeros(self.num_subdomains * self.max_size, dtype=np.intp)
+            gather[self._padded_rows()] = self.indices
+            self._cache[key] = gather
+        return self._cache[key]
+
+    def padded_weights(self, weighting: str = "none") -> np.ndarray:
+        """Weight of every padded position (``entry_weights``; 0 on padding), length ``N p``."""
+        w = np.zeros(self.num_subdomains * self.max_size)
+        w[self._padded_rows()] = self.entry_weights(weighting)
+        return w
+
+    def scatter_plan(self) -> tuple[np.ndarray, sp.csr_matrix]:
+        """How to apply ``S^T`` (sum of the subdomain blocks) by a gather.
+
+        Returns ``first`` and ``extra``: with ``Y`` the ``N p x B`` stacked
+        blocks, ``S^T Y = Y[first] + extra @ Y``.  ``Y[first]`` takes every
+        unknown's first occurrence; ``extra`` (CSR, ``num_dofs x N p``, unit
+        entries) adds the second, third, ... occurrences, so it holds only the
+        overlap (``sum(multiplicity) - num_dofs`` entries).  Cached.
+        """
+        key = ("scatter",)
+        if key not in self._cache:
+            order = np.argsort(self.indices, kind="stable")
+            source = self._padded_rows()[order]
+            dofs = self.indices[order]
+            start = np.concatenate([[0], np.cumsum(self.multiplicity)[:-1]])
+            repeat = np.ones(order.size, dtype=bool)
+            repeat[start] = False
+            extra = sp.csr_matrix((np.ones(int(repeat.sum())), (dofs[repeat], source[repeat])),
+                                  shape=(self.num_dofs, self.num_subdomains * self.max_size))
+            extra.sort_indices()
+            self._cache[key] = (source[start], extra)
+        return self._cache[key]
+
+    def _padded_rows(self) -> np.ndarray:
+        """Padded position ``i * p + l`` of every packed entry."""
+        return self._subdomain_of_entry * self.max_size + self._position_in_subdomain
 
     def partition_of_unity(self) -> sp.csr_matrix:
         """``sum_i R_i^T D_i R_i`` assembled as CSR (the identity, up to rounding)."""

@@ -13,7 +13,7 @@ from typing import Any
 from ._validation import check_choice
 from .backend import get_array_module
 
-__all__ = ["LOSSES", "WMSE_EPS", "loss_and_grad", "loss_value"]
+__all__ = ["LOSSES", "WMSE_EPS", "loss_and_grad", "loss_and_scaled_grad", "loss_value"]
 
 #: Losses known to :func:`loss_and_grad`: the paper's weighted MSE (section 5.1),
 #: the plain mean squared error and the energy error ``(P - U)^T W (P - U)`` for
@@ -56,27 +56,51 @@ def loss_and_grad(name: str, P: Any, U: Any, out: Any = None, eps: float = WMSE_
     grad : array, shape (n, B)
         ``dL/dP``.
     """
+    value, G, scale = loss_and_scaled_grad(name, P, U, out=out, eps=eps, weight=weight)
+    get_array_module(P).multiply(G, scale, out=G if out is None or G is out else out)
+    return value, (G if out is None else out)
+
+
+def loss_and_scaled_grad(name: str, P: Any, U: Any, out: Any = None, eps: float = WMSE_EPS,
+                         weight: Any = None):
+    """Loss value and its gradient as ``G * scale``, with the column scaling left apart.
+
+    Every loss here has a gradient ``G diag(s)``: ``G = P - U`` (``W (P - U)``
+    for ``"energy"``) times a per-column factor ``s`` (a scalar for ``"mse"``
+    and ``"energy"``).  A backward pass multiplies ``G`` by restrictions and
+    factors; applying ``s`` afterwards to the ``r x B`` intermediates instead
+    of the ``n x B`` block saves a full pass over the batch.
+
+    Parameters
+    ----------
+    name, P, U, out, eps, weight
+        As in :func:`loss_and_grad`.
+
+    Returns
+    -------
+    value : 0-d array
+        The loss.
+    G : array, shape (n, B)
+        The unscaled gradient (written into ``out`` except for ``"energy"``).
+    scale : float or array, shape (B,)
+        ``dL/dP = G * scale`` (broadcast over rows).
+    """
     check_choice("loss", name, LOSSES)
     xp = get_array_module(P)
     n, B = P.shape
     diff = xp.subtract(P, U, out=out)
     if name == "mse":
-        value = xp.vdot(diff.ravel(), diff.ravel()) / (n * B)
-        diff *= 2.0 / (n * B)
-        return value, diff
+        return xp.vdot(diff.ravel(), diff.ravel()) / (n * B), diff, 2.0 / (n * B)
     if name == "energy":
         if weight is None:
             raise ValueError("loss='energy' needs the weight matrix (weight=)")
-        Wd = weight @ diff
-        value = xp.vdot(diff.ravel(), Wd.ravel()) / (n * B)
-        xp.multiply(Wd, 2.0 / (n * B), out=diff)  # d/dP of the quadratic form, W symmetric
-        return value, diff
+        Wd = weight @ diff  # d/dP of the quadratic form, W symmetric
+        return xp.vdot(diff.ravel(), Wd.ravel()) / (n * B), Wd, 2.0 / (n * B)
     err = _column_sq_norms(xp, diff) / n
     denom = xp.maximum(_column_sq_norms(xp, U) / n, eps)
-    value = xp.mean(err / denom)
+    value = xp.sum(err / denom) / B
     # d/dP_b of ||P_b - U_b||^2 / (n B denom_b) = 2 (P_b - U_b) / (n B denom_b)
-    diff *= (2.0 / (n * B) / denom).astype(diff.dtype)[None, :]
-    return value, diff
+    return value, diff, (2.0 / (n * B) / denom).astype(diff.dtype)
 
 
 def loss_value(name: str, P: Any, U: Any, eps: float = WMSE_EPS, weight: Any = None):

@@ -6,16 +6,19 @@ optimisers update that single vector in place, so a training step is a
 handful of large array operations however many subdomains there are.
 
 The local blocks of :class:`SchwarzOperator` are stored padded to the largest
-subdomain size ``p`` as ``(N, p, r)`` arrays.  With the stacked, weighted
-restriction ``S = [D_1^{1/2} R_1; ...; D_N^{1/2} R_N]`` (CSR, padding rows
-empty) one application is::
+subdomain size ``p`` as ``(N, p, r)`` arrays.  The stacked restriction
+``S = [R_1; ...; R_N]`` (CSR, padding rows empty) has one entry per row, so
+``S F`` is a row gather by its index array, and the partition-of-unity
+weights ``W_in, W_out`` (``D^{1/2}``, ``D`` or ``1``, zero on padding) are
+applied to the ``(N, p, r)`` factors instead of the ``n x B`` blocks.  One
+application is::
 
-    X = (S F).reshape(N, p, B)            # every subdomain at once
-    Y = Q @ (K^T @ X)                     # batched GEMMs
-    M F = S^T Y  +  Phi Q0 (K0^T (Phi^T F))
+    X = F[gather].reshape(N, p, B)              # every subdomain at once
+    Y = (W_out Q) @ ((W_in K)^T @ X)            # batched GEMMs
+    M F = S^T Y  +  Phi Q0 (K0^T (Phi^T F))     # S^T Y = Y[first] + overlap
 
-Padding rows of ``Q`` and ``K`` are zero, meet only empty rows of ``S`` and
-receive zero gradient, so they never change.
+Padding rows have zero weight, so they contribute nothing and receive zero
+gradient.
 """
 
 from __future__ import annotations
@@ -28,12 +31,12 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from ._validation import check_choice, check_dtype, check_finite, check_int
-from .backend import asarray, check_backend, spmm, to_numpy
+from .backend import asarray, check_backend, spmm, take_rows, to_numpy
 from .coarse import COARSE_BASES, column_rank, validate_coarse_matrix
 from .coarse import coarse_basis as build_coarse_basis
 from .decomposition import Decomposition
 from .linop import DENSE_LIMIT_BYTES, BackendLinearOperator
-from .losses import loss_and_grad
+from .losses import loss_and_scaled_grad
 
 __all__ = ["INITS", "PARTITIONS", "DENSE_LIMIT_BYTES", "LowRankOperator", "SchwarzOperator",
            "GlobalLowRankOperator"]
@@ -87,7 +90,8 @@ class LowRankOperator(BackendLinearOperator):
     def _apply(self, X, adjoint: bool, part: str = "full", cache: dict | None = None):
         raise NotImplementedError
 
-    def _backward(self, G, cache: dict, grad: dict) -> None:
+    def _backward(self, G, scale, cache: dict, grad: dict) -> None:
+        """Write the gradient for ``dL/dP = G * scale`` (scale: scalar or per column)."""
         raise NotImplementedError
 
     # -- dense views -------------------------------------------------------------------
@@ -195,9 +199,10 @@ class LowRankOperator(BackendLinearOperator):
                 raise ValueError(f"F and U must both have shape (n, B); got {F.shape}, {U.shape}")
         cache: dict[str, Any] = {}
         P = self._apply(F, False, "full", cache)
-        value, G = loss_and_grad(loss, P, U, out=P, weight=loss_weight)
+        # dL/dP = G * scale; the column scale goes onto the small intermediates
+        value, G, scale = loss_and_scaled_grad(loss, P, U, out=P, weight=loss_weight)
         grad = self.xp.empty_like(self.theta) if out is None else out
-        self._backward(G, cache, self._views(grad))
+        self._backward(G, scale, cache, self._views(grad))
         return value, grad
 
     def value_and_grad(self, F: Any, U: Any, loss: str = "wmse",
@@ -330,20 +335,20 @@ class SchwarzOperator(LowRankOperator):
             "Q": (N, p, r), "K": (N, p, r), "Q0": (n0, r0), "K0": (n0, r0)}
         super().__init__(d.num_dofs, dt, backend)
 
-        # Sparse operators, assembled once on the chosen backend.  The coarse space
-        # is stacked under the subdomains as one more block of rows, so that one
-        # SpMM restricts to every subdomain and to the coarse space at once:
-        #     In = [D^{1/2} R_1; ...; D^{1/2} R_N; Phi^T]   (padded; N p + n0 rows)
-        # The input side uses In, the output side Out^T; the adjoint swaps them.
+        # Restriction and scatter by row gathers (the stacked CSR has one entry per
+        # row); the weights multiply the (N, p, r) factors, not the n x B blocks.
         self.partition = partition
         w_in, w_out = PARTITIONS[partition]
-        self._S = {}
-        for side, w in (("in", w_in), ("out", w_out)):
-            S = d.stacked_restriction(w, padded=True, dtype=dt)
-            if self.coarse_rank > 0:
-                S = sp.vstack([S, Phi.T.astype(dt)], format="csr")
-            self._S[side] = asarray(S, backend=backend)
-            self._S[side + "T"] = asarray(S.T.tocsr(), backend=backend)
+        xp = self.xp
+        self._gather = xp.asarray(d.padded_gather())
+        first, extra = d.scatter_plan()
+        self._first = xp.asarray(first)
+        self._extra = asarray(extra, backend=backend, dtype=dt)
+        self._w = {side: xp.asarray(d.padded_weights(w).reshape(N, p, 1), dtype=dt)
+                   for side, w in (("in", w_in), ("out", w_out))}
+        if self.coarse_rank > 0:
+            self._phi = asarray(sp.csr_matrix(Phi, dtype=dt), backend=backend)
+            self._phiT = asarray(sp.csr_matrix(Phi.T, dtype=dt), backend=backend)
 
         # initial factors: unpadded entries drawn in the order Q, K, Q0, K0 (K, K0 untied)
         rng = np.random.default_rng(seed)
@@ -451,71 +456,78 @@ class SchwarzOperator(LowRankOperator):
         if ws is None:
             xp, dt = self.xp, self.dtype
             N, p, r = self._layout["Q"]
-            rows = self._S["in"].shape[0]
-            shapes = {"X": (rows, B), "Y": (rows, B), "out": (self.shape[0], B),
-                      "T": (N, r, B), "H": (N, r, B), "T0": (self.coarse_rank, B),
-                      "H0": (self.coarse_rank, B)}
+            n0, r0 = self.coarse_dim, self.coarse_rank
+            shapes = {"X": (N * p, B), "Y": (N * p, B), "out": (self.shape[0], B),
+                      "T": (N, r, B), "H": (N, r, B), "A_in": (N, p, r), "A_out": (N, p, r)}
+            if r0 > 0:
+                shapes.update(C=(n0, B), Yc=(n0, B), T0=(r0, B), H0=(r0, B))
             ws = {k: xp.empty(v, dtype=dt) for k, v in shapes.items()}
             self._ws = {B: ws}
         return ws
+
+    def _scatter(self, Y, out):
+        """``out = S^T Y`` for stacked blocks ``Y`` (``N p x B``): a gather plus the overlap."""
+        take_rows(Y, self._first, out)
+        return spmm(self._extra, Y, out, accumulate=True)
 
     def _apply(self, X, adjoint: bool, part: str = "full", cache: dict | None = None):
         check_choice("part", part, self.PARTS)
         xp = self.xp
         f = self._factors()
-        A, Bf, A0, B0 = ((f["K"], f["Q"], f["K0"], f["Q0"]) if adjoint else
-                         (f["Q"], f["K"], f["Q0"], f["K0"]))
-        S_in, S_outT = (self._S["out"], self._S["inT"]) if adjoint else (
-            self._S["in"], self._S["outT"])
+        # M = S^T W_out Q K^T W_in S (+ coarse); the adjoint swaps the roles
+        (A, wA), (Bf, wB) = (((f["K"], self._w["in"]), (f["Q"], self._w["out"])) if adjoint
+                             else ((f["Q"], self._w["out"]), (f["K"], self._w["in"])))
+        A0, B0 = (f["K0"], f["Q0"]) if adjoint else (f["Q0"], f["K0"])
         N, p, r = self._layout["Q"]
-        local_rows = N * p
         B = X.shape[1]
         ws = self._workspace(B) if cache is not None else {}
-        # one SpMM restricts to all subdomains and the coarse space
-        Xa = spmm(S_in, X, ws.get("X"))
-        Ya = ws["Y"] if cache is not None else xp.empty_like(Xa)
-        Xl = Xa[:local_rows].reshape(N, p, B)
-        Y = Ya[:local_rows].reshape(N, p, B)
-        T = xp.matmul(Bf.transpose(0, 2, 1), Xl, out=ws.get("T"))          # (N, r, B)
-        xp.matmul(A, T, out=Y)                                               # (N, p, B)
-        if self.coarse_rank > 0:
-            C = Xa[local_rows:]                                              # Phi^T X
+        out = ws["out"] if cache is not None else xp.empty((self.shape[0], B), dtype=self.dtype)
+        if part != "coarse":
+            Aw = xp.multiply(wA, A, out=ws.get("A_out"))
+            Bw = xp.multiply(wB, Bf, out=ws.get("A_in"))
+            # every subdomain at once
+            Xl = take_rows(X, self._gather, ws.get("X")).reshape(N, p, B)
+            T = xp.matmul(Bw.transpose(0, 2, 1), Xl, out=ws.get("T"))       # (N, r, B)
+            Y = xp.matmul(Aw, T, out=ws["Y"].reshape(N, p, B) if ws else None)
+            self._scatter(Y.reshape(N * p, B), out)
+            if cache is not None:
+                cache.update(Xl=Xl, T=T, A_out=Aw)
+        else:
+            out[...] = 0
+        if self.coarse_rank > 0 and part != "local":
+            C = spmm(self._phiT, X, ws.get("C"))                             # Phi^T X
             T0 = xp.matmul(B0.T, C, out=ws.get("T0"))                         # (r0, B)
-            xp.matmul(A0, T0, out=Ya[local_rows:])
+            Yc = xp.matmul(A0, T0, out=ws.get("Yc"))
+            spmm(self._phi, Yc, out, accumulate=True)
             if cache is not None:
                 cache.update(C=C, T0=T0)
-        if part == "local" and self.coarse_rank > 0:
-            Ya[local_rows:] = 0
-        elif part == "coarse":
-            Ya[:local_rows] = 0
-        # ... and one SpMM scatters every block back
-        out = spmm(S_outT, Ya, ws.get("out"))
-        if cache is not None:
-            cache.update(Xl=Xl, T=T)
         if part == "full" and self.base is not None:
             fixed = self.base.rmatmat(X) if adjoint else self.base.matmat(X)
             out = xp.add(out, fixed, out=out)
         return out
 
-    def _backward(self, G, cache: dict, grad: dict) -> None:
+    def _backward(self, G, scale, cache: dict, grad: dict) -> None:
         xp = self.xp
         N, p, r = self._layout["Q"]
-        local_rows = N * p
         B = G.shape[1]
-        f = self._factors()
         ws = self._workspace(B)
+        w_in, w_out = self._w["in"], self._w["out"]
         # the forward's Y buffer is free again: reuse it for the restricted gradient
-        Ga = spmm(self._S["out"], G, ws["Y"])
-        Gl = Ga[:local_rows].reshape(N, p, B)
-        xp.matmul(Gl, cache["T"].transpose(0, 2, 1), out=grad["Q"])      # dQ_i = G_i T_i^T
-        H = xp.matmul(f["Q"].transpose(0, 2, 1), Gl, out=ws["H"])        # Q_i^T G_i
+        Gl = take_rows(G, self._gather, ws["Y"]).reshape(N, p, B)
+        T = xp.multiply(cache["T"], scale, out=cache["T"])                  # T_i diag(s)
+        dQ = xp.matmul(Gl, T.transpose(0, 2, 1), out=grad["Q"])             # G_i T_i^T
+        dQ *= w_out
+        H = xp.matmul(cache["A_out"].transpose(0, 2, 1), Gl, out=ws["H"])   # (W Q_i)^T G_i
+        H *= scale
         dK = xp.matmul(cache["Xl"], H.transpose(0, 2, 1), out=None if self.tied else grad["K"])
+        dK *= w_in
         if self.tied:  # K_i = Q_i: both roles contribute
-            grad["Q"] += dK
+            dQ += dK
         if self.coarse_rank > 0:
-            G0 = Ga[local_rows:]                                             # Phi^T G
+            G0 = spmm(self._phiT, G, ws["Yc"])                                # Phi^T G
+            G0 *= scale
             xp.matmul(G0, cache["T0"].T, out=grad["Q0"])
-            H0 = xp.matmul(f["Q0"].T, G0, out=ws["H0"])
+            H0 = xp.matmul(self._factors()["Q0"].T, G0, out=ws["H0"])
             dK0 = xp.matmul(cache["C"], H0.T, out=None if self.tied else grad["K0"])
             if self.tied:
                 grad["Q0"] += dK0
@@ -664,10 +676,13 @@ class GlobalLowRankOperator(LowRankOperator):
             cache.update(X=X, T=T)
         return A @ T
 
-    def _backward(self, G, cache: dict, grad: dict) -> None:
+    def _backward(self, G, scale, cache: dict, grad: dict) -> None:
         xp = self.xp
-        xp.matmul(G, cache["T"].T, out=grad["Q"])
-        xp.matmul(cache["X"], (self.params["Q"].T @ G).T, out=grad["K"])
+        T = xp.multiply(cache["T"], scale, out=cache["T"])
+        xp.matmul(G, T.T, out=grad["Q"])
+        H = self.params["Q"].T @ G
+        H *= scale
+        xp.matmul(cache["X"], H.T, out=grad["K"])
 
     def __repr__(self) -> str:
         return (f"GlobalLowRankOperator(n={self.shape[0]}, rank={self.rank}, "

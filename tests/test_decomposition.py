@@ -125,3 +125,45 @@ def test_general_decomposition_rejects_bad_indices():
         Decomposition([[0.5, 1.7], [1, 2]], 3)
     with pytest.raises(ValueError, match="interface_nodes"):
         Decomposition([[0, 1], [1, 2]], 3, interface_nodes=[-1])
+
+
+def _random_general_decomposition(rng):
+    """Subdomains of random sizes and positions, multiplicities up to about 5."""
+    n = int(rng.integers(3, 40))
+    subs = [rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False)
+            for _ in range(int(rng.integers(1, 6)))]
+    subs.append(np.arange(n))  # cover every unknown
+    rng.shuffle(subs)
+    return Decomposition(subs, n)
+
+
+def _gather_cases():
+    rng = np.random.default_rng(11)
+    return [Decomposition1D(64, 4, 3), Decomposition1D(31, 5, 1, kind="dof")] + [
+        _random_general_decomposition(rng) for _ in range(6)]
+
+
+@pytest.mark.parametrize("d", _gather_cases(), ids=repr)
+@pytest.mark.parametrize("weighting", ["none", "sqrt", "full"])
+def test_gather_and_scatter_plan_match_restrictions(d, weighting):
+    """``S F = w * F[gather]`` and ``S^T Y = Y[first] + extra @ Y``, against per-subdomain R_i."""
+    rng = np.random.default_rng(0)
+    N, p = d.num_subdomains, d.max_size
+    F = rng.standard_normal((d.num_dofs, 3))
+    Y = rng.standard_normal((N * p, 3))
+    gather, w = d.padded_gather(), d.padded_weights(weighting)
+    first, extra = d.scatter_plan()
+    SF = w[:, None] * F[gather]
+    StY = Y[first] + extra @ Y
+    ref_StY = np.zeros_like(F)
+    power = {"none": 0.0, "sqrt": 0.5, "full": 1.0}[weighting]
+    for i in range(N):
+        R = d.restriction(i).toarray()
+        block = SF[i * p:(i + 1) * p]
+        ni = R.shape[0]
+        np.testing.assert_array_equal(block[:ni], (d.weights(i) ** power)[:, None] * (R @ F))
+        np.testing.assert_array_equal(block[ni:], 0.0)
+        ref_StY += R.T @ Y[i * p:i * p + ni]
+    np.testing.assert_allclose(StY, ref_StY, rtol=0, atol=1e-13)
+    # the overlap part holds exactly the repeated occurrences
+    assert extra.nnz == int(d.multiplicity.sum()) - d.num_dofs

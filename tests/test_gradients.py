@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddops import Decomposition1D, GlobalLowRankOperator, PoissonSolver, SchwarzOperator
-from ddops.losses import loss_and_grad, loss_value
+from ddops.losses import loss_and_grad, loss_and_scaled_grad, loss_value
+from ddops.problem import poisson_1d
 from ddops.testing import schwarz_operators
 
 from .reference import batch, fd_check
@@ -105,3 +106,16 @@ def test_energy_loss_against_definition_and_fd():
         fm = float(loss_value("energy", op.matmat(F), U, weight=W))
         op.theta[j] = theta0[j]
         assert g[j] == pytest.approx((fp - fm) / 2e-6, rel=1e-5, abs=1e-10)
+
+
+@pytest.mark.parametrize("loss", ["wmse", "mse", "energy"])
+def test_scaled_gradient_matches_gradient(loss):
+    """``loss_and_scaled_grad`` leaves the column scaling apart: ``G * scale = dL/dP``."""
+    rng = np.random.default_rng(3)
+    P, U = rng.standard_normal((2, 12, 5))
+    W = poisson_1d(13) if loss == "energy" else None
+    value, grad = loss_and_grad(loss, P.copy(), U, weight=W)
+    value2, G, scale = loss_and_scaled_grad(loss, P.copy(), U, weight=W)
+    assert float(value2) == float(value)
+    np.testing.assert_allclose(G * scale, grad, rtol=1e-15, atol=0)
+    assert np.ndim(scale) in (0, 1)
