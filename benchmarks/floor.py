@@ -25,10 +25,12 @@ Two byte counts are given:
     reads ``p, g, m, v`` and writes ``p, m, v``).
 ``implemented``
     the passes ddops makes as written (``ddops/operators.py``,
-    ``ddops/losses.py``): the restricted blocks ``X`` and ``Y`` of the
-    augmented restriction (``N p + n0`` rows) are materialised, every SpMM
-    first zeroes its output and then reads and writes it (scipy's
-    ``csr_matvecs`` accumulates), and the loss makes seven passes.
+    ``ddops/losses.py``): the gathered blocks ``X``, ``Y`` and ``G_l``
+    (``N p`` rows) are materialised, the coarse restriction reads ``F`` and
+    ``G`` once more, the coarse prolongation reads and writes the prediction
+    once more (scipy's ``csr_matvecs`` accumulates), and the loss makes five
+    passes (``P - U``, two column norms; the column scale goes onto the
+    ``r x B`` intermediates).
 
 Every pass is counted once at the size of the array; a copy counts its read
 and its write (the cache line read of write-allocate is not counted, on
@@ -264,30 +266,36 @@ def step_model(op: Any, B: int = BATCH, modes: int = MODES) -> dict[str, Any]:
     n0, r0 = op.coarse_dim, op.coarse_rank
     sum_ni = int(d.indices.size)
     phi = op.coarse_matrix
-    nnz = sum_ni + (0 if phi is None or r0 == 0 else int(phi.nnz))
+    coarse_nnz = 0 if phi is None or r0 == 0 else int(phi.nnz)
+    overlap_nnz = sum_ni - m       # repeated occurrences: the entries of the overlap CSR
+    nnz = sum_ni + coarse_nnz
     rows = N * p + (n0 if r0 > 0 else 0)
     theta = int(op.theta.size)
     k = 2 * modes
     block = m * B * s             # one (m, B) array
-    aug = rows * B * s            # one (N p + n0, B) array
-    local = N * p * B * s         # its local part
+    local = N * p * B * s         # one gathered (N p, B) array
+    ovl = overlap_nnz * B * s     # the overlap rows of one block
     params = 10 * theta * s
     bases = 2 * m * k * s
     minimal = 9 * block + bases + params
+    coarse = r0 > 0
     implemented = (2 * block + bases            # data: write F and U
-                   + block + 3 * aug             # SpMM in: read F; zero X, read + write X
-                   + local + local               # K^T X reads X, Q T writes Y
-                   + 3 * block + aug             # SpMM out: zero, read + write out; read Y
-                   + 7 * block                   # loss: P - U (3), two column norms (2), scale (2)
-                   + block + 3 * aug             # SpMM back: read G; zero, read + write Y
-                   + 3 * local                   # dQ, H read G_l; dK reads X_l
+                   + block + local               # gather: read F, write X
+                   + coarse * block              # Phi^T F reads F
+                   + local + local               # (W K)^T X reads X, (W Q) T writes Y
+                   + block + local + 2 * ovl     # scatter: gather Y into P, add the overlap
+                   + coarse * 2 * block          # Phi Yc: read + write P
+                   + 5 * block                   # loss: P - U (3), two column norms (2)
+                   + block + local               # gather the gradient G into G_l
+                   + coarse * block              # Phi^T G reads G
+                   + 3 * local                   # dQ, H read G_l; dK reads X
                    + params)
     flops = {
         "data": 2 * (2 * m * k * B),
         "local": 5 * (2 * sum_ni * r * B),       # 2 GEMMs forward, 3 backward (unpadded)
         "coarse": 5 * (2 * n0 * r0 * B),
-        "spmm": 3 * (2 * nnz * B),               # restrict, scatter, restrict the gradient
-        "loss": 8 * m * B,
+        "spmm": (3 * coarse_nnz + overlap_nnz) * 2 * B,  # Phi^T F, Phi Yc, Phi^T G; overlap
+        "loss": 6 * m * B,
         "adamw": 15 * theta,
     }
     return {"n": m + 1, "num_dofs": m, "N": N, "p": p, "r": r, "n0": n0, "r0": r0,
@@ -314,11 +322,12 @@ def spmm_vs_gather(n: int = 8192, dtype: Any = np.float64, B: int = BATCH,
     """scipy's SpMM against a numpy gather for the restriction ``D^{1/2} R`` (seconds, best).
 
     The padded stacked restriction has one nonzero per nonempty row, so
-    ``S F`` is also ``w * F[idx]``.  ``spmm`` is what ddops runs
+    ``S F`` is also ``w * F[idx]``.  ``spmm`` is the CSR product
     (:func:`ddops.backend.spmm`: zero the output, then scipy's serial
     ``csr_matvecs``, an axpy over the ``B`` columns per nonzero); ``gather``
-    is ``np.take(F, idx, axis=0, out=X)`` followed by ``X *= w``; ``fresh``
-    is ``S @ F`` into a newly allocated array (page faults included).
+    is what ddops runs, ``np.take(F, idx, axis=0, out=X, mode="clip")``
+    (the weights ``w`` multiply the factors instead); ``fresh`` is ``S @ F``
+    into a newly allocated array (page faults included).
     """
     from ddops.backend import spmm
 
@@ -343,13 +352,12 @@ def spmm_vs_gather(n: int = 8192, dtype: Any = np.float64, B: int = BATCH,
         return min(times)
 
     def gather() -> None:
-        np.take(F, idx, axis=0, out=Xg)
-        np.multiply(Xg, w, out=Xg)
+        np.take(F, idx, axis=0, out=Xg, mode="clip")
 
     out = {"spmm": best(lambda: spmm(S, F, X)), "zero": best(lambda: X.fill(0)),
            "gather": best(gather), "fresh": best(lambda: S @ F)}
     spmm(S, F, X)
-    assert np.allclose(X, Xg)
+    assert np.allclose(X, w * Xg)
     out["bytes"] = float(2 * X.nbytes)  # read the selected rows of F, write X
     return out
 

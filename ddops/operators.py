@@ -350,7 +350,14 @@ class SchwarzOperator(LowRankOperator):
             self._phi = asarray(sp.csr_matrix(Phi, dtype=dt), backend=backend)
             self._phiT = asarray(sp.csr_matrix(Phi.T, dtype=dt), backend=backend)
 
-        # initial factors: unpadded entries drawn in the order Q, K, Q0, K0 (K, K0 untied)
+        self._draw_initial_factors(init, seed)
+        self.init = init
+        self.seed = seed
+
+    def _draw_initial_factors(self, init: str, seed: int) -> None:
+        """Draw the factors: unpadded entries in the order Q, K, Q0, K0 (K, K0 untied)."""
+        d, r = self.decomposition, self.local_rank
+        n0, r0 = self.coarse_dim, self.coarse_rank
         rng = np.random.default_rng(seed)
         s_loc = init_scale(init, d.h, r)
         s0 = init_scale(init, d.h, max(r0, 1))
@@ -359,15 +366,13 @@ class SchwarzOperator(LowRankOperator):
             params[key] = self._draw(rng, (d.indices.size, r), s_loc)
         for key in self._keys(local=False):
             view = self.params[key]
-            if self.xp is np and dt == np.float64:  # O(N^2) at r0 = N - 1: draw in place
+            if self.xp is np and self.dtype == np.float64:  # O(N^2) at r0 = N - 1: in place
                 rng.standard_normal(out=view)
                 view *= s0
                 params[key] = view
             else:
                 params[key] = self._draw(rng, (n0, r0), s0)
         self._write_packed(self.params, params)
-        self.init = init
-        self.seed = seed
 
     # -- layout helpers ----------------------------------------------------------------
     def _keys(self, local: bool) -> tuple[str, ...]:
