@@ -66,6 +66,9 @@ def _add_experiment_flags(p: argparse.ArgumentParser) -> None:
     t.add_argument("--steps", type=_nonnegative_int, help="optimisation steps (default 2000)")
     t.add_argument("--lr", type=_positive_float, help="learning rate (default 1e-3)")
     t.add_argument("--batch-size", type=_positive_int, help="batch size (default 256)")
+    t.add_argument("--workers", type=_positive_int,
+                   help="threads sharing each step on column blocks of the batch (default 1; "
+                        "faster for n >= 1024 when cores are free)")
     t.add_argument("--optimizer", choices=("adamw", "adam"))
     t.add_argument("--scheduler", action=argparse.BooleanOptionalAction, default=None,
                    help="ReduceLROnPlateau on the training loss (v2 default: on; v1: off)")

@@ -337,7 +337,44 @@ class FourierRHS:
         batch_size = self._check_sample_args(batch_size, rng)
         if out is not None:  # validated before any random number is drawn
             out = self._check_out(out, batch_size)
-        C = self.sample_coefficients(batch_size, rng).astype(self.dtype, copy=False)
+        return self.synthesize(self.sample_coefficients(batch_size, rng), out=out)
+
+    def synthesize(self, C: Any, out: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
+        """The batch ``(basis @ C, solved_basis @ C)`` of given coefficients.
+
+        :meth:`sample` is ``synthesize(sample_coefficients(B, rng))``; calling
+        the two apart lets a trainer draw the coefficients of a whole batch
+        once (one random stream) and form column blocks of it in parallel.
+
+        Parameters
+        ----------
+        C : numpy.ndarray
+            ``2 modes x B`` real coefficients (any layout, e.g. a column slice
+            of :meth:`sample_coefficients`).
+        out : (array, array), optional
+            As in :meth:`sample`.
+
+        Returns
+        -------
+        F, U : array
+            ``num_dofs x B`` right-hand sides and exact solutions on ``backend``.
+
+        Raises
+        ------
+        TypeError
+            If ``C`` is not a real numpy array or ``out`` not a pair of arrays.
+        ValueError
+            If ``C`` does not have ``2 modes`` rows, or ``out`` has the wrong
+            shape, dtype or layout.
+        """
+        if not isinstance(C, np.ndarray) or C.dtype.kind != "f":
+            raise TypeError(f"C must be a real floating-point numpy array, got "
+                            f"{type(C).__name__} of dtype {getattr(C, 'dtype', None)}")
+        if C.ndim != 2 or C.shape[0] != 2 * self.modes or C.shape[1] < 1:
+            raise ValueError(f"C must have shape ({2 * self.modes}, B) with B >= 1, got {C.shape}")
+        if out is not None:
+            out = self._check_out(out, C.shape[1])
+        C = C.astype(self.dtype, copy=False)
         xp = self._xp
         if xp is not np:
             C = xp.asarray(C)  # one host-to-device transfer of a 2 modes x B matrix

@@ -73,12 +73,13 @@ class ExperimentConfig:
     resume: bool = False
     exact_limit: int | None = None
     val_every: int = 50
+    workers: int = 1
 
     def validated(self) -> ExperimentConfig:
         """Check every field; raise ``ValueError``/``TypeError`` naming the bad one."""
         c = replace(self, global_ranks=tuple(self.global_ranks))
         for name in ("n", "subdomains", "local_rank", "steps", "batch_size", "val_size",
-                     "eval_size", "seed", "train_seed", "test_seed"):
+                     "eval_size", "seed", "train_seed", "test_seed", "workers"):
             check_int(name, getattr(c, name), minimum=0 if "seed" in name else 1)
         check_int("overlap", c.overlap, minimum=0)
         check_choice("kind", c.kind, KINDS)
@@ -208,7 +209,8 @@ def run_compare(config: ExperimentConfig, log: Any = print) -> dict[str, dict[st
     histories: dict[str, dict[str, np.ndarray]] = {}
     tcfg = TrainingConfig(steps=c.steps, batch_size=c.batch_size, lr=c.lr, loss=c.loss,
                           optimizer=c.optimizer, scheduler=c.scheduler, progress=c.progress,
-                          checkpoint_every=c.checkpoint_every, val_every=c.val_every)
+                          checkpoint_every=c.checkpoint_every, val_every=c.val_every,
+                          workers=c.workers)
     for name, op in models.items():
         ckpt = Path(f"{prefix}_{name}_checkpoint.npz")
         trainer = Trainer(op, prob.sampler, tcfg, train_seed=c.train_seed,

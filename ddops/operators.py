@@ -169,7 +169,7 @@ class LowRankOperator(BackendLinearOperator):
 
     # -- training ----------------------------------------------------------------------
     def value_and_grad_flat(self, F: Any, U: Any, loss: str = "wmse", out: Any = None,
-                            check: bool = True, loss_weight: Any = None):
+                            check: bool = True, loss_weight: Any = None, slot: int = 0):
         """Loss and its gradient as a flat vector laid out like :attr:`theta`.
 
         Parameters
@@ -184,6 +184,10 @@ class LowRankOperator(BackendLinearOperator):
             Validate ``F`` and ``U`` (shape, dtype, finiteness).
         loss_weight : sparse matrix or array, optional
             The SPD weight of ``loss="energy"``.
+        slot : int
+            Which set of reused work buffers to use.  Calls that run at the
+            same time in different threads (on column blocks of one batch)
+            must use different slots; the parameters are only read.
 
         Returns
         -------
@@ -193,11 +197,12 @@ class LowRankOperator(BackendLinearOperator):
             Flat gradient.
         """
         if check:
+            check_int("slot", slot, minimum=0)
             F = self._check_input(F, "F")
             U = self._check_input(U, "U")
             if F.ndim != 2 or U.shape != F.shape:
                 raise ValueError(f"F and U must both have shape (n, B); got {F.shape}, {U.shape}")
-        cache: dict[str, Any] = {}
+        cache: dict[str, Any] = {"slot": slot}
         P = self._apply(F, False, "full", cache)
         # dL/dP = G * scale; the column scale goes onto the small intermediates
         value, G, scale = loss_and_scaled_grad(loss, P, U, out=P, weight=loss_weight)
@@ -450,15 +455,15 @@ class SchwarzOperator(LowRankOperator):
         return local + min(self.coarse_rank, column_rank(self._phi_host))
 
     # -- application ---------------------------------------------------------------------
-    def _workspace(self, B: int) -> dict[str, Any]:
-        """Buffers of the training path for a batch of ``B`` columns (kept for the last ``B``).
+    def _workspace(self, B: int, slot: int = 0) -> dict[str, Any]:
+        """Buffers of the training path for ``B`` columns (per slot, kept for the last ``B``).
 
         Reusing them avoids allocating and page-faulting the large blocks on
         every step.  Only :meth:`value_and_grad_flat` uses them: public
         products always return fresh arrays.
         """
-        ws = self._ws.get(B)
-        if ws is None:
+        ws = self._ws.get(slot)
+        if ws is None or ws["out"].shape[1] != B:
             xp, dt = self.xp, self.dtype
             N, p, r = self._layout["Q"]
             n0, r0 = self.coarse_dim, self.coarse_rank
@@ -467,7 +472,7 @@ class SchwarzOperator(LowRankOperator):
             if r0 > 0:
                 shapes.update(C=(n0, B), Yc=(n0, B), T0=(r0, B), H0=(r0, B))
             ws = {k: xp.empty(v, dtype=dt) for k, v in shapes.items()}
-            self._ws = {B: ws}
+            self._ws[slot] = ws
         return ws
 
     def _scatter(self, Y, out):
@@ -485,7 +490,7 @@ class SchwarzOperator(LowRankOperator):
         A0, B0 = (f["K0"], f["Q0"]) if adjoint else (f["Q0"], f["K0"])
         N, p, r = self._layout["Q"]
         B = X.shape[1]
-        ws = self._workspace(B) if cache is not None else {}
+        ws = self._workspace(B, cache["slot"]) if cache is not None else {}
         out = ws["out"] if cache is not None else xp.empty((self.shape[0], B), dtype=self.dtype)
         if part != "coarse":
             Aw = xp.multiply(wA, A, out=ws.get("A_out"))
@@ -515,7 +520,7 @@ class SchwarzOperator(LowRankOperator):
         xp = self.xp
         N, p, r = self._layout["Q"]
         B = G.shape[1]
-        ws = self._workspace(B)
+        ws = self._workspace(B, cache["slot"])
         w_in, w_out = self._w["in"], self._w["out"]
         # the forward's Y buffer is free again: reuse it for the restricted gradient
         Gl = take_rows(G, self._gather, ws["Y"]).reshape(N, p, B)

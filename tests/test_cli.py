@@ -51,6 +51,8 @@ def test_v1_preset_and_no_plots(tmp_path):
     (["--n", "10", "--subdomains", "20"], "n must be"),
     (["--n", "64", "--subdomains", "32", "--overlap", "5"], "overlap"),
     (["--bogus"], "unrecognized"),
+    (["--workers", "0"], "--workers"),
+    (["--n", "64", "--subdomains", "2", "--batch-size", "2", "--workers", "3"], "workers"),
 ])
 def test_bad_input_one_line(argv, needle, capsys, tmp_path):
     rc = main([*argv, "--save-prefix", str(tmp_path / "x"), "--steps", "1", "--no-plots"])
@@ -99,3 +101,13 @@ def test_sweep_and_scaling_tables(tmp_path):
     rows = json.loads((tmp_path / "sc_scaling_metrics.json").read_text())["rows"]
     assert [(r["n"], r["N"], r["num_params"]) for r in rows] == [
         (64, 2, 2 * 4 * (34 + 34) + 2), (128, 4, 2 * 4 * (34 + 37 + 37 + 34) + 2 * 9)]
+
+
+def test_compare_with_workers(tmp_path):
+    prefix = str(tmp_path / "w")
+    rc = main(["compare", "--n", "64", "--subdomains", "4", "--steps", "5", "--global-rank", "3",
+               "--batch-size", "8", "--workers", "2", "--save-prefix", prefix, "--no-plots",
+               "--no-progress"])
+    assert rc == 0
+    payload = json.loads((tmp_path / "w_metrics.json").read_text())
+    assert payload["config"]["workers"] == 2

@@ -343,3 +343,23 @@ def test_sample_into_preallocated_buffers():
     with pytest.raises(TypeError, match=r"out\[0\]"):
         rhs.sample(10, rng, out=([[0.0]], U))
     assert rng.bit_generator.state == state  # rejected calls draw nothing
+
+
+def test_synthesize_column_blocks_and_validation():
+    rhs = FourierRHS(64)
+    C = rhs.sample_coefficients(12, np.random.default_rng(3))
+    F, U = rhs.synthesize(C)
+    np.testing.assert_array_equal(F, rhs.basis @ C)
+    np.testing.assert_array_equal(U, rhs.solved_basis @ C)
+    # a column slice of the coefficients gives the same columns of the batch
+    Fb, Ub = rhs.synthesize(C[:, 5:9], out=(np.empty((63, 4)), np.empty((63, 4))))
+    np.testing.assert_allclose(Fb, F[:, 5:9], rtol=1e-15, atol=1e-16)
+    np.testing.assert_allclose(Ub, U[:, 5:9], rtol=1e-15, atol=1e-16)
+    with pytest.raises(ValueError, match="C must have shape"):
+        rhs.synthesize(C[:-1])
+    with pytest.raises(TypeError, match="C must be"):
+        rhs.synthesize(C.tolist())
+    with pytest.raises(TypeError, match="C must be"):
+        rhs.synthesize(C.astype(np.int64))
+    with pytest.raises(ValueError, match=r"out\[0\]"):
+        rhs.synthesize(C, out=(np.empty((63, 11)), np.empty((63, 12))))
