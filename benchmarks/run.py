@@ -93,11 +93,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, default=256, help=argparse.SUPPRESS)
     p.add_argument("--dtype", default="float64", help=argparse.SUPPRESS)
+    p.add_argument("--workers", type=int, nargs="+", default=None,
+                   help="Trainer worker counts to try besides 1, each with 1 BLAS thread "
+                        "(default: 2 on a machine with 2 or more CPUs)")
+    p.add_argument("--train-workers", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--full-check", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--ddops-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.blas_threads is None:
         args.blas_threads = sorted({1, os.cpu_count() or 1})
+    if args.workers is None:
+        args.workers = [2] if (os.cpu_count() or 1) >= 2 else []
+    args.workers = sorted({w for w in args.workers if w > 1})
     if args.sizes is None:
         args.sizes = list(QUICK_SIZES if args.quick else SIZES)
     if args.min_time is None:
@@ -182,12 +189,13 @@ def profiled_setup(setup) -> tuple[Any, ...]:
     return (*objects, seconds)
 
 
-def time_training(op, rhs, B: int, min_time: float, chunks: int = 5) -> dict[str, Any]:
+def time_training(op, rhs, B: int, min_time: float, chunks: int = 5,
+                  workers: int = 1) -> dict[str, Any]:
     """Full training steps with ddops.training.Trainer, timed in chunks."""
     from ddops.training import Trainer, TrainingConfig
 
     cfg = TrainingConfig(steps=10**9, batch_size=B, lr=lr_for(op.shape[0] + 1), progress=False,
-                         val_every=10**9)
+                         val_every=10**9, workers=min(workers, B))
     trainer = Trainer(op, rhs, cfg, train_seed=4711)
     trainer.run(2)                                   # allocates and touches every buffer
     t = time.perf_counter()
@@ -306,7 +314,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     res["N"], res["r0"], res["num_params"] = N, op.coarse_rank, op.num_params
     rss_setup = peak_bytes()
 
-    res["train"] = time_training(op, rhs, B, args.min_time)
+    res["train"] = time_training(op, rhs, B, args.min_time, workers=args.train_workers)
     if args.ddops_only:
         return res
     rss_train = peak_bytes()
@@ -345,14 +353,15 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
 
 # -- the parent: run workers, analyse, report -------------------------------------------------
 def run_worker(args: argparse.Namespace, n: int, dtype: str, threads: int,
-               primary: bool) -> dict[str, Any]:
+               primary: bool, workers: int = 1) -> dict[str, Any]:
     """One fresh process for (n, dtype) with ``threads`` BLAS threads; its result dict.
 
-    The primary worker measures everything; the others only set-up and training.
+    The primary worker measures everything; the others only set-up and training
+    (with ``workers`` Trainer workers).
     """
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--n", str(n),
            "--dtype", dtype, "--min-time", str(args.min_time),
-           "--torch-max-n", str(args.torch_max_n)]
+           "--torch-max-n", str(args.torch_max_n), "--train-workers", str(workers)]
     if args.no_torch:
         cmd.append("--no-torch")
     if not primary:
@@ -369,18 +378,26 @@ def run_worker(args: argparse.Namespace, n: int, dtype: str, threads: int,
             + " | ".join(tail)}
 
 
-def merge_threads(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """One result per (n, dtype): the primary run, with training at the best thread count."""
-    threads = list(runs)
-    primary = dict(runs[threads[0]])
+def config_label(threads: int, workers: int) -> str:
+    """``"2 BLAS thr"`` or ``"2 workers"`` (each worker with 1 BLAS thread)."""
+    return f"{threads} BLAS thr" if workers == 1 else f"{workers} workers"
+
+
+def merge_threads(runs: dict[tuple[int, int], dict[str, Any]]) -> dict[str, Any]:
+    """One result per (n, dtype): the primary run, with training at the best configuration.
+
+    ``runs`` maps ``(BLAS threads, Trainer workers)`` to a worker's result.
+    """
+    configs = list(runs)
+    primary = dict(runs[configs[0]])
     if "error" in primary:
         return primary
-    by = {th: r["train"] for th, r in runs.items() if "error" not in r}
-    primary["train_by_threads"] = {str(th): v for th, v in by.items()}
-    best = max(by, key=lambda th: by[th]["steps_per_s"])
-    primary["train"] = dict(by[best], blas_threads=best)
-    primary["setup_by_threads"] = {str(th): r["setup"]["total"] for th, r in runs.items()
-                                   if "error" not in r}
+    by = {cfg: r["train"] for cfg, r in runs.items() if "error" not in r}
+    primary["train_by_threads"] = {config_label(*cfg): v for cfg, v in by.items()}
+    best = max(by, key=lambda cfg: by[cfg]["steps_per_s"])
+    primary["train"] = dict(by[best], blas_threads=best[0], workers=best[1])
+    primary["setup_by_threads"] = {config_label(*cfg): r["setup"]["total"]
+                                   for cfg, r in runs.items() if "error" not in r}
     return primary
 
 
@@ -405,6 +422,7 @@ def tables(results: list[dict[str, Any]], machine: dict[str, Any]) -> str:
     ok = [r for r in results if "error" not in r]
     lines = ["ddops (SchwarzOperator, element kind, N = n/32, r = 4, r0 = N - 1, B = 256)",
              f"{'n':>7} {'dtype':>7} {'setup s':>8} {'assembly':>8} {'init s':>7} {'thr':>3} "
+             f"{'wrk':>3} "
              f"{'steps/s':>8} "
              f"{'data ms':>8} "
              f"{'rest ms':>8} {'B=1 ms':>7} {'matmat/s':>9} {'peak MB':>8} {'F,U,P+θ MB':>10} "
@@ -414,7 +432,7 @@ def tables(results: list[dict[str, Any]], machine: dict[str, Any]) -> str:
         lines.append(
             f"{r['n']:>7} {r['dtype']:>7} {r['setup']['total']:>8.3f} "
             f"{r['setup']['assembly']:>8.3f} {r['setup']['parameter_init']:>7.3f} "
-            f"{t['blas_threads']:>3} "
+            f"{t['blas_threads']:>3} {t['workers']:>3} "
             f"{t['steps_per_s']:>8.1f} "
             f"{t['data_ms']:>8.2f} {t['compute_ms']:>8.2f} {r['b1_step_ms']:>7.3f} "
             f"{r['matmat']['median']:>9.1f} {_mb(mem['rss_train']):>8} "
@@ -585,20 +603,23 @@ def main(args: argparse.Namespace) -> int:
         info["torch"] = version("torch")
     except PackageNotFoundError:
         info["torch"] = "torch not installed"
-    print(f"torch: {info['torch']}; ddops BLAS threads tried: {args.blas_threads}")
+    print(f"torch: {info['torch']}; ddops BLAS threads tried: {args.blas_threads}, Trainer "
+          f"workers tried (1 BLAS thread each): {args.workers}")
     info["load_start"] = os.getloadavg()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in info['load_start'])}")
     results = []
     for dt in args.dtypes:
         for n in args.sizes:
             t = time.perf_counter()
-            runs = {th: run_worker(args, n, dt, th, primary=(i == 0))
-                    for i, th in enumerate(args.blas_threads)}
+            configs = ([(th, 1) for th in args.blas_threads]
+                       + [(1, w) for w in args.workers])
+            runs = {cfg: run_worker(args, n, dt, cfg[0], primary=(i == 0), workers=cfg[1])
+                    for i, cfg in enumerate(configs)}
             results.append(merge_threads(runs))
             r = results[-1]
             status = r.get("error") or (
-                ", ".join(f"{th} BLAS thread(s) {v['steps_per_s']:.1f}"
-                          for th, v in r["train_by_threads"].items())
+                ", ".join(f"{label} {v['steps_per_s']:.1f}"
+                          for label, v in r["train_by_threads"].items())
                 + f" steps/s; torch: {r['torch'].get('status')}")
             print(f"  n={n:<7} {dt}: {status} ({time.perf_counter() - t:.1f} s)", flush=True)
     # after the workers: this process's peak would otherwise show in their ru_maxrss
