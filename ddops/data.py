@@ -337,7 +337,7 @@ class FourierRHS:
         batch_size = self._check_sample_args(batch_size, rng)
         if out is not None:  # validated before any random number is drawn
             out = self._check_out(out, batch_size)
-        return self.synthesize(self.sample_coefficients(batch_size, rng), out=out)
+        return self._synthesize(self.sample_coefficients(batch_size, rng), out)
 
     def synthesize(self, C: Any, out: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
         """The batch ``(basis @ C, solved_basis @ C)`` of given coefficients.
@@ -374,6 +374,9 @@ class FourierRHS:
             raise ValueError(f"C must have shape ({2 * self.modes}, B) with B >= 1, got {C.shape}")
         if out is not None:
             out = self._check_out(out, C.shape[1])
+        return self._synthesize(C, out)
+
+    def _synthesize(self, C: np.ndarray, out: tuple[Any, Any] | None) -> tuple[Any, Any]:
         C = C.astype(self.dtype, copy=False)
         xp = self._xp
         if xp is not np:

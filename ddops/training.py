@@ -367,8 +367,11 @@ class Trainer:
 
     def _flush(self, pending: list[tuple[int, float, Any]]) -> float | None:
         """Move buffered losses to the host, step the scheduler; return a bad value if any."""
-        values = to_numpy(self.op.xp.stack([v for _, _, v in pending]))
-        for (step, lr, _), value in zip(pending, values.tolist()):
+        if self.op.xp is np:
+            values = [float(v) for _, _, v in pending]
+        else:  # one device-to-host transfer for all buffered losses
+            values = to_numpy(self.op.xp.stack([v for _, _, v in pending])).tolist()
+        for (step, lr, _), value in zip(pending, values):
             if not math.isfinite(value):
                 return value
             self._hist["step"].append(step + 1)
