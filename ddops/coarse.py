@@ -10,7 +10,8 @@ import scipy.sparse as sp
 from ._validation import check_choice, check_finite, check_int
 from .decomposition import Decomposition
 
-__all__ = ["COARSE_BASES", "coarse_basis", "hat_functions", "column_rank"]
+__all__ = ["COARSE_BASES", "coarse_basis", "hat_functions", "column_rank",
+           "subdomain_blocks"]
 
 #: Names accepted by :func:`coarse_basis`.
 COARSE_BASES = ("interface_hats", "pou", "grid_hats")
@@ -135,3 +136,68 @@ def column_rank(Phi: sp.spmatrix) -> int:
         return int(Phi.shape[1])
     gram = (Phi.T @ Phi).toarray()
     return int(np.linalg.matrix_rank(gram))
+
+
+def subdomain_blocks(decomposition: Decomposition, Phi: Any, extra_columns: int = 0):
+    """Split a coarse basis over the subdomains that own its rows.
+
+    Every unknown ``j`` is owned by one subdomain (its first occurrence in
+    :meth:`~ddops.decomposition.Decomposition.scatter_plan`).  With ``O_i``
+    the 0/1 diagonal of the rows subdomain ``i`` owns, ``sum_i R_i^T O_i R_i
+    = I`` exactly, so the coarse restriction and interpolation pass through
+    the subdomain blocks::
+
+        Phi^T F = sum_i (O_i R_i Phi)^T (R_i F)
+        Phi Y   = sum_i R_i^T (O_i R_i Phi) Y
+
+    and need no product with the whole ``n x B`` block of their own.  Block
+    ``i`` keeps only the ``c_i`` columns of ``O_i R_i Phi`` that are not
+    identically zero (two or three for hats), padded with zero columns to
+    ``c = max c_i``.
+
+    Parameters
+    ----------
+    decomposition : Decomposition
+        The subdomains (padded to ``p = max_size`` rows).
+    Phi : sparse matrix or array
+        ``num_dofs x n0`` coarse basis.
+    extra_columns : int
+        Offset of the coarse columns in the stacked ``(N, ., B)`` arrays the
+        returned ``collect`` matrix reads (the local rank ``r`` when the coarse
+        columns follow ``r`` local ones).
+
+    Returns
+    -------
+    blocks : numpy.ndarray
+        ``(N, p, c)`` float64, block ``i`` is ``O_i R_i Phi`` on its ``c``
+        columns (zero on padding rows and padding columns).
+    index : numpy.ndarray
+        ``(N, c)`` coarse index of every block column (0 on padding columns).
+    collect : scipy.sparse.csr_matrix
+        ``n0 x N (extra_columns + c)`` 0/1 matrix that sums the coarse pieces
+        ``Z[i, extra_columns + s]`` of a stacked ``(N, extra_columns + c, B)``
+        array into the rows ``index[i, s]`` (padding columns left out).
+    """
+    d = decomposition
+    N, p = d.num_subdomains, d.max_size
+    Phi = sp.csr_matrix(Phi)
+    Phi.sum_duplicates()
+    Phi.eliminate_zeros()
+    n0 = Phi.shape[1]
+    coo = Phi.tocoo()
+    first, _ = d.scatter_plan()
+    position = first[coo.row]                          # padded row of the owning subdomain
+    sub = position // p
+    pairs, which = np.unique(sub * n0 + coo.col, return_inverse=True)
+    pair_sub, pair_col = pairs // n0, pairs % n0
+    slot = np.arange(pairs.size) - np.searchsorted(pair_sub, pair_sub)  # rank within subdomain
+    c = max(int(slot.max()) + 1 if pairs.size else 0, 1)
+    blocks = np.zeros((N * p, c))
+    blocks[position, slot[which]] = coo.data
+    index = np.zeros((N, c), dtype=np.intp)
+    index[pair_sub, slot] = pair_col
+    width = extra_columns + c
+    collect = sp.csr_matrix((np.ones(pairs.size), (pair_col, pair_sub * width + extra_columns
+                                                    + slot)), shape=(n0, N * width))
+    collect.sort_indices()
+    return blocks.reshape(N, p, c), index, collect

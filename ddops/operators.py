@@ -10,12 +10,17 @@ subdomain size ``p`` as ``(N, p, r)`` arrays.  The stacked restriction
 ``S = [R_1; ...; R_N]`` (CSR, padding rows empty) has one entry per row, so
 ``S F`` is a row gather by its index array, and the partition-of-unity
 weights ``W_in, W_out`` (``D^{1/2}``, ``D`` or ``1``, zero on padding) are
-applied to the ``(N, p, r)`` factors instead of the ``n x B`` blocks.  One
-application is::
+applied to the ``(N, p, r)`` factors instead of the ``n x B`` blocks.  The
+coarse basis enters the same blocks: every unknown is owned by one
+subdomain, and the owned rows of ``Phi`` (``c`` nonzero columns per
+subdomain, see :func:`ddops.coarse.subdomain_blocks`) extend the factors to
+``r + c`` columns.  One application is::
 
-    X = F[gather].reshape(N, p, B)              # every subdomain at once
-    Y = (W_out Q) @ ((W_in K)^T @ X)            # batched GEMMs
-    M F = S^T Y  +  Phi Q0 (K0^T (Phi^T F))     # S^T Y = Y[first] + overlap
+    X = F[gather].reshape(N, p, B)                  # every subdomain at once
+    Z = [W_in K, Phi_loc]^T @ X                     # (N, r + c, B): T and Phi^T F pieces
+    C = collect @ Z;  Yc = Q0 (K0^T C)              # coarse space, n0 x B
+    Y = [W_out Q, Phi_loc] @ [Z[:, :r]; Yc[index]]  # batched GEMMs
+    M F = S^T Y = Y[first] + overlap @ Y            # one gather back
 
 Padding rows have zero weight, so they contribute nothing and receive zero
 gradient.
@@ -32,7 +37,7 @@ from scipy.sparse.linalg import LinearOperator
 
 from ._validation import check_choice, check_dtype, check_finite, check_int
 from .backend import asarray, check_backend, spmm, take_rows, to_numpy
-from .coarse import COARSE_BASES, column_rank, validate_coarse_matrix
+from .coarse import COARSE_BASES, column_rank, subdomain_blocks, validate_coarse_matrix
 from .coarse import coarse_basis as build_coarse_basis
 from .decomposition import Decomposition
 from .linop import DENSE_LIMIT_BYTES, BackendLinearOperator
@@ -351,9 +356,16 @@ class SchwarzOperator(LowRankOperator):
         self._extra = asarray(extra, backend=backend, dtype=dt)
         self._w = {side: xp.asarray(d.padded_weights(w).reshape(N, p, 1), dtype=dt)
                    for side, w in (("in", w_in), ("out", w_out))}
+        # The coarse space goes through the same blocks: the rows of Phi owned by each
+        # subdomain become c extra columns of its factors (Phi^T F = sum_i Phi_i^T R_i F),
+        # so restriction and interpolation cost no pass over the n x B block of their own.
+        self._width = r
         if self.coarse_rank > 0:
-            self._phi = asarray(sp.csr_matrix(Phi, dtype=dt), backend=backend)
-            self._phiT = asarray(sp.csr_matrix(Phi.T, dtype=dt), backend=backend)
+            blocks, index, collect = subdomain_blocks(d, Phi, extra_columns=r)
+            self._coarse_block = xp.asarray(blocks, dtype=dt)
+            self._coarse_index = xp.asarray(index.reshape(-1))
+            self._coarse_collect = asarray(collect, backend=backend, dtype=dt)
+            self._width = r + blocks.shape[2]
 
         self._draw_initial_factors(init, seed)
         self.init = init
@@ -466,14 +478,28 @@ class SchwarzOperator(LowRankOperator):
         if ws is None or ws["out"].shape[1] != B:
             xp, dt = self.xp, self.dtype
             N, p, r = self._layout["Q"]
-            n0, r0 = self.coarse_dim, self.coarse_rank
+            n0, r0, e = self.coarse_dim, self.coarse_rank, self._width
             shapes = {"X": (N * p, B), "Y": (N * p, B), "out": (self.shape[0], B),
-                      "T": (N, r, B), "H": (N, r, B), "A_in": (N, p, r), "A_out": (N, p, r)}
+                      "Z": (N, e, B), "H": (N, e, B), "A_in": (N, p, e), "A_out": (N, p, e)}
             if r0 > 0:
-                shapes.update(C=(n0, B), Yc=(n0, B), T0=(r0, B), H0=(r0, B))
+                shapes.update(C=(n0, B), Yc=(n0, B), T0=(r0, B), H0=(r0, B),
+                              Yl=(N * (e - r), B))
             ws = {k: xp.empty(v, dtype=dt) for k, v in shapes.items()}
+            if r0 > 0:  # the coarse columns of the extended factors never change
+                ws["A_in"][:, :, r:] = self._coarse_block
+                ws["A_out"][:, :, r:] = self._coarse_block
             self._ws[slot] = ws
         return ws
+
+    def _extended(self, factor: Any, weight: Any, out: Any = None) -> Any:
+        """``[W factor | coarse blocks]``, the ``(N, p, r + c)`` factor of one side."""
+        N, p, r = self._layout["Q"]
+        if out is None:
+            out = self.xp.empty((N, p, self._width), dtype=self.dtype)
+            if self._width > r:
+                out[:, :, r:] = self._coarse_block
+        self.xp.multiply(weight, factor, out=out[:, :, :r])
+        return out
 
     def _scatter(self, Y, out):
         """``out = S^T Y`` for stacked blocks ``Y`` (``N p x B``): a gather plus the overlap."""
@@ -489,28 +515,32 @@ class SchwarzOperator(LowRankOperator):
                              else ((f["Q"], self._w["out"]), (f["K"], self._w["in"])))
         A0, B0 = (f["K0"], f["Q0"]) if adjoint else (f["Q0"], f["K0"])
         N, p, r = self._layout["Q"]
+        e = self._width
         B = X.shape[1]
         ws = self._workspace(B, cache["slot"]) if cache is not None else {}
         out = ws["out"] if cache is not None else xp.empty((self.shape[0], B), dtype=self.dtype)
-        if part != "coarse":
-            Aw = xp.multiply(wA, A, out=ws.get("A_out"))
-            Bw = xp.multiply(wB, Bf, out=ws.get("A_in"))
-            # every subdomain at once
-            Xl = take_rows(X, self._gather, ws.get("X")).reshape(N, p, B)
-            T = xp.matmul(Bw.transpose(0, 2, 1), Xl, out=ws.get("T"))       # (N, r, B)
-            Y = xp.matmul(Aw, T, out=ws["Y"].reshape(N, p, B) if ws else None)
-            self._scatter(Y.reshape(N * p, B), out)
-            if cache is not None:
-                cache.update(Xl=Xl, T=T, A_out=Aw)
-        else:
-            out[...] = 0
-        if self.coarse_rank > 0 and part != "local":
-            C = spmm(self._phiT, X, ws.get("C"))                             # Phi^T X
-            T0 = xp.matmul(B0.T, C, out=ws.get("T0"))                         # (r0, B)
-            Yc = xp.matmul(A0, T0, out=ws.get("Yc"))
-            spmm(self._phi, Yc, out, accumulate=True)
-            if cache is not None:
-                cache.update(C=C, T0=T0)
+        A_in = self._extended(Bf, wB, ws.get("A_in"))
+        A_out = self._extended(A, wA, ws.get("A_out"))
+        Xl = take_rows(X, self._gather, ws.get("X")).reshape(N, p, B)    # every subdomain
+        # rows :r are T_i = (W K_i)^T X_i, rows r: the coarse pieces Phi_i^T X_i
+        Z = xp.matmul(A_in.transpose(0, 2, 1), Xl, out=ws.get("Z"))       # (N, r + c, B)
+        if self.coarse_rank > 0:
+            if part != "local":
+                C = spmm(self._coarse_collect, Z.reshape(N * e, B), ws.get("C"))  # Phi^T X
+                T0 = xp.matmul(B0.T, C, out=ws.get("T0"))                     # (r0, B)
+                Yc = xp.matmul(A0, T0, out=ws.get("Yc"))
+                Yl = take_rows(Yc, self._coarse_index, ws.get("Yl"))           # per block
+                Z[:, r:] = Yl.reshape(N, e - r, B)
+                if cache is not None:
+                    cache.update(C=C, T0=T0)
+            else:
+                Z[:, r:] = 0
+        if part == "coarse":
+            Z[:, :r] = 0
+        Y = xp.matmul(A_out, Z, out=ws["Y"].reshape(N, p, B) if ws else None)
+        self._scatter(Y.reshape(N * p, B), out)                      # ... and one scatter back
+        if cache is not None:
+            cache.update(Xl=Xl, Z=Z, A_out=A_out)
         if part == "full" and self.base is not None:
             fixed = self.base.rmatmat(X) if adjoint else self.base.matmat(X)
             out = xp.add(out, fixed, out=out)
@@ -519,22 +549,26 @@ class SchwarzOperator(LowRankOperator):
     def _backward(self, G, scale, cache: dict, grad: dict) -> None:
         xp = self.xp
         N, p, r = self._layout["Q"]
+        e = self._width
         B = G.shape[1]
         ws = self._workspace(B, cache["slot"])
         w_in, w_out = self._w["in"], self._w["out"]
         # the forward's Y buffer is free again: reuse it for the restricted gradient
         Gl = take_rows(G, self._gather, ws["Y"]).reshape(N, p, B)
-        T = xp.multiply(cache["T"], scale, out=cache["T"])                  # T_i diag(s)
+        T = cache["Z"][:, :r]
+        T *= scale                                                           # T_i diag(s)
         dQ = xp.matmul(Gl, T.transpose(0, 2, 1), out=grad["Q"])             # G_i T_i^T
         dQ *= w_out
-        H = xp.matmul(cache["A_out"].transpose(0, 2, 1), Gl, out=ws["H"])   # (W Q_i)^T G_i
+        # rows :r are H_i = (W Q_i)^T G_i, rows r: the coarse pieces Phi_i^T G_i
+        Hx = xp.matmul(cache["A_out"].transpose(0, 2, 1), Gl, out=ws["H"])
+        H = Hx[:, :r]
         H *= scale
         dK = xp.matmul(cache["Xl"], H.transpose(0, 2, 1), out=None if self.tied else grad["K"])
         dK *= w_in
         if self.tied:  # K_i = Q_i: both roles contribute
             dQ += dK
         if self.coarse_rank > 0:
-            G0 = spmm(self._phiT, G, ws["Yc"])                                # Phi^T G
+            G0 = spmm(self._coarse_collect, Hx.reshape(N * e, B), ws["Yc"])  # Phi^T G
             G0 *= scale
             xp.matmul(G0, cache["T0"].T, out=grad["Q0"])
             H0 = xp.matmul(self._factors()["Q0"].T, G0, out=ws["H0"])

@@ -4,8 +4,8 @@ import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ddops import Decomposition1D, coarse_basis
-from ddops.coarse import column_rank, hat_functions
+from ddops import Decomposition, Decomposition1D, coarse_basis
+from ddops.coarse import column_rank, hat_functions, subdomain_blocks
 from ddops.testing import decompositions
 
 from .reference import hat
@@ -73,3 +73,32 @@ def test_bad_arguments():
         coarse_basis(Decomposition1D(32, 1), "interface_hats")
     with pytest.raises(ValueError, match="peaks"):
         hat_functions(np.linspace(0, 1, 5), [0.5, 0.4])
+
+
+def _block_cases():
+    general = Decomposition([[0, 1, 2, 3], [2, 3, 4], [1, 4, 5]], 6)
+    cases = [(general, sp.random(6, 4, density=0.5, random_state=3, format="csr"))]
+    for d in (Decomposition1D(64, 4, 3), Decomposition1D(45, 5, 1, kind="dof")):
+        cases += [(d, coarse_basis(d, name)) for name in ("interface_hats", "pou", "grid_hats")]
+        cases.append((d, sp.random(d.num_dofs, 7, density=0.3, random_state=4, format="csr")))
+    return cases
+
+
+@pytest.mark.parametrize("d,Phi", _block_cases())
+def test_subdomain_blocks_reassemble_phi(d, Phi):
+    """The owned pieces of Phi add up to Phi, and ``collect`` sums the coarse pieces."""
+    rng = np.random.default_rng(1)
+    blocks, index, collect = subdomain_blocks(d, Phi, extra_columns=2)
+    N, p, c = blocks.shape
+    rebuilt = np.zeros(Phi.shape)
+    for i, rows in enumerate(d.subdomains):
+        np.add.at(rebuilt, (rows[:, None], index[i][None, :]), blocks[i, :rows.size])
+        assert not blocks[i, rows.size:].any()  # padding rows
+    np.testing.assert_array_equal(rebuilt, Phi.toarray())
+    # collect @ Z sums the coarse rows of a stacked (N, 2 + c, B) array: Phi^T F
+    F = rng.standard_normal((d.num_dofs, 3))
+    Z = np.zeros((N, 2 + c, 3))
+    for i, rows in enumerate(d.subdomains):
+        Z[i, 2:] = blocks[i, :rows.size].T @ F[rows]
+        Z[i, :2] = rng.standard_normal((2, 3))  # local rows: ignored
+    np.testing.assert_allclose(collect @ Z.reshape(-1, 3), Phi.T @ F, rtol=1e-13, atol=1e-13)
