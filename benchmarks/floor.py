@@ -26,11 +26,9 @@ Two byte counts are given:
 ``implemented``
     the passes ddops makes as written (``ddops/operators.py``,
     ``ddops/losses.py``): the gathered blocks ``X``, ``Y`` and ``G_l``
-    (``N p`` rows) are materialised, the coarse restriction reads ``F`` and
-    ``G`` once more, the coarse prolongation reads and writes the prediction
-    once more (scipy's ``csr_matvecs`` accumulates), and the loss makes five
-    passes (``P - U``, two column norms; the column scale goes onto the
-    ``r x B`` intermediates).
+    (``N p`` rows) are materialised (the coarse space rides along in their
+    batched GEMMs), and the loss makes five passes (``P - U``, two column
+    norms; the column scale goes onto the ``r x B`` intermediates).
 
 Every pass is counted once at the size of the array; a copy counts its read
 and its write (the cache line read of write-allocate is not counted, on
@@ -278,23 +276,22 @@ def step_model(op: Any, B: int = BATCH, modes: int = MODES) -> dict[str, Any]:
     params = 10 * theta * s
     bases = 2 * m * k * s
     minimal = 9 * block + bases + params
-    coarse = r0 > 0
     implemented = (2 * block + bases            # data: write F and U
                    + block + local               # gather: read F, write X
-                   + coarse * block              # Phi^T F reads F
-                   + local + local               # (W K)^T X reads X, (W Q) T writes Y
-                   + block + local + 2 * ovl     # scatter: gather Y into P, add the overlap
-                   + coarse * 2 * block          # Phi Yc: read + write P
+                   + local + local               # Z = [W K, Phi_i]^T X reads X; Y written
+                   + local + block + 2 * ovl     # scatter: gather Y into P, add the overlap
                    + 5 * block                   # loss: P - U (3), two column norms (2)
                    + block + local               # gather the gradient G into G_l
-                   + coarse * block              # Phi^T G reads G
                    + 3 * local                   # dQ, H read G_l; dK reads X
                    + params)
+    c = op._width - r                            # coarse columns of the extended factors
+    collect_nnz = 0 if r0 == 0 else int(op._coarse_collect.nnz)
     flops = {
         "data": 2 * (2 * m * k * B),
-        "local": 5 * (2 * sum_ni * r * B),       # 2 GEMMs forward, 3 backward (unpadded)
+        # forward: 2 GEMMs of width r + c; backward: dQ, dK (width r) and H (width r + c)
+        "local": (3 * (r + c) + 2 * r) * (2 * sum_ni * B),
         "coarse": 5 * (2 * n0 * r0 * B),
-        "spmm": (3 * coarse_nnz + overlap_nnz) * 2 * B,  # Phi^T F, Phi Yc, Phi^T G; overlap
+        "spmm": (2 * collect_nnz + overlap_nnz) * 2 * B,  # collect Phi^T F, Phi^T G; overlap
         "loss": 6 * m * B,
         "adamw": 15 * theta,
     }
