@@ -206,3 +206,20 @@ def test_workers_validation():
         TrainingConfig(workers=1.5).validated()
     with pytest.raises(ValueError, match="workers"):
         TrainingConfig(batch_size=4, workers=5).validated()
+
+
+def test_resume_with_workers_is_exact(tmp_path):
+    """With the same worker count a resumed run repeats the uninterrupted one bit for bit."""
+    op_a, sampler, val, config = small_setup(steps=30, lr=1e-2, val_every=10, workers=2)
+    full = Trainer(op_a, sampler, config, train_seed=3, validation=val).run()
+    op_b, _, _, _ = small_setup()
+    ckpt = tmp_path / "w.npz"
+    first = Trainer(op_b, sampler, config, train_seed=3, validation=val)
+    first.run(steps=12)
+    first.save_checkpoint(ckpt)
+    op_c, _, _, _ = small_setup(seed=9)
+    second = Trainer(op_c, sampler, config, train_seed=3, validation=val)
+    second.load_checkpoint(ckpt)
+    resumed = second.run()
+    np.testing.assert_array_equal(op_c.theta, op_a.theta)
+    np.testing.assert_array_equal(resumed.history["train"], full.history["train"])
