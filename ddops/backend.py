@@ -67,6 +67,13 @@ def spmm(A: Any, X: Any, out: Any = None, accumulate: bool = False) -> Any:
     accumulate : bool
         Add the product to ``out`` instead of overwriting it.
     """
+    if A.nnz == 0:  # e.g. no overlap: skip the sparse kernel (and cuSPARSE's empty case)
+        if out is None:
+            return get_array_module(X).zeros((A.shape[0], X.shape[1]),
+                                              dtype=np.result_type(A.dtype, X.dtype))
+        if not accumulate:
+            out.fill(0)
+        return out
     if (out is not None and _csr_matvecs is not None and sp.isspmatrix_csr(A)
             and isinstance(X, np.ndarray) and X.flags.c_contiguous and out.flags.c_contiguous
             and X.dtype == A.dtype == out.dtype and X.ndim == 2):

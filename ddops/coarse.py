@@ -105,8 +105,8 @@ def coarse_basis(
 
 def validate_coarse_matrix(Phi: Any, num_dofs: int) -> sp.csr_matrix:
     """Check a user-supplied coarse basis and return it as float64 CSR."""
-    if sp.issparse(Phi):
-        Phi = sp.csr_matrix(Phi, dtype=np.float64)
+    if sp.issparse(Phi):  # a copy: the canonicalisation below must not touch the user's matrix
+        Phi = sp.csr_matrix(Phi, dtype=np.float64, copy=True)
     else:
         arr = np.asarray(Phi)
         if arr.dtype.kind not in "fiub":
@@ -128,7 +128,7 @@ def column_rank(Phi: sp.spmatrix) -> int:
     nonzero (true for hats and for partitions of unity with private
     unknowns); otherwise the rank of the ``n0 x n0`` Gram matrix.
     """
-    Phi = sp.csr_matrix(Phi)
+    Phi = sp.csr_matrix(Phi, copy=True)  # never modify the caller's matrix
     Phi.eliminate_zeros()
     single = np.diff(Phi.indptr) == 1
     owned = np.unique(Phi.indices[Phi.indptr[:-1][single]])
@@ -180,7 +180,7 @@ def subdomain_blocks(decomposition: Decomposition, Phi: Any, extra_columns: int 
     """
     d = decomposition
     N, p = d.num_subdomains, d.max_size
-    Phi = sp.csr_matrix(Phi)
+    Phi = sp.csr_matrix(Phi, copy=True)  # never modify the caller's matrix
     Phi.sum_duplicates()
     Phi.eliminate_zeros()
     n0 = Phi.shape[1]

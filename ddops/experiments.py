@@ -93,6 +93,8 @@ class ExperimentConfig:
             check_int("global_rank", r, minimum=1)
         if c.coarse_rank is not None:
             check_int("coarse_rank", c.coarse_rank, minimum=1)
+        if c.workers > c.batch_size:
+            raise ValueError(f"workers ({c.workers}) must not exceed batch_size ({c.batch_size})")
         return c
 
 

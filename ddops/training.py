@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from ._validation import check_choice, check_int, check_positive_float
 from .backend import to_numpy
+from .data import FourierRHS
 from .io import atomic_savez
 from .losses import loss_value
 from .operators import LowRankOperator
@@ -82,13 +83,18 @@ class TrainingConfig:
         a loaded 2-core machine), so the default is 1.
     workers : int
         Threads that share one step (numpy backend): the batch is split into
-        ``workers`` contiguous column blocks, each block's data, forward,
-        loss and backward run in its own thread (numpy, scipy and the BLAS
-        release the GIL), and the block losses and gradients are combined
-        with weights ``B_k / B`` (every loss is a mean over columns).  The
-        random stream is the same as with one worker; the results differ
-        only by rounding.  Worth it for large blocks (about ``n >= 1024`` at
-        ``B = 256``) when cores are free; use it with ``blas_threads=1``.
+        ``workers`` contiguous column blocks whose forward, loss and backward
+        run in their own threads (numpy, scipy and the BLAS release the GIL),
+        and the block losses and gradients are combined with weights
+        ``B_k / B`` (every loss is a mean over columns).  With a stock
+        :class:`~ddops.data.FourierRHS` of the operator's dtype the
+        coefficients are drawn once and every worker forms its own columns of
+        ``F`` and ``U``; any other sampler draws the whole batch, which the
+        workers copy in parts.  The random stream is the same as with one
+        worker and the results differ only by rounding; a resumed run repeats
+        an uninterrupted one exactly for the same ``workers``.  Worth it for
+        large blocks (about ``n >= 1024`` at ``B = 256``) when cores are free;
+        use it with ``blas_threads=1``.
     """
 
     steps: int = 2000
@@ -314,7 +320,7 @@ class Trainer:
             return value, grad, data_seconds
         # one draw for the whole batch (the same stream as one worker), then column blocks
         t0 = time.perf_counter()
-        if hasattr(self.sampler, "sample_coefficients") and hasattr(self.sampler, "synthesize"):
+        if self._blockwise_sampler():
             source = ("coefficients", self.sampler.sample_coefficients(c.batch_size, self.rng))
         else:
             source = ("batch", self.sampler.sample(c.batch_size, self.rng))
@@ -325,6 +331,17 @@ class Trainer:
             self._grad += self._blocks[k][2]
         value = sum(v for v, _ in results)
         return value, self._grad, drawn + max(d for _, d in results)
+
+    def _blockwise_sampler(self) -> bool:
+        """Whether workers may form their own column blocks from shared coefficients.
+
+        True for a :class:`~ddops.data.FourierRHS` of the operator's dtype whose
+        ``sample`` is the stock one (``synthesize(sample_coefficients(...))``);
+        any other sampler draws whole batches, which the workers then split.
+        """
+        sampler = self.sampler
+        return (isinstance(sampler, FourierRHS) and type(sampler).sample is FourierRHS.sample
+                and sampler.dtype == self.op.dtype and sampler.backend == self.op.backend)
 
     def _block_value_and_grad(self, k: int, source: tuple[str, Any]) -> tuple[Any, float]:
         """Worker ``k``: its column block's data, loss and gradient, weighted by ``B_k / B``."""

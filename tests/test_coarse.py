@@ -102,3 +102,30 @@ def test_subdomain_blocks_reassemble_phi(d, Phi):
         Z[i, 2:] = blocks[i, :rows.size].T @ F[rows]
         Z[i, :2] = rng.standard_normal((2, 3))  # local rows: ignored
     np.testing.assert_allclose(collect @ Z.reshape(-1, 3), Phi.T @ F, rtol=1e-13, atol=1e-13)
+
+
+def test_user_coarse_matrix_is_not_modified_and_may_be_read_only():
+    """Building an operator canonicalises a copy of Phi, never the caller's arrays."""
+    from ddops import SchwarzOperator
+
+    d = Decomposition1D(16, 2, 1)
+    dense = coarse_basis(d, "pou").toarray()
+    # duplicates, an explicit zero and unsorted indices: canonicalisation has work to do
+    rows, cols = np.nonzero(dense)
+    rows = np.concatenate([rows, rows[:2], [0]])
+    cols = np.concatenate([cols, cols[:2], [1]])
+    vals = np.concatenate([dense[np.nonzero(dense)], [0.0, 0.0], [0.0]])
+    user = sp.csr_matrix((vals, (rows, cols)), shape=dense.shape)
+    user.has_canonical_format = False
+    before = [a.copy() for a in (user.data, user.indices, user.indptr)]
+    op = SchwarzOperator(d, coarse_basis=user)
+    for a, b in zip(before, (user.data, user.indices, user.indptr)):
+        np.testing.assert_array_equal(a, b)
+    assert op.rank_bound > 0
+    np.testing.assert_allclose(op.coarse_matrix.toarray(), dense)
+    frozen = coarse_basis(d, "pou").copy()
+    for a in (frozen.data, frozen.indices, frozen.indptr):
+        a.setflags(write=False)
+    ref = SchwarzOperator(d, coarse_basis=coarse_basis(d, "pou"), seed=3)
+    op = SchwarzOperator(d, coarse_basis=frozen, seed=3)
+    np.testing.assert_array_equal(op.to_dense(), ref.to_dense())

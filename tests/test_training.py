@@ -223,3 +223,27 @@ def test_resume_with_workers_is_exact(tmp_path):
     resumed = second.run()
     np.testing.assert_array_equal(op_c.theta, op_a.theta)
     np.testing.assert_array_equal(resumed.history["train"], full.history["train"])
+
+
+class ScaledRHS(FourierRHS):
+    """A sampler subclass that changes the data in ``sample`` (targets times 10)."""
+
+    def sample(self, batch_size, rng, out=None):
+        F, U = super().sample(batch_size, rng, out=out)
+        U *= 10.0
+        return F, U
+
+
+@pytest.mark.parametrize("make,rtol", [
+    (lambda: (SchwarzOperator(Decomposition1D(32, 4), seed=0, dtype=np.float32),
+              FourierRHS(32, modes=8)), 1e-5),                # sampler dtype != operator dtype
+    (lambda: (SchwarzOperator(Decomposition1D(32, 4), seed=0), ScaledRHS(32, modes=8)), 1e-10),
+], ids=["dtype-mismatch", "overridden-sample"])
+def test_workers_respect_the_samplers_batches(make, rtol):
+    """Workers train on exactly the batches ``sampler.sample`` returns, whatever the sampler."""
+    histories = []
+    for w in (1, 2):
+        op, sampler = make()
+        cfg = TrainingConfig(batch_size=8, steps=5, progress=False, workers=w, loss="mse")
+        histories.append(Trainer(op, sampler, cfg, train_seed=1).run().history["train"])
+    np.testing.assert_allclose(histories[1], histories[0], rtol=rtol)
