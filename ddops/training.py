@@ -313,7 +313,8 @@ class Trainer:
         c, op = self.config, self.op
         if pool is None:
             t0 = time.perf_counter()
-            F, U = self._sample()
+            # a sampler of another dtype: convert (the products write into op-dtype buffers)
+            F, U = (X.astype(op.dtype, copy=False) for X in self._sample())
             data_seconds = time.perf_counter() - t0
             value, grad = op.value_and_grad_flat(F, U, c.loss, out=self._grad, check=False,
                                                  loss_weight=self.loss_weight)
