@@ -219,13 +219,15 @@ class Decomposition:
         return w
 
     def scatter_plan(self) -> tuple[np.ndarray, sp.csr_matrix]:
-        """How to apply ``S^T`` (sum of the subdomain blocks) by a gather.
+        """How to apply ``R^T`` (the unweighted sum of the subdomain blocks) by a gather.
 
         Returns ``first`` and ``extra``: with ``Y`` the ``N p x B`` stacked
-        blocks, ``S^T Y = Y[first] + extra @ Y``.  ``Y[first]`` takes every
-        unknown's first occurrence; ``extra`` (CSR, ``num_dofs x N p``, unit
-        entries) adds the second, third, ... occurrences, so it holds only the
-        overlap (``sum(multiplicity) - num_dofs`` entries).  Cached.
+        blocks and ``R`` the padded stacked restriction
+        (``stacked_restriction("none")``), ``R^T Y = Y[first] + extra @ Y``.
+        ``Y[first]`` takes every unknown's first occurrence; ``extra`` (CSR,
+        ``num_dofs x N p``, unit entries) adds the second, third, ...
+        occurrences, so it holds only the overlap
+        (``sum(multiplicity) - num_dofs`` entries).  Cached.
         """
         key = ("scatter",)
         if key not in self._cache:

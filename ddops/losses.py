@@ -57,8 +57,9 @@ def loss_and_grad(name: str, P: Any, U: Any, out: Any = None, eps: float = WMSE_
         ``dL/dP``.
     """
     value, G, scale = loss_and_scaled_grad(name, P, U, out=out, eps=eps, weight=weight)
-    get_array_module(P).multiply(G, scale, out=G if out is None or G is out else out)
-    return value, (G if out is None else out)
+    grad = G if out is None else out
+    get_array_module(P).multiply(G, scale, out=grad)
+    return value, grad
 
 
 def loss_and_scaled_grad(name: str, P: Any, U: Any, out: Any = None, eps: float = WMSE_EPS,
