@@ -322,22 +322,20 @@ def spmm_vs_gather(n: int = 8192, dtype: Any = np.float64, B: int = BATCH,
     ``S F`` is also ``w * F[idx]``.  ``spmm`` is the CSR product
     (:func:`ddops.backend.spmm`: zero the output, then scipy's serial
     ``csr_matvecs``, an axpy over the ``B`` columns per nonzero); ``gather``
-    is what ddops runs, ``np.take(F, idx, axis=0, out=X, mode="clip")``
-    (the weights ``w`` multiply the factors instead); ``fresh`` is ``S @ F``
+    is what ddops runs, :func:`ddops.backend.take_rows` with
+    :meth:`~ddops.decomposition.Decomposition.padded_gather` (the weights
+    ``w`` multiply the factors instead); ``fresh`` is ``S @ F``
     into a newly allocated array (page faults included).
     """
-    from ddops.backend import spmm
+    from ddops.backend import spmm, take_rows
 
     d, _, rhs = build(n, dtype)
     S = d.stacked_restriction("sqrt", padded=True, dtype=dtype)
     F, _ = rhs.sample(B, np.random.default_rng(0))
     X = np.empty((S.shape[0], B), dtype=dtype)
     Xg = np.empty_like(X)
-    nonempty = np.diff(S.indptr) > 0
-    idx = np.zeros(S.shape[0], dtype=np.intp)
-    w = np.zeros((S.shape[0], 1), dtype=dtype)
-    idx[nonempty] = S.indices
-    w[nonempty, 0] = S.data
+    idx = d.padded_gather()
+    w = d.padded_weights("sqrt")[:, None]
 
     def best(fn) -> float:
         fn()
@@ -349,7 +347,7 @@ def spmm_vs_gather(n: int = 8192, dtype: Any = np.float64, B: int = BATCH,
         return min(times)
 
     def gather() -> None:
-        np.take(F, idx, axis=0, out=Xg, mode="clip")
+        take_rows(F, idx, Xg)
 
     out = {"spmm": best(lambda: spmm(S, F, X)), "zero": best(lambda: X.fill(0)),
            "gather": best(gather), "fresh": best(lambda: S @ F)}
