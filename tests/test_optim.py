@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import math
+import os
 
 import numpy as np
 import pytest
@@ -12,6 +14,17 @@ from hypothesis import strategies as st
 from ddops.optim import Adam, AdamW, ReduceLROnPlateau
 
 # --------------------------------------------------------------------------- helpers
+
+
+def require_torch():
+    """torch, or a skip; with ``DDOPS_REQUIRE_TORCH`` set (as in CI) a missing torch fails."""
+    if os.environ.get("DDOPS_REQUIRE_TORCH", "") not in ("", "0"):
+        try:
+            import torch
+        except ImportError as exc:  # pragma: no cover - only where torch is missing
+            pytest.fail(f"DDOPS_REQUIRE_TORCH is set but torch cannot be imported: {exc}")
+        return torch
+    return pytest.importorskip("torch")
 
 
 def adam_reference(p0, grads, lr, betas, eps, wd, decoupled):
@@ -312,7 +325,7 @@ def test_property_matches_reference(p0, seed, lr, b1, b2, wd, decoupled):
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-5)])
 @pytest.mark.parametrize("name", ["Adam", "AdamW"])
 def test_against_torch_many_steps(name, dtype, rtol):
-    torch = pytest.importorskip("torch")
+    torch = require_torch()
     cls = {"Adam": Adam, "AdamW": AdamW}[name]
     tcls = getattr(torch.optim, name)
     rng = np.random.default_rng(11)
@@ -492,7 +505,7 @@ def test_plateau_requires_optimizer_with_lr():
 
 
 def test_plateau_against_torch_random_sequences():
-    torch = pytest.importorskip("torch")
+    torch = require_torch()
     rng = np.random.default_rng(5)
     for mode in ("min", "max"):
         for threshold_mode, threshold in (("rel", 0.05), ("abs", 0.02)):
@@ -520,3 +533,243 @@ def test_plateau_against_torch_random_sequences():
                 assert sched.num_bad_epochs == tsched.num_bad_epochs
                 assert sched.cooldown_counter == tsched.cooldown_counter
                 assert sched.best == tsched.best
+
+
+# --------------------------------------------------------------------------- save / restore
+# A run saved after step k and restored into fresh objects must continue exactly like the
+# uninterrupted run, for every k: the metric sequence below drives ReduceLROnPlateau through
+# all of its states (patience counting, a reduction, cooldown, an improvement during patience
+# and during cooldown, the floor min_lr where reductions stop), and the scheduler's learning
+# rate drives Adam, so a state entry that is lost or mangled changes the rest of the run.
+
+PLATEAU = dict(factor=0.5, patience=2, cooldown=2, min_lr=0.1, threshold=0.01)
+PLATEAU_METRICS = (
+    [1.0, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.8, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.6]
+    + [0.6] * 6 + [0.5] + [0.5] * 9 + [0.4] + [0.4] * 6
+)
+#: fresh objects get other settings, so that everything must come from the saved state
+OTHER_PLATEAU = dict(mode="max", factor=0.9, patience=7, cooldown=0, min_lr=0.0, threshold=0.3)
+OTHER_ADAM = dict(lr=0.7, betas=(0.5, 0.6), eps=1e-3, weight_decay=0.4)
+
+
+def npz_roundtrip(state):
+    """The state as it comes back from ``np.savez`` / ``np.load`` (0-d arrays, numpy str)."""
+    buf = io.BytesIO()
+    np.savez(buf, **state)
+    buf.seek(0)
+    with np.load(buf) as data:
+        return {key: data[key] for key in data.files}
+
+
+def plateau_metrics(mode):
+    """PLATEAU_METRICS for ``mode="min"``; mirrored (``2 - m``, still positive) for max."""
+    return list(PLATEAU_METRICS) if mode == "min" else [2.0 - m for m in PLATEAU_METRICS]
+
+
+def scheduler_state_class(sched, lr_before, lr_after):
+    """Which state of the plateau state machine the scheduler is in after a step."""
+    classes = set()
+    if sched.last_epoch == 0:
+        classes.add("fresh")
+    if lr_after < lr_before:
+        classes.add("right after a reduction")
+    elif sched.cooldown_counter > 0:
+        classes.add("mid-cooldown")
+    if sched.num_bad_epochs > 0:
+        classes.add("mid-patience")
+    if lr_after == sched.min_lr:
+        classes.add("at min_lr")
+    return classes
+
+
+def scheduler_snapshot(sched, opt):
+    return (opt.lr, sched.last_lr, sched.best, sched.num_bad_epochs, sched.cooldown_counter,
+            sched.last_epoch)
+
+
+@pytest.mark.parametrize("mode", ["min", "max"])
+def test_plateau_restored_at_every_step_continues_identically(mode):
+    metrics = plateau_metrics(mode)
+
+    def fresh():
+        opt = _Opt(1.0)
+        return opt, ReduceLROnPlateau(opt, mode=mode, **PLATEAU)
+
+    opt, sched = fresh()
+    reference, states = [scheduler_snapshot(sched, opt)], [npz_roundtrip(sched.state_dict())]
+    visited = [scheduler_state_class(sched, 1.0, 1.0)]
+    for m in metrics:
+        before = opt.lr
+        sched.step(m)
+        reference.append(scheduler_snapshot(sched, opt))
+        states.append(npz_roundtrip(sched.state_dict()))
+        visited.append(scheduler_state_class(sched, before, opt.lr))
+    # the sequence really visits every state, and ends at the floor
+    assert set().union(*visited) == {"fresh", "right after a reduction", "mid-cooldown",
+                                     "mid-patience", "at min_lr"}
+    assert opt.lr == PLATEAU["min_lr"]
+    for k in range(len(metrics) + 1):
+        # a fresh scheduler with other settings, whose optimiser got the saved learning rate
+        opt2 = _Opt(reference[k][0])
+        sched2 = ReduceLROnPlateau(opt2, **OTHER_PLATEAU)
+        sched2.load_state_dict(states[k])
+        assert scheduler_snapshot(sched2, opt2) == reference[k], f"restored after step {k}"
+        for j, m in enumerate(metrics[k:], start=k + 1):
+            sched2.step(m)
+            assert scheduler_snapshot(sched2, opt2) == reference[j], (
+                f"saved after step {k}, differs at step {j} ({sorted(visited[k])})")
+
+
+@pytest.mark.parametrize("mode", ["min", "max"])
+def test_plateau_restored_into_a_used_scheduler(mode):
+    """Loading overwrites every counter of a scheduler that has already run."""
+    metrics = plateau_metrics(mode)
+    opt = _Opt(1.0)
+    sched = ReduceLROnPlateau(opt, mode=mode, **PLATEAU)
+    for m in metrics[:14]:
+        sched.step(m)
+    assert sched.cooldown_counter > 0  # saved mid-cooldown
+    state = npz_roundtrip(sched.state_dict())
+    tail = []
+    for m in metrics[14:]:
+        sched.step(m)
+        tail.append(scheduler_snapshot(sched, opt))
+    opt2 = _Opt(0.3)
+    used = ReduceLROnPlateau(opt2, mode="max" if mode == "min" else "min", factor=0.2,
+                             patience=0, cooldown=5)
+    for m in (5.0, 1.0, 7.0, 7.0, 7.0):  # best, counters and last_epoch all away from zero
+        used.step(m)
+    assert used.cooldown_counter > 0 and used.last_epoch == 5
+    opt2.lr = state["last_lr"].item()
+    used.load_state_dict(state)
+    for m, expected in zip(metrics[14:], tail, strict=True):
+        used.step(m)
+        assert scheduler_snapshot(used, opt2) == expected
+
+
+def adam_plateau_run(cls, dtype, metrics, steps, *, start=None, record=True):
+    """Adam/AdamW driven by ReduceLROnPlateau on gradients that depend on the parameters.
+
+    ``start=(params, opt_state, sched_state)`` continues a saved run in fresh objects built
+    with other settings.  Returns the parameter trajectory (after each step), the learning
+    rates, and (if ``record``) the states after every step, through an npz round trip.
+    """
+    rng = np.random.default_rng(21)
+    noise = rng.standard_normal((steps, 2, 40)).astype(dtype)
+    target = np.linspace(-1, 1, 40).astype(dtype)
+    if start is None:
+        k = 0
+        p = [np.linspace(2, -2, 40).astype(dtype), np.linspace(0.5, 1.5, 40).astype(dtype)]
+        opt = cls(p, lr=1.0, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.05)
+        sched = ReduceLROnPlateau(opt, **PLATEAU)
+    else:
+        (p0, q0), opt_state, sched_state = start
+        k = int(opt_state["step"])
+        p = [p0.copy(), q0.copy()]
+        opt = cls(p, **OTHER_ADAM)
+        sched = ReduceLROnPlateau(opt, **OTHER_PLATEAU)
+        opt.load_state_dict(opt_state)
+        sched.load_state_dict(sched_state)
+    trajectory, lrs, states = [], [], []
+    for t in range(k, steps):
+        g = [((p[0] - target) * (1 + t % 3) + 0.1 * noise[t, 0]).astype(dtype),
+             (p[1] * p[0] + 0.1 * noise[t, 1]).astype(dtype)]
+        opt.step(g)
+        sched.step(metrics[t])
+        trajectory.append([a.copy() for a in p])
+        lrs.append(opt.lr)
+        if record:
+            states.append(([a.copy() for a in p], npz_roundtrip(opt.state_dict()),
+                           npz_roundtrip(sched.state_dict())))
+    return trajectory, lrs, states, (opt, sched)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("cls", [Adam, AdamW])
+def test_adam_with_plateau_restored_at_every_step_continues_identically(cls, dtype, monkeypatch):
+    # a chunk smaller than the 40-entry parameters also puts the blocked update path under test
+    monkeypatch.setattr(Adam, "chunk_size", 16)
+    metrics, steps = PLATEAU_METRICS, len(PLATEAU_METRICS)
+    trajectory, lrs, states, (opt, _) = adam_plateau_run(cls, dtype, metrics, steps)
+    assert opt._chunks == [16, 16]
+    assert lrs[-1] == PLATEAU["min_lr"] and len(set(lrs)) == 5  # four reductions, then the floor
+    # the state before the first step: a run restored from it is the whole run
+    initial = adam_plateau_run(cls, dtype, metrics, 0)
+    assert initial[0] == []
+    _, _, _, (opt0, sched0) = initial
+    p_init = [np.linspace(2, -2, 40).astype(dtype), np.linspace(0.5, 1.5, 40).astype(dtype)]
+    saved = [(p_init, npz_roundtrip(opt0.state_dict()), npz_roundtrip(sched0.state_dict()))]
+    saved += states
+    for k in range(steps):  # saved after step k (0: before any step, 1: after the first, ...)
+        rest, rest_lrs, _, (opt2, _) = adam_plateau_run(cls, dtype, metrics, steps,
+                                                        start=saved[k], record=False)
+        assert rest_lrs == lrs[k:], f"saved after step {k}"
+        for j, (got, want) in enumerate(zip(rest, trajectory[k:], strict=True)):
+            for a, b in zip(got, want, strict=True):
+                np.testing.assert_array_equal(a, b, err_msg=f"saved after {k}, step {k + j + 1}")
+        assert opt2.step_count == steps
+        np.testing.assert_array_equal(opt2.exp_avg_sq[1], opt.exp_avg_sq[1])
+
+
+@pytest.mark.parametrize("cls", [Adam, AdamW])
+def test_adam_restored_into_a_used_optimiser(cls):
+    """Loading replaces moments and step count of an optimiser that has already stepped."""
+    rng = np.random.default_rng(2)
+    grads = rng.standard_normal((6, 5))
+    for k in (0, 1, 3):
+        p = np.linspace(-1, 1, 5)
+        opt = cls([p], lr=0.05, weight_decay=0.1)
+        for g in grads[:k]:
+            opt.step([g])
+        state, p_saved = npz_roundtrip(opt.state_dict()), p.copy()
+        for g in grads[k:]:
+            opt.step([g])
+        q = p_saved.copy()
+        used = cls([q], **OTHER_ADAM)
+        for g in grads[:4]:
+            used.step([10 * g])
+        q[...] = p_saved
+        used.load_state_dict(state)
+        assert used.step_count == k
+        for g in grads[k:]:
+            used.step([g])
+        np.testing.assert_array_equal(q, p, err_msg=f"saved after step {k}")
+        np.testing.assert_array_equal(used.exp_avg[0], opt.exp_avg[0])
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_restored_run_agrees_with_torch(name):
+    """Saved after step k and restored, the run still follows torch.optim's uninterrupted one."""
+    torch = require_torch()
+    cls, tcls = {"Adam": Adam, "AdamW": AdamW}[name], getattr(torch.optim, name)
+    metrics, steps = PLATEAU_METRICS, len(PLATEAU_METRICS)
+    trajectory, lrs, states, _ = adam_plateau_run(cls, np.float64, metrics, steps)
+    # torch, uninterrupted, on the same parameter-dependent gradients
+    rng = np.random.default_rng(21)
+    noise = rng.standard_normal((steps, 2, 40))
+    target = np.linspace(-1, 1, 40)
+    tp = [torch.tensor(np.linspace(2, -2, 40), requires_grad=True),
+          torch.tensor(np.linspace(0.5, 1.5, 40), requires_grad=True)]
+    topt = tcls(tp, lr=1.0, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.05, foreach=False)
+    tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **PLATEAU)
+    t_traj, t_lrs, t_counters = [], [], []
+    for t in range(steps):
+        p0, p1 = (a.detach().numpy() for a in tp)
+        tp[0].grad = torch.tensor((p0 - target) * (1 + t % 3) + 0.1 * noise[t, 0])
+        tp[1].grad = torch.tensor(p1 * p0 + 0.1 * noise[t, 1])
+        topt.step()
+        tsched.step(metrics[t])
+        t_traj.append([a.detach().numpy().copy() for a in tp])
+        t_lrs.append(topt.param_groups[0]["lr"])
+        t_counters.append((tsched.num_bad_epochs, tsched.cooldown_counter, tsched.best))
+    assert lrs == t_lrs
+    for k in (1, 4, 5, 6, 9, 20, 30):
+        rest, rest_lrs, rest_states, _ = adam_plateau_run(cls, np.float64, metrics, steps,
+                                                          start=states[k - 1])
+        assert rest_lrs == t_lrs[k:]
+        for got, want in zip(rest, t_traj[k:], strict=True):
+            for a, b in zip(got, want, strict=True):
+                assert np.max(np.abs(a - b)) <= 1e-12 * np.max(np.abs(b))
+        for (_, _, s), counters in zip(rest_states, t_counters[k:], strict=True):
+            assert (int(s["num_bad_epochs"]), int(s["cooldown_counter"]),
+                    float(s["best"])) == counters
