@@ -1,12 +1,17 @@
 """Array-module selection: numpy/scipy on the CPU, cupy/cupyx on a GPU.
 
 Everything that depends on the array library goes through this module, so the
-rest of the package is written once against the numpy API.  The CuPy import is
-guarded: a missing or broken CuPy installation never breaks the CPU path.
+rest of the package is written once against the numpy API.  CuPy is imported
+lazily, on the first use of the CuPy backend (``backend="cupy"``,
+:func:`cupy_available`, or a CuPy array handed to a product), never by
+``import ddops``: a missing, broken or hanging CuPy installation cannot break
+or slow down the CPU path.  When the import fails, the reason (the original
+exception text) is kept and repeated in the "not available" error.
 """
 
 from __future__ import annotations
 
+import threading
 from types import ModuleType
 from typing import Any
 
@@ -16,6 +21,7 @@ import scipy.sparse as sp
 __all__ = [
     "BACKENDS",
     "cupy_available",
+    "cupy_unavailable_reason",
     "get_array_module",
     "get_sparse_module",
     "to_numpy",
@@ -28,18 +34,55 @@ __all__ = [
 #: Backend names accepted wherever a ``backend=`` argument is taken.
 BACKENDS = ("numpy", "cupy")
 
-try:  # pragma: no cover - exercised only where CuPy is installed
-    import cupy as _cp
-    import cupyx.scipy.sparse as _cpsp
+# Filled in by _load_cupy() on first use; never touched by ``import ddops``.
+_cp: Any = None
+_cpsp: Any = None
+_CUPY_OK = False
+_CUPY_REASON: str | None = None  # why CuPy is unusable (None: not tried yet, or usable)
+_CUPY_TRIED = False
+_CUPY_LOCK = threading.Lock()
 
-    try:
-        _CUPY_OK = _cp.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # no driver, no device
-        _CUPY_OK = False
-except Exception:  # ImportError, or a broken CUDA installation
-    _cp = None
-    _cpsp = None
-    _CUPY_OK = False
+
+def _load_cupy() -> ModuleType | None:
+    """Import CuPy once and query the GPUs; return the module, or None if it failed.
+
+    Any exception of the import (ImportError, or whatever a broken CUDA
+    installation raises) is caught and its text kept for
+    :func:`cupy_unavailable_reason`.
+    """
+    global _cp, _cpsp, _CUPY_OK, _CUPY_REASON, _CUPY_TRIED
+    if _CUPY_TRIED:
+        return _cp
+    with _CUPY_LOCK:
+        if _CUPY_TRIED:
+            return _cp
+        try:
+            import cupy
+            import cupyx.scipy.sparse
+        except Exception as exc:  # a broken installation may raise anything
+            _CUPY_REASON = f"importing cupy failed: {type(exc).__name__}: {exc}"
+        else:
+            _cp, _cpsp = cupy, cupyx.scipy.sparse
+            try:
+                count = int(cupy.cuda.runtime.getDeviceCount())
+            except Exception as exc:  # no driver, no device
+                _CUPY_REASON = (f"cupy imported but querying the GPUs failed: "
+                                f"{type(exc).__name__}: {exc}")
+            else:
+                _CUPY_OK = count > 0
+                if not _CUPY_OK:
+                    _CUPY_REASON = "cupy imported but sees no GPU"
+        _CUPY_TRIED = True
+    return _cp
+
+
+def _is_cupy_object(x: Any) -> bool:
+    """Whether ``x`` is a CuPy array or cupyx sparse matrix, without importing CuPy.
+
+    A CuPy object can only exist once CuPy has been imported, so a look at the
+    module of its type suffices.
+    """
+    return type(x).__module__.split(".", 1)[0] in ("cupy", "cupyx")
 
 
 try:  # scipy's C kernel behind ``csr @ dense``, called directly to write into a buffer
@@ -105,8 +148,18 @@ def take_rows(A: Any, index: Any, out: Any = None) -> Any:
 
 
 def cupy_available() -> bool:
-    """Return True when CuPy imports and sees at least one GPU."""
+    """Return True when CuPy imports and sees at least one GPU.
+
+    The first call imports CuPy (see the module notes); later calls reuse the answer.
+    """
+    _load_cupy()
     return _CUPY_OK
+
+
+def cupy_unavailable_reason() -> str | None:
+    """Why the CuPy backend is unusable (the import or device error), or None if it works."""
+    _load_cupy()
+    return None if _CUPY_OK else _CUPY_REASON
 
 
 def check_backend(backend: str) -> str:
@@ -120,8 +173,9 @@ def check_backend(backend: str) -> str:
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "cupy" and not _CUPY_OK:
-        raise ValueError("backend='cupy' requested but CuPy with a GPU is not available")
+    if backend == "cupy" and not cupy_available():
+        raise ValueError("backend='cupy' requested but CuPy with a GPU is not available: "
+                         f"{_CUPY_REASON}")
     return backend
 
 
@@ -137,8 +191,10 @@ def get_array_module(x: Any = None, backend: str | None = None) -> ModuleType:
     """
     if backend is not None:
         return _cp if check_backend(backend) == "cupy" else np
-    if _cp is not None and x is not None and isinstance(x, _cp.ndarray):
-        return _cp
+    if x is not None and _is_cupy_object(x):
+        cp = _load_cupy()
+        if cp is not None and isinstance(x, cp.ndarray):
+            return cp
     return np
 
 
@@ -160,9 +216,9 @@ def asarray(x: Any, backend: str = "numpy", dtype: Any = None) -> Any:
 
 def to_numpy(x: Any) -> Any:
     """Return a numpy array (or scipy sparse matrix) for a numpy or cupy object."""
-    if _cp is not None:
+    if _is_cupy_object(x) and _load_cupy() is not None:
         if isinstance(x, _cp.ndarray):
             return _cp.asnumpy(x)
-        if _cpsp is not None and _cpsp.issparse(x):
+        if _cpsp.issparse(x):
             return x.get()
     return x
