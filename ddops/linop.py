@@ -14,10 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from ._validation import check_finite, check_int
-from .backend import check_backend, get_array_module, to_numpy
+from .backend import _is_cupy_object, check_backend, get_array_module, to_numpy
 
 __all__ = ["DENSE_LIMIT_BYTES", "BackendLinearOperator"]
 
@@ -51,46 +52,96 @@ class BackendLinearOperator(LinearOperator):
     def _apply(self, X: Any, adjoint: bool, **options: Any) -> Any:
         raise NotImplementedError
 
-    def _check_input(self, x: Any, name: str = "x") -> Any:
-        """Move ``x`` to the backend and check its type, shape and finiteness."""
-        xp = self.xp
-        if get_array_module(x) is not xp:
-            x = xp.asarray(x)
-        if x.dtype.kind not in "fiu":
+    def _check_input(self, x: Any, name: str = "x", shape: str = "any") -> Any:
+        """Move ``x`` to the backend and check its type, shape and finiteness.
+
+        ``x`` may be anything :func:`numpy.asarray` accepts (lists, tuples,
+        ``np.matrix``, objects with ``__array__``), a numpy or cupy array, or
+        a scipy or cupyx sparse matrix, which is densified: the product of an
+        ``n x B`` block is a dense ``n x B`` block anyway.  Integers and
+        booleans are cast to the operator's dtype; complex values are refused
+        (the operators are real).
+
+        Parameters
+        ----------
+        shape : {"any", "vector", "block"}
+            Accepted shapes: ``(n,)`` or ``(n, B)``; ``(n,)`` or ``(n, 1)``
+            (``matvec``, as in scipy); ``(n, B)`` (``matmat``).
+        """
+        xp, n = self.xp, self.shape[1]
+        if sp.issparse(x) or (_is_cupy_object(x) and hasattr(x, "toarray")):
+            x = x.toarray()
+        if not isinstance(x, xp.ndarray) or isinstance(x, np.matrix):
+            x = to_numpy(x)  # a device array for a host operator comes to the host
+            try:
+                x = np.asarray(x)
+            except (TypeError, ValueError) as exc:  # ragged lists, non-numeric objects
+                raise TypeError(f"{name} must be an array of real numbers: {exc}") from None
+            if x.dtype.kind in "fiub":
+                x = xp.asarray(x)
+        if x.dtype.kind not in "fiub":
             raise TypeError(f"{name} must be real, got dtype {x.dtype}")
-        if x.ndim not in (1, 2) or x.shape[0] != self.shape[1]:
-            raise ValueError(f"{name} must have shape ({self.shape[1]},) or "
-                             f"({self.shape[1]}, B), got {x.shape}")
+        expected = {"any": f"({n},) or ({n}, B)", "vector": f"({n},) or ({n}, 1)",
+                    "block": f"({n}, B)"}[shape]
+        ndims = {"any": (1, 2), "vector": (1, 2), "block": (2,)}[shape]
+        if (x.ndim not in ndims or x.shape[0] != n
+                or (shape == "vector" and x.ndim == 2 and x.shape[1] != 1)):
+            raise ValueError(f"{name} must have shape {expected}, got {x.shape}")
         check_finite(name, x)  # one pass over the input, cheap next to the product
         return xp.ascontiguousarray(x, dtype=self.dtype)
 
-    def _run(self, x: Any, adjoint: bool, **options: Any) -> Any:
-        x = self._check_input(x)
+    def _run(self, x: Any, adjoint: bool, name: str = "x", shape: str = "any",
+             keep_matrix: bool = True, **options: Any) -> Any:
+        # scipy returns an np.matrix for an np.matrix from matvec/matmat (not from dot)
+        matrix = keep_matrix and isinstance(x, np.matrix)
+        x = self._check_input(x, name, shape)
         if x.ndim == 1:
-            return self._apply(x[:, None], adjoint, **options)[:, 0]
-        return self._apply(x, adjoint, **options)
+            y = self._apply(x[:, None], adjoint, **options)[:, 0]
+        else:
+            y = self._apply(x, adjoint, **options)
+        return np.asmatrix(y) if matrix and isinstance(y, np.ndarray) else y
 
     def matvec(self, x: Any) -> Any:
-        """``M x`` for a vector of length ``n`` (numpy or cupy)."""
-        return self._run(x, adjoint=False)
+        """``M x`` for ``x`` of shape ``(n,)`` or ``(n, 1)``; the result has the same shape.
+
+        Accepts what :meth:`scipy.sparse.linalg.LinearOperator.matvec` accepts
+        (lists, any array-like, ``np.matrix``, which gives an ``np.matrix``
+        back) plus numpy or cupy arrays on either backend and sparse vectors
+        (densified).  The result lives on the operator's backend and has its
+        dtype.
+
+        Raises
+        ------
+        TypeError
+            ``x`` is not real (complex, object or string data).
+        ValueError
+            Wrong shape, or NaN or inf in ``x``.
+        """
+        return self._run(x, adjoint=False, shape="vector")
 
     def rmatvec(self, x: Any) -> Any:
-        """``M^T x``: the exact adjoint."""
-        return self._run(x, adjoint=True)
+        """``M^T x``: the exact adjoint; inputs and shapes as in :meth:`matvec`."""
+        return self._run(x, adjoint=True, shape="vector")
 
     def matmat(self, X: Any) -> Any:
-        """``M X`` for a block of columns ``X`` of shape ``(n, B)``."""
-        return self._run(X, adjoint=False)
+        """``M X`` for a block ``X`` of shape ``(n, B)``, returned as ``(n, B)``.
+
+        Accepts what :meth:`scipy.sparse.linalg.LinearOperator.matmat` accepts
+        (nested lists, any 2-D array-like, ``np.matrix``, which gives an
+        ``np.matrix`` back); a scipy or cupyx sparse ``X`` is densified first
+        (the product is a dense block anyway).  See :meth:`matvec`.
+        """
+        return self._run(X, adjoint=False, name="X", shape="block")
 
     def rmatmat(self, X: Any) -> Any:
-        """``M^T X`` for a block of columns."""
-        return self._run(X, adjoint=True)
+        """``M^T X`` for a block of columns; inputs as in :meth:`matmat`."""
+        return self._run(X, adjoint=True, name="X", shape="block")
 
     def dot(self, x: Any) -> Any:
         """``M @ x`` for arrays; composition for operators and scalars, as in scipy."""
         if isinstance(x, LinearOperator) or np.isscalar(x):
             return super().dot(x)
-        return self._run(x, adjoint=False)
+        return self._run(x, adjoint=False, keep_matrix=False)
 
     __call__ = dot
     __matmul__ = dot
@@ -150,7 +201,11 @@ class _Adjoint(LinearOperator):
     def rmatvec(self, x: Any) -> Any:
         return self.op.matvec(x)
 
-    matmat, rmatmat = matvec, rmatvec
+    def matmat(self, X: Any) -> Any:
+        return self.op.rmatmat(X)
+
+    def rmatmat(self, X: Any) -> Any:
+        return self.op.matmat(X)
 
     def _matvec(self, x: Any) -> Any:
         return self.op._rmatvec(x)
