@@ -216,6 +216,105 @@ def test_combination_coefficient_statistics():
     assert abs(np.mean(C > 0) - 0.5) < 0.01
 
 
+# --------------------------------------------------------------------------- distributions
+# Checked on F itself, against raw sin/cos modes built here from the grid definition, so
+# neither the sampler's coefficients nor its scale attributes enter the expected values.
+
+
+def raw_modes_by_hand(n, kind, modes):
+    """``sin(pi m x_j), cos(pi m x_j)`` interleaved, ``x_j = j h`` on the interior points."""
+    h, count = (1.0 / n, n - 1) if kind == "element" else (1.0 / (n + 1), n)
+    x = h * np.arange(1, count + 1)
+    cols = [f(math.pi * m * x) for m in range(1, modes + 1) for f in (np.sin, np.cos)]
+    return np.stack(cols, axis=1)
+
+
+def raw_coefficients(F, n, kind, modes):
+    """``a`` with ``F = raw a`` (least squares), after checking that F lies in the span."""
+    raw = raw_modes_by_hand(n, kind, modes)
+    a = np.linalg.lstsq(raw, F, rcond=None)[0]
+    np.testing.assert_allclose(raw @ a, F, rtol=0, atol=1e-12)
+    return a
+
+
+def anisotropy(W):
+    """``d * max_jk |E[w w^T / ||w||^2] - I / d|``: 0 in expectation for uniform directions."""
+    d, B = W.shape
+    D = W / np.linalg.norm(W, axis=0)
+    return d * float(np.abs(D @ D.T / B - np.eye(d) / d).max())
+
+
+@pytest.mark.parametrize("kind", ["element", "dof"])
+def test_combination_law_on_the_raw_modes(kind):
+    """``f ~ sum_m m^-1.5 (a_m sin + b_m cos)``, ``a_m, b_m`` iid N(0, 1), then normalised."""
+    # n = 12 and 4 modes: the raw sine and cosine norms differ by about 10 %, so a scale taken
+    # on the normalised modes instead of the raw ones moves the sine/cosine balance
+    n, modes, B = 12, 4, 20000
+    F, _ = FourierRHS(n, kind, "random_combinations", modes=modes).sample(
+        B, np.random.default_rng(11))
+    a = raw_coefficients(F, n, kind, modes)
+    m = np.repeat(np.arange(1, modes + 1), 2)
+    # undoing the damping leaves iid normals up to a per-column factor: uniform directions
+    # (noise about 0.02 here; a damping exponent off by 0.25 gives about 0.15)
+    assert anisotropy(a * m[:, None] ** 1.5) < 0.06
+    # the damping law: E log|a_m| = -1.5 log m + const, for the sines and the cosines alike
+    mean_log = np.log(np.abs(a)).mean(axis=1)
+    for part in (0, 1):
+        slope, _ = np.polyfit(np.log(m[part::2]), mean_log[part::2], 1)
+        assert slope == pytest.approx(-1.5, abs=0.04)
+    # the same N(0, 1) scale on the raw sine and cosine (noise about 0.006)
+    assert abs(np.mean(mean_log[0::2] - mean_log[1::2])) < 0.03
+    assert abs(np.mean(a > 0) - 0.5) < 0.01
+    # unit columns up to the listing's 1e-12 in f / (||f|| + 1e-12)
+    np.testing.assert_allclose(np.linalg.norm(F, axis=0), 1.0, rtol=0, atol=1e-11)
+
+
+def test_mixed_batches_pure_fraction_shuffle_and_modes():
+    """B // 2 pure columns per batch at uniform positions; uniform mode index and sign."""
+    n, modes, B, batches = 12, 4, 7, 3000
+    rhs = FourierRHS(n, modes=modes)
+    rng = np.random.default_rng(12)
+    raw = raw_modes_by_hand(n, "element", modes)
+    unit = raw / np.linalg.norm(raw, axis=0)
+    pure_at = np.zeros(B)
+    index_counts, positive = np.zeros(2 * modes), 0
+    combos = []
+    for _ in range(batches):
+        F, _ = rhs.sample(B, rng)
+        G = unit.T @ F
+        k = np.abs(G).argmax(axis=0)
+        cols = np.arange(B)
+        pure = np.linalg.norm(F - unit[:, k] * np.sign(G[k, cols]), axis=0) < 1e-10
+        assert pure.sum() == B // 2
+        pure_at += pure
+        np.add.at(index_counts, k[pure], 1)
+        positive += int(np.sum(G[k[pure], cols[pure]] > 0))
+        combos.append(F[:, ~pure])
+    total = batches * (B // 2)
+    # every position is pure with probability 3/7 (the shuffle); 5 standard deviations
+    p = (B // 2) / B
+    np.testing.assert_allclose(pure_at / batches, p, atol=5 * math.sqrt(p * (1 - p) / batches))
+    expected = total / (2 * modes)
+    assert np.abs(index_counts - expected).max() < 5 * math.sqrt(expected)
+    assert abs(positive - total / 2) < 5 * math.sqrt(total / 4)
+    # the combination half follows the damping law (see the test above)
+    a = raw_coefficients(np.concatenate(combos, axis=1), n, "element", modes)
+    m = np.repeat(np.arange(1, modes + 1), 2)
+    assert anisotropy(a * m[:, None] ** 1.5) < 0.06
+
+
+@pytest.mark.parametrize("kind", ["element", "dof"])
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-6)])
+def test_solutions_against_an_independent_dense_solve(kind, dtype, tol):
+    n = 40
+    h, count = (1.0 / n, n - 1) if kind == "element" else (1.0 / (n + 1), n)
+    A = (2 * np.eye(count) - np.eye(count, k=1) - np.eye(count, k=-1)) / h**2
+    F, U = FourierRHS(n, kind, dtype=dtype).sample(24, np.random.default_rng(13))
+    assert F.dtype == U.dtype == dtype
+    U_ref = np.linalg.solve(A, F.astype(np.float64))
+    np.testing.assert_allclose(U, U_ref, rtol=0, atol=tol * np.abs(U_ref).max())
+
+
 @pytest.mark.parametrize("mode", RHS_MODES)
 def test_reproducible_and_seed_dependent(mode):
     rhs = FourierRHS(64, "dof", mode)
