@@ -49,6 +49,100 @@ def test_sampler_same_stream_same_batch():
     np.testing.assert_array_equal(a[1], b[1])
 
 
+def direction_anisotropy(W):
+    """``n * max_jk |E[w w^T / ||w||^2] - I / n|_jk`` over the columns of ``W``.
+
+    Zero in expectation for any isotropic distribution (uniform directions), whatever the
+    column lengths; about ``4 / sqrt(columns)`` from sampling noise at n = 16.
+    """
+    n, B = W.shape
+    D = W / np.linalg.norm(W, axis=0)
+    return n * float(np.abs(D @ D.T / B - np.eye(n) / n).max())
+
+
+def _dense_poisson(n):
+    """The 1-D Poisson matrix (element convention) assembled from its stencil, as an array."""
+    m, h = n - 1, 1.0 / n
+    return (2 * np.eye(m) - np.eye(m, k=1) - np.eye(m, k=-1)) / h**2
+
+
+DRAWS = 20000  # columns per statistical check: anisotropy noise 0.02 to 0.03 at n = 16
+ISOTROPIC = 0.07  # what a correct sampler stays below (about twice the noise)
+
+
+@pytest.mark.parametrize("norm", [None, "energy"])
+def test_sampler_gaussian_directions_are_isotropic(norm):
+    """``z ~ N(0, I)``: the directions of Z are uniform (every frequency equally)."""
+    Ad = _dense_poisson(17)
+    s = PreconditionerSampler(sp.csr_matrix(Ad), "gaussian", norm=norm)
+    F, U = s.sample(DRAWS, np.random.default_rng(3))
+    assert direction_anisotropy(U) < ISOTROPIC
+    assert np.abs(U.mean(axis=1)).max() < 5 / np.sqrt(DRAWS)  # zero mean (unit-size entries)
+    np.testing.assert_allclose(F, Ad @ U, rtol=1e-12, atol=1e-12 * np.abs(F).max())
+    lengths = np.einsum("ij,ij->j", U, F if norm == "energy" else U)
+    np.testing.assert_allclose(lengths, 16, rtol=1e-12)
+    # the statistic tells the distributions apart: A^-1-smoothed vectors are far from isotropic
+    smooth = PreconditionerSampler(sp.csr_matrix(Ad), "smooth").sample(2000,
+                                                                       np.random.default_rng(4))
+    assert direction_anisotropy(smooth[1]) > 10 * ISOTROPIC
+
+
+def test_sampler_smooth_vectors_are_white_noise_solved():
+    """``z = A^-1 g``: ``A z`` has uniform directions and ``z`` solves ``A z = F``."""
+    Ad = _dense_poisson(17)
+    F, U = PreconditionerSampler(sp.csr_matrix(Ad), "smooth").sample(DRAWS,
+                                                                      np.random.default_rng(5))
+    assert direction_anisotropy(F) < ISOTROPIC
+    np.testing.assert_allclose(U, np.linalg.solve(Ad, F), rtol=1e-10,
+                               atol=1e-12 * np.abs(U).max())
+    np.testing.assert_allclose(np.einsum("ij,ij->j", U, U), 16, rtol=1e-12)
+    # the low frequencies dominate: the mean Rayleigh quotient is near the smallest eigenvalue
+    lam = np.linalg.eigvalsh(Ad)
+    rayleigh = np.einsum("ij,ij->j", U, F) / np.einsum("ij,ij->j", U, U)
+    assert lam[0] <= rayleigh.min() and np.median(rayleigh) < 2 * lam[0]
+
+
+def test_sampler_energy_vectors_have_covariance_A_inverse():
+    """``z ~ N(0, A^-1)``: with any factor ``A = L L^T``, ``L^T z`` has uniform directions."""
+    # a 2-D Laplacian: the fill-reducing ordering of the sampler's factor is not the identity
+    T = sp.csr_matrix(_dense_poisson(5))
+    A = (sp.kron(T, sp.eye(4)) + sp.kron(sp.eye(4), T)).tocsr()
+    L = np.linalg.cholesky(A.toarray())
+    F, U = PreconditionerSampler(A, "energy").sample(DRAWS, np.random.default_rng(6))
+    assert direction_anisotropy(L.T @ U) < ISOTROPIC
+    np.testing.assert_allclose(np.einsum("ij,ij->j", U, F), 16, rtol=1e-12)  # z^T A z = n
+    np.testing.assert_allclose(F, A @ U, rtol=1e-10, atol=1e-12 * np.abs(F).max())
+    # neither the Gaussian nor the smooth distribution, which the statistic would pass
+    assert direction_anisotropy(U) > 3 * ISOTROPIC
+    assert direction_anisotropy(F) > 3 * ISOTROPIC
+
+
+@pytest.mark.parametrize("batch_size, fraction", [(7, 0.3), (9, 0.3), (5, 0.5), (9, 0.0),
+                                                  (9, 1.0), (101, 0.25)])
+def test_sampler_mixed_fraction_and_order(batch_size, fraction):
+    """``B - round(B f)`` Gaussian columns, then ``round(B f)`` smooth ones."""
+    Ad = _dense_poisson(65)
+    s = PreconditionerSampler(sp.csr_matrix(Ad), "mixed", smooth_fraction=fraction)
+    k = int(round(batch_size * fraction))
+    assert s.num_smooth(batch_size) == k
+    F, U = s.sample(batch_size, np.random.default_rng(batch_size))
+    # a Gaussian z has a Rayleigh quotient near trace(A) / n = 2 / h^2 (8450), a smooth one
+    # near the smallest eigenvalue (about 10): a threshold of 300 separates them
+    rayleigh = np.einsum("ij,ij->j", U, F) / np.einsum("ij,ij->j", U, U)
+    smooth = rayleigh < 300
+    np.testing.assert_array_equal(smooth, np.arange(batch_size) >= batch_size - k)
+
+
+def test_sampler_mixed_parts_have_their_distributions():
+    Ad = _dense_poisson(17)
+    B = 2 * DRAWS
+    s = PreconditionerSampler(sp.csr_matrix(Ad), "mixed", smooth_fraction=0.5)
+    F, U = s.sample(B, np.random.default_rng(8))
+    assert direction_anisotropy(U[:, :DRAWS]) < ISOTROPIC  # Gaussian z
+    assert direction_anisotropy(F[:, DRAWS:]) < ISOTROPIC  # A z white noise
+    assert direction_anisotropy(U[:, DRAWS:]) > 10 * ISOTROPIC
+
+
 def test_objective_of_zero_and_exact_inverse():
     A, _ = _problem(32, 2)
     Ainv = np.linalg.inv(A.toarray())
