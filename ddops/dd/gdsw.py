@@ -1,0 +1,860 @@
+"""Algebraic GDSW, RGDSW and Nicolaides coarse spaces built from an assembled sparse matrix.
+
+Everything here works from a symmetric positive definite matrix ``A`` (CSR), a
+non-overlapping partition ``owner`` (one part label per unknown) and a
+null space ``Z`` (``n x k``, constants by default); no coordinates or mesh.
+
+The interface
+-------------
+Two rules decide which unknowns form the interface ``Gamma`` and which parts
+each interface unknown *touches* (its part-set):
+
+* **Algebraic rule** (``interface=None``).  Unknown ``j`` is on the
+  interface when ``A`` couples it (a stored off-diagonal nonzero of ``A`` or
+  ``A^T``) to an unknown of another part.  It touches its own part and the
+  parts of all its neighbours in the graph of ``A``.  The interface is two
+  layers thick (both sides of every cut), and with a 5-point stencil a cross
+  point of four boxes gives four one-node components touching three parts
+  each, where a 9-point stencil gives one component touching all four.
+* **Shared-node rule** (``interface`` given as a mask or index array, e.g. the
+  nodes shared by the parts of an element-based partition).  The unknowns not
+  in ``interface`` are the interiors of their parts, and ``A`` must not couple
+  interiors of different parts.  An interface unknown touches every part
+  whose *interior* it is coupled to; one coupled to no interior unknown at all
+  (the cross point of a 5-point stencil) touches the union of what its
+  interface neighbours touch (or, failing that, its own part).  The owner
+  label of an interface unknown, an arbitrary tie-break in an element-based
+  partition, is not used otherwise.
+* ``interface`` may also be an ``n x N`` Boolean incidence matrix (sparse or
+  dense): row ``j`` lists the parts unknown ``j`` touches, e.g. the nodes x
+  elements incidence times the elements x parts partition of a mesh.  Rows
+  with two or more parts are the interface; a row with one part must name
+  ``owner[j]``.
+
+Interface components
+--------------------
+Interface unknowns with the same part-set that are connected in the graph of
+``A`` through unknowns of that same part-set form one *component* (vertices,
+edges and faces of a geometric partition, found without geometry).
+Components are numbered by their smallest unknown.  With ``block_size = b >
+1`` (interleaved vector problems) the ``b`` unknowns ``b m, ..., b m + b - 1``
+of node ``m`` are classified together: a node is on the interface when any of
+its unknowns is, and touches the union of their parts.
+
+The coarse spaces
+-----------------
+``"gdsw"`` (Dohrmann, Klawonn, Widlund): one function per component and
+null-space vector, equal to the vector on the component and zero on the rest
+of the interface, extended into the interiors by the discrete harmonic
+extension ``-A_II^{-1} A_IG``.  ``"rgdsw"`` (Dohrmann, Widlund, option 1):
+functions only for the *root* components, those whose part-set is not
+strictly contained in the part-set of any other component; every interface
+unknown in a component ``c`` gets the weight ``1 / |roots(c)|`` from each root
+whose part-set contains that of ``c`` (weight 1 from itself on a root), so
+the interface values of the functions of one null-space vector sum to that
+vector: a partition of unity of the null space on the interface.  The
+harmonic extension is the same.
+
+The interior matrix ``A_II`` is block diagonal over the parts.  It is
+factorised once, as one sparse matrix, and the extension is computed for all
+coarse functions by one multi-column solve whose columns are shared between
+parts: column slot ``s`` holds, on the rows of part ``p``, the right-hand side
+of the ``s``-th coarse function adjacent to ``p``, so the number of columns
+is the largest number of coarse functions adjacent to one part, not the
+coarse dimension (see :func:`harmonic_extension`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.csgraph as csgraph
+import scipy.sparse.linalg as spla
+
+from .._validation import check_choice, check_finite, check_int, check_positive_float
+
+__all__ = [
+    "GDSW_VARIANTS",
+    "DEPENDENCE_RTOL",
+    "SINGULAR_PIVOT_RTOL",
+    "EXTENSION_CHUNK_BYTES",
+    "InterfaceComponents",
+    "GDSWInfo",
+    "interface_components",
+    "gdsw_basis",
+    "harmonic_extension",
+    "nicolaides_basis",
+    "coarse_matrix_checked",
+]
+
+#: Names accepted by ``gdsw_basis(..., variant=)``.
+GDSW_VARIANTS = ("gdsw", "rgdsw")
+
+#: A null-space vector is dropped from a component (or root, or subdomain) when
+#: the part of it orthogonal to the earlier kept vectors there has a norm at
+#: most this fraction of its own norm there (e.g. a rotation on a one-node
+#: vertex in 2D elasticity, which two translations already span).
+DEPENDENCE_RTOL = 1e-8
+
+#: :func:`coarse_matrix_checked` flags a column of Phi as dependent when its
+#: pivot in the Cholesky factorisation of the unit-diagonal scaled coarse
+#: matrix, the squared sine of its A-angle to the columns eliminated before
+#: it, is at most this.
+SINGULAR_PIVOT_RTOL = 1e-12
+
+#: The harmonic extension solves at most this many bytes of right-hand sides at
+#: once (float64 ``n_interior x chunk`` blocks).
+EXTENSION_CHUNK_BYTES = 2**26
+
+
+# -- validation ------------------------------------------------------------------------------
+def _check_matrix(A: Any) -> sp.csr_matrix:
+    """Square, finite, symmetric ``A`` as float64 CSR with canonical indices."""
+    if sp.issparse(A):
+        A = sp.csr_matrix(A, dtype=np.float64, copy=True)
+    else:
+        arr = np.asarray(A)
+        if arr.dtype.kind not in "fiub" or arr.ndim != 2:
+            raise ValueError(f"A must be a real 2-D matrix, got dtype {arr.dtype} and shape "
+                             f"{arr.shape}")
+        A = sp.csr_matrix(arr.astype(np.float64))
+    if A.shape[0] != A.shape[1]:
+        raise ValueError(f"A must be square, got shape {A.shape}")
+    A.sum_duplicates()
+    A.eliminate_zeros()
+    check_finite("A", A.data)
+    scale = abs(A).max() if A.nnz else 0.0
+    diff = abs(A - A.T)
+    asym = diff.max() if diff.nnz else 0.0
+    if asym > np.sqrt(np.finfo(np.float64).eps) * scale:
+        raise ValueError(f"A is not symmetric: max |A - A^T| = {asym:.3e} against max |A| = "
+                         f"{scale:.3e}; the GDSW coarse spaces need an SPD matrix")
+    return A
+
+
+def _check_owner(owner: Any, n: int) -> np.ndarray:
+    owner = np.asarray(owner)
+    if owner.ndim != 1 or owner.shape[0] != n:
+        raise ValueError(f"owner must have shape ({n},) (one part label per unknown), got "
+                         f"shape {owner.shape}")
+    if owner.size and owner.dtype.kind not in "iu":
+        raise TypeError(f"owner must hold integer part labels, got dtype {owner.dtype}")
+    owner = owner.astype(np.int64)
+    if owner.size and owner.min() < 0:
+        raise ValueError(f"owner labels must be >= 0, got {owner.min()}")
+    return owner
+
+
+def _check_null_space(null_space: Any, n: int) -> np.ndarray:
+    if null_space is None:
+        return np.ones((n, 1))
+    Z = np.asarray(null_space)
+    if sp.issparse(null_space):
+        Z = null_space.toarray()
+    if Z.dtype.kind not in "fiub":
+        raise TypeError(f"null_space must be a real array, got dtype {Z.dtype}")
+    if Z.ndim == 1:
+        Z = Z[:, None]
+    if Z.ndim != 2 or Z.shape[0] != n or Z.shape[1] < 1:
+        raise ValueError(f"null_space must have shape ({n}, k) with k >= 1, got "
+                         f"{np.shape(null_space)}")
+    Z = Z.astype(np.float64)
+    check_finite("null_space", Z)
+    return Z
+
+
+def _incidence(labels: np.ndarray, num_parts: int) -> sp.csr_matrix:
+    """Boolean ``len(labels) x num_parts`` matrix with one entry per row."""
+    m = labels.size
+    return sp.csr_matrix((np.ones(m, dtype=bool), labels, np.arange(m + 1)),
+                         shape=(m, num_parts))
+
+
+def _graph(A: sp.csr_matrix) -> sp.csr_matrix:
+    """Boolean symmetric adjacency of ``A`` (stored nonzeros of ``A`` or ``A^T``), no diagonal."""
+    C = (abs(A) + abs(A.T)).tocoo()  # absolute values: no cancellation in the union
+    off = C.row != C.col
+    G = sp.csr_matrix((np.ones(int(off.sum()), dtype=bool), (C.row[off], C.col[off])),
+                      shape=A.shape)
+    G.sort_indices()
+    return G
+
+
+# -- interface components ------------------------------------------------------------------------
+@dataclass
+class InterfaceComponents:
+    """The interface of a non-overlapping partition split into components.
+
+    Attributes
+    ----------
+    num_dofs : int
+        Number of unknowns ``n``.
+    num_parts : int
+        Number of part labels ``N`` (``owner.max() + 1``).
+    owner : numpy.ndarray
+        The part label of every unknown.
+    interface : numpy.ndarray
+        Sorted interface unknowns.
+    component : numpy.ndarray
+        Component of every interface unknown (same length as ``interface``).
+    parts : scipy.sparse.csr_matrix
+        ``num_components x N`` Boolean part-sets of the components.
+    rule : str
+        ``"algebraic"``, ``"shared"`` or ``"incidence"``: how the interface
+        was found (see the module notes).
+    block_size : int
+        Unknowns per node classified together.
+    """
+
+    num_dofs: int
+    num_parts: int
+    owner: np.ndarray
+    interface: np.ndarray
+    component: np.ndarray
+    parts: sp.csr_matrix
+    rule: str
+    block_size: int = 1
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def num_components(self) -> int:
+        """Number of interface components."""
+        return int(self.parts.shape[0])
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Number of unknowns of every component."""
+        return np.bincount(self.component, minlength=self.num_components)
+
+    @property
+    def multiplicity(self) -> np.ndarray:
+        """Number of parts every component touches (2: edge/face, more: vertex-like)."""
+        return np.diff(self.parts.indptr)
+
+    @property
+    def interior(self) -> np.ndarray:
+        """Sorted unknowns that are not on the interface."""
+        mask = np.ones(self.num_dofs, dtype=bool)
+        mask[self.interface] = False
+        return np.flatnonzero(mask)
+
+    def part_sets(self) -> list[tuple[int, ...]]:
+        """The part-set of every component as a tuple (for inspection and tests)."""
+        P = self.parts
+        return [tuple(int(p) for p in P.indices[P.indptr[c]:P.indptr[c + 1]])
+                for c in range(self.num_components)]
+
+    def ancestors(self) -> sp.csr_matrix:
+        """Boolean ``C x C``: ``[c, a]`` when the parts of ``c`` are a strict subset of ``a``'s.
+
+        One sparse product ``P P^T`` counts the common parts of every pair of
+        components that share one.
+        """
+        if "ancestors" not in self._cache:
+            P = self.parts.astype(np.int64)
+            common = (P @ P.T).tocoo()
+            size = self.multiplicity
+            keep = (common.data == size[common.row]) & (size[common.col] > size[common.row])
+            C = self.num_components
+            anc = sp.csr_matrix((np.ones(int(keep.sum()), dtype=bool),
+                                 (common.row[keep], common.col[keep])), shape=(C, C))
+            anc.sort_indices()
+            self._cache["ancestors"] = anc
+        return self._cache["ancestors"]
+
+    def roots(self) -> np.ndarray:
+        """Components with no ancestor (the RGDSW coarse nodes), in component order."""
+        return np.flatnonzero(np.diff(self.ancestors().indptr) == 0)
+
+    def root_weights(self) -> sp.csr_matrix:
+        """``C x R`` option-1 weights: ``1 / |roots(c)|`` from every root above ``c`` (or itself).
+
+        Every row sums to one: every non-root component has a root among its
+        ancestors (a maximal one), so the weights form a partition of unity.
+        """
+        roots = self.roots()
+        C, R = self.num_components, roots.size
+        position = np.full(C, -1, dtype=np.int64)
+        position[roots] = np.arange(R)
+        anc = self.ancestors().tocoo()
+        is_root = position[anc.col] >= 0
+        rows = np.concatenate([anc.row[is_root], roots])
+        cols = np.concatenate([position[anc.col[is_root]], np.arange(R)])
+        count = np.bincount(rows, minlength=C)
+        W = sp.csr_matrix((1.0 / count[rows], (rows, cols)), shape=(C, R))
+        W.sort_indices()
+        return W
+
+
+def _interface_incidence(A, G, owner, num_parts, interface):
+    """Part-sets of all unknowns as an ``n x N`` Boolean matrix, the interface mask and the rule."""
+    n = owner.size
+    O = _incidence(owner, num_parts)
+    if interface is None:
+        T = ((G @ O) + O).astype(bool).tocsr()
+        return T, np.diff(T.indptr) > 1, "algebraic"
+    if sp.issparse(interface) or np.ndim(interface) == 2:
+        T = sp.csr_matrix(interface, dtype=bool)
+        T.eliminate_zeros()
+        if T.shape[0] != n:
+            raise ValueError(f"interface as an incidence matrix must have {n} rows (one per "
+                             f"unknown), got shape {T.shape}")
+        if T.shape[1] < num_parts:
+            T = sp.csr_matrix((T.data, T.indices, T.indptr), shape=(n, num_parts))
+        counts = np.diff(T.indptr)
+        if np.any(counts == 0):
+            raise ValueError(f"interface: unknown {int(np.argmin(counts))} touches no part")
+        single = np.flatnonzero(counts == 1)
+        wrong = single[T.indices[T.indptr[single]] != owner[single]]
+        if wrong.size:
+            j = int(wrong[0])
+            raise ValueError(f"interface: unknown {j} touches only part "
+                             f"{int(T.indices[T.indptr[j]])} but owner[{j}] = {owner[j]}")
+        gamma = counts > 1
+        _check_separation(G, owner, gamma)
+        return T, gamma, "incidence"
+    idx = np.asarray(interface)
+    gamma = np.zeros(n, dtype=bool)
+    if idx.dtype == bool:
+        if idx.shape != (n,):
+            raise ValueError(f"interface as a Boolean mask must have shape ({n},), got "
+                             f"{idx.shape}")
+        gamma = idx.copy()
+    else:
+        if idx.size and idx.dtype.kind not in "iu":
+            raise TypeError(f"interface must be a Boolean mask, an index array or an incidence "
+                            f"matrix, got dtype {idx.dtype}")
+        idx = idx.astype(np.int64).ravel()
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise ValueError(f"interface indices must lie in [0, {n}), got "
+                             f"[{idx.min()}, {idx.max()}]")
+        gamma[idx] = True
+    _check_separation(G, owner, gamma)
+    inner = (~gamma).astype(np.float64)
+    # parts of the interior neighbours; interior rows touch only their own part
+    on = sp.diags(gamma.astype(np.float64))
+    off = sp.diags(inner)
+    T = ((on @ G @ off @ O) + (off @ O)).astype(bool).tocsr()
+    empty = gamma & (np.diff(T.indptr) == 0)
+    if empty.any():
+        # e.g. a 5-point cross point: all its neighbours are interface unknowns
+        borrowed = sp.diags(empty.astype(np.float64)) @ G @ on @ T
+        T = (T + borrowed).astype(bool).tocsr()
+        still = empty & (np.diff(T.indptr) == 0)
+        if still.any():
+            T = (T + sp.diags(still.astype(np.float64)) @ O).astype(bool).tocsr()
+    return T, gamma, "shared"
+
+
+def _check_separation(G, owner, gamma):
+    inner = np.flatnonzero(~gamma)
+    sub = G[inner][:, inner].tocoo()
+    bad = owner[inner[sub.row]] != owner[inner[sub.col]]
+    if bad.any():
+        i, j = int(inner[sub.row[bad][0]]), int(inner[sub.col[bad][0]])
+        raise ValueError(f"interface does not separate the parts: the interior unknowns {i} "
+                         f"(part {owner[i]}) and {j} (part {owner[j]}) are coupled by A; add "
+                         "one of them to the interface")
+
+
+def interface_components(
+    A: Any,
+    owner: Any,
+    *,
+    interface: Any = None,
+    block_size: int = 1,
+) -> InterfaceComponents:
+    """Classify the interface of a non-overlapping partition into components.
+
+    Parameters
+    ----------
+    A : sparse matrix or array
+        Symmetric ``n x n`` matrix; only its pattern is used here.
+    owner : array of int, shape (n,)
+        Part label of every unknown (labels ``0 .. N-1``).
+    interface : None, Boolean mask, index array or ``n x N`` incidence matrix
+        None: the algebraic rule; a mask or index array: the shared-node rule;
+        an incidence matrix: the part-sets themselves (module notes).
+    block_size : int
+        Classify the unknowns of each node (``block_size`` consecutive
+        unknowns) together.
+
+    Returns
+    -------
+    InterfaceComponents
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, labels or block size, or a given interface that does not
+        separate the interiors of different parts.
+    """
+    A = _check_matrix(A)
+    return _components(A, _check_owner(owner, A.shape[0]), interface, block_size)
+
+
+def _components(A: sp.csr_matrix, owner: np.ndarray, interface: Any,
+                block_size: int) -> InterfaceComponents:
+    """:func:`interface_components` on a checked matrix and partition."""
+    n = A.shape[0]
+    b = check_int("block_size", block_size, minimum=1)
+    if n % b:
+        raise ValueError(f"block_size={b} does not divide the number of unknowns {n}")
+    if b > 1 and np.any(owner.reshape(-1, b) != owner[::b, None]):
+        raise ValueError(f"owner must give the same part to the block_size={b} unknowns of a "
+                         "node")
+    N = int(owner.max()) + 1 if n else 0
+    G = _graph(A)
+    T, gamma, rule = _interface_incidence(A, G, owner, N, interface)
+    if b > 1:  # node level: union over the unknowns of each node
+        agg = sp.csr_matrix((np.ones(n, dtype=bool), np.arange(n), np.arange(0, n + 1, b)),
+                            shape=(n // b, n))
+        T = (agg @ T).astype(bool).tocsr()
+        G = (agg @ G @ agg.T).astype(bool).tocsr()
+        G.setdiag(False)
+        G.eliminate_zeros()
+        gamma = (agg @ gamma.astype(np.int64)) > 0
+    nodes = np.flatnonzero(gamma)
+    key = _part_set_keys(T[nodes])
+    sub = G[nodes][:, nodes].tocoo()
+    same = key[sub.row] == key[sub.col]
+    graph = sp.csr_matrix((np.ones(int(same.sum())), (sub.row[same], sub.col[same])),
+                          shape=(nodes.size, nodes.size))
+    count, label = csgraph.connected_components(graph, directed=False)
+    # number components by their smallest unknown (nodes are sorted)
+    first = np.full(count, nodes.size, dtype=np.int64)
+    np.minimum.at(first, label, np.arange(nodes.size))
+    order = np.argsort(first, kind="stable")
+    renumber = np.empty(count, dtype=np.int64)
+    renumber[order] = np.arange(count)
+    label = renumber[label]
+    parts = T[nodes[first[order]]].astype(bool).tocsr()
+    parts.sort_indices()
+    if b > 1:
+        dofs = (nodes[:, None] * b + np.arange(b)).ravel()
+        label = np.repeat(label, b)
+        nodes = dofs
+    return InterfaceComponents(num_dofs=n, num_parts=N, owner=owner, interface=nodes,
+                               component=label, parts=parts, rule=rule, block_size=b)
+
+
+def _part_set_keys(T: sp.csr_matrix) -> np.ndarray:
+    """Integer key of every row's set of columns: equal keys iff equal sets.
+
+    Rows are padded to the longest with -1 and made unique lexicographically,
+    exactly and without a Python loop.
+    """
+    T = sp.csr_matrix(T)
+    T.sort_indices()
+    counts = np.diff(T.indptr)
+    if T.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    width = max(int(counts.max()), 1)
+    padded = np.full((T.shape[0], width), -1, dtype=np.int64)
+    row = np.repeat(np.arange(T.shape[0]), counts)
+    padded[row, np.arange(T.indices.size) - T.indptr[row]] = T.indices
+    _, key = np.unique(padded, axis=0, return_inverse=True)
+    return key.ravel().astype(np.int64)
+
+
+# -- independent null-space vectors per group ------------------------------------------------------
+def _independent_vectors(group: np.ndarray, values: np.ndarray, num_groups: int,
+                         rtol: float) -> np.ndarray:
+    """Which vectors to keep in each group, greedily in their order.
+
+    ``values`` (``m x k``) are the entries of the ``k`` vectors on the rows of
+    all groups (``group[i]`` is the group of row ``i``).  Vector ``a`` is kept
+    in a group when its part orthogonal to the earlier kept vectors there
+    (Gram-Schmidt, done twice for stability) has a norm above ``rtol`` times
+    its own norm there.  All groups are processed at once by segmented sums.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``num_groups x k`` Boolean.
+    """
+    m, k = values.shape
+    keep = np.zeros((num_groups, k), dtype=bool)
+    Q = np.zeros((m, k))
+
+    def seg(x):
+        return np.bincount(group, weights=x, minlength=num_groups)
+
+    for a in range(k):
+        w = values[:, a].copy()
+        norm0 = np.sqrt(seg(w * w))
+        for _ in range(2):
+            for c in range(a):
+                w -= seg(Q[:, c] * w)[group] * Q[:, c]
+        norm = np.sqrt(seg(w * w))
+        ok = (norm0 > 0) & (norm > rtol * norm0)
+        keep[:, a] = ok
+        Q[:, a] = w * np.divide(1.0, norm, out=np.zeros_like(norm), where=ok)[group]
+    return keep
+
+
+def _columns_from_groups(rows, group, values, keep, n):
+    """Assemble ``n x n0`` columns (group-major, then vector) from the kept group vectors."""
+    num_groups, k = keep.shape
+    column = np.full((num_groups, k), -1, dtype=np.int64)
+    column[keep] = np.arange(int(keep.sum()))  # row-major: group-major order
+    r_all, c_all, v_all = [], [], []
+    for a in range(k):  # loop over the few null-space vectors only
+        sel = keep[group, a]
+        r_all.append(rows[sel])
+        c_all.append(column[group[sel], a])
+        v_all.append(values[sel, a])
+    n0 = int(keep.sum())
+    Phi = sp.csr_matrix((np.concatenate(v_all), (np.concatenate(r_all), np.concatenate(c_all))),
+                        shape=(n, n0))
+    Phi.eliminate_zeros()
+    Phi.sort_indices()
+    group_of_column, vector_of_column = np.nonzero(keep)
+    return Phi, group_of_column, vector_of_column
+
+
+# -- harmonic extension ---------------------------------------------------------------------------
+def _spd_factor(K: sp.spmatrix):
+    """SuperLU of an SPD matrix: symmetric ordering, diagonal pivots (a Cholesky in effect)."""
+    return spla.splu(sp.csc_matrix(K), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                     options={"SymmetricMode": True})
+
+
+def harmonic_extension(
+    A: sp.csr_matrix,
+    owner: np.ndarray,
+    interface: np.ndarray,
+    Phi_interface: sp.spmatrix,
+    *,
+    chunk_bytes: int = EXTENSION_CHUNK_BYTES,
+) -> sp.csr_matrix:
+    """Extend interface values into the interiors: ``Phi_I = -A_II^{-1} A_IG Phi_G``.
+
+    ``A_II`` is block diagonal over the parts (the interface separates them)
+    and is factorised once as one sparse matrix.  The right-hand sides
+    ``-A_IG Phi_G`` are packed by part: with ``(p, j)`` the pairs of a part
+    and a coarse function whose right-hand side is nonzero on ``p``'s rows,
+    the ``s``-th pair of part ``p`` goes to column ``s`` on ``p``'s rows.
+    One solve with ``c = max_p |pairs of p|`` columns (in chunks of at most
+    ``chunk_bytes``) then extends every function into every part, and its
+    nonzeros are scattered back to the coarse columns.
+
+    Parameters
+    ----------
+    A : scipy.sparse.csr_matrix
+        The SPD matrix (float64, canonical).
+    owner : numpy.ndarray
+        Part label of every unknown.
+    interface : numpy.ndarray
+        Sorted interface unknowns; every other unknown is interior.
+    Phi_interface : sparse matrix
+        ``n x n0`` coarse values, nonzero on interface rows only.
+    chunk_bytes : int
+        Memory bound of one block of right-hand sides.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        ``n x n0``: the interface values plus their extension (exact zeros
+        dropped, so each column lives on its interface support and the
+        interiors of the parts adjacent to it).
+    """
+    n = A.shape[0]
+    PhiG = sp.csr_matrix(Phi_interface)
+    n0 = PhiG.shape[1]
+    mask = np.ones(n, dtype=bool)
+    mask[interface] = False
+    interior = np.flatnonzero(mask)
+    if interior.size == 0 or n0 == 0:
+        return PhiG
+    A_I = A[interior]
+    A_II = A_I[:, interior]
+    B = (-(A_I[:, interface] @ PhiG[interface])).tocsr()
+    B.sum_duplicates()
+    B.eliminate_zeros()
+    B = B.tocoo()
+    part = owner[interior]
+    N = int(owner.max()) + 1
+    pairs, which = np.unique(part[B.row] * np.int64(n0) + B.col, return_inverse=True)
+    which = which.ravel()
+    pair_part, pair_col = pairs // n0, pairs % n0
+    slot = np.arange(pairs.size) - np.searchsorted(pair_part, pair_part)  # rank within its part
+    width = int(slot.max()) + 1 if pairs.size else 0
+    index = np.full((N, max(width, 1)), -1, dtype=np.int64)
+    index[pair_part, slot] = pair_col
+    try:
+        lu = _spd_factor(A_II)
+    except RuntimeError as exc:  # "Factor is exactly singular"
+        raise ValueError("the interior matrix A_II is singular; A must be symmetric positive "
+                         "definite") from exc
+    entry_slot = slot[which]
+    step = max(1, int(chunk_bytes) // (8 * interior.size))
+    G_coo = PhiG.tocoo()
+    rows, cols, vals = [G_coo.row], [G_coo.col], [G_coo.data]
+    for start in range(0, width, step):  # a few chunks of slots, not a loop over parts
+        stop = min(start + step, width)
+        sel = (entry_slot >= start) & (entry_slot < stop)
+        rhs = np.zeros((interior.size, stop - start), order="F")
+        rhs[B.row[sel], entry_slot[sel] - start] = B.data[sel]
+        X = lu.solve(rhs)
+        r, s = np.nonzero(X)
+        col = index[part[r], s + start]
+        ok = col >= 0  # slots beyond a part's own pairs carry no function
+        rows.append(interior[r[ok]])
+        cols.append(col[ok])
+        vals.append(X[r[ok], s[ok]])
+    Phi = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                        shape=(n, n0))
+    Phi.eliminate_zeros()
+    Phi.sort_indices()
+    return Phi
+
+
+# -- GDSW / RGDSW ----------------------------------------------------------------------------------
+@dataclass
+class GDSWInfo:
+    """What :func:`gdsw_basis` built.
+
+    Attributes
+    ----------
+    variant : str
+        ``"gdsw"`` or ``"rgdsw"``.
+    components : InterfaceComponents
+        The interface and its components.
+    column_component : numpy.ndarray
+        The component every coarse function is attached to (for RGDSW: its
+        root component).
+    column_vector : numpy.ndarray
+        The null-space vector (column of ``Z``) of every coarse function.
+    dropped : int
+        Number of (component or root, vector) pairs dropped as dependent.
+    seconds : float
+        Wall time of the construction.
+    """
+
+    variant: str
+    components: InterfaceComponents
+    column_component: np.ndarray
+    column_vector: np.ndarray
+    dropped: int
+    seconds: float
+
+
+def gdsw_basis(
+    A: Any,
+    owner: Any,
+    *,
+    null_space: Any = None,
+    interface: Any = None,
+    variant: str = "gdsw",
+    block_size: int = 1,
+    dependence_rtol: float = DEPENDENCE_RTOL,
+    return_info: bool = False,
+    chunk_bytes: int = EXTENSION_CHUNK_BYTES,
+):
+    """GDSW or RGDSW coarse basis Phi from a matrix and a non-overlapping partition.
+
+    Parameters
+    ----------
+    A : sparse matrix or array
+        Symmetric positive definite ``n x n`` matrix.
+    owner : array of int, shape (n,)
+        Non-overlapping part label of every unknown.
+    null_space : array, shape (n, k) or (n,), optional
+        Near null space ``Z`` to reproduce (default: constants).  For
+        elasticity the rigid body modes.
+    interface : None, Boolean mask, index array or incidence matrix, optional
+        The interface rule, see :func:`interface_components`.
+    variant : {"gdsw", "rgdsw"}
+        One function per component and vector, or per root component and
+        vector with the option-1 interface partition of unity.
+    block_size : int
+        Unknowns per node classified together (interleaved vector problems).
+    dependence_rtol : float
+        Relative tolerance of the dependent-vector removal (see
+        :data:`DEPENDENCE_RTOL`): where the vectors of ``Z`` are linearly
+        dependent on a component (GDSW) or on a root's interface support
+        (RGDSW), the later ones are dropped there; the kept ones still span
+        ``Z`` on it.
+    return_info : bool
+        Also return a :class:`GDSWInfo`.
+    chunk_bytes : int
+        Memory bound of one block of right-hand sides in the extension.
+
+    Returns
+    -------
+    Phi : scipy.sparse.csr_matrix
+        ``n x n0``; columns ordered by component (or root), then vector.
+    info : GDSWInfo
+        Only with ``return_info=True``.
+
+    Raises
+    ------
+    ValueError
+        Bad arguments, a single part (no interface), or a singular ``A_II``.
+
+    Notes
+    -----
+    On the interface, the GDSW columns of one vector sum to that vector
+    wherever it was not dropped, and the RGDSW columns sum to it wherever no
+    root dropped it; ``(A Phi)`` vanishes on the interior rows.
+    """
+    start = time.perf_counter()
+    check_choice("variant", variant, GDSW_VARIANTS)
+    rtol = check_positive_float("dependence_rtol", dependence_rtol)
+    if not isinstance(return_info, (bool, np.bool_)):
+        raise TypeError(f"return_info must be a bool, got {type(return_info).__name__}")
+    chunk_bytes = check_int("chunk_bytes", chunk_bytes, minimum=1)
+    A = _check_matrix(A)
+    n = A.shape[0]
+    owner = _check_owner(owner, n)
+    Z = _check_null_space(null_space, n)
+    comps = _components(A, owner, interface, block_size)
+    if comps.interface.size == 0:
+        raise ValueError("owner: the partition has a single part (or parts A does not couple), "
+                         "so there is no interface and no GDSW coarse function")
+    x = comps.interface
+    if variant == "gdsw":
+        rows, group, weight = x, comps.component, np.ones(x.size)
+        group_component = np.arange(comps.num_components)
+    else:
+        W = comps.root_weights()  # C x R
+        E = sp.csr_matrix((np.ones(x.size), (np.arange(x.size), comps.component)),
+                          shape=(x.size, comps.num_components))
+        XW = (E @ W).tocoo()  # interface unknown x root, option-1 weights
+        rows, group, weight = x[XW.row], XW.col, XW.data
+        group_component = comps.roots()
+    values = weight[:, None] * Z[rows]
+    keep = _independent_vectors(group, values, group_component.size, rtol)
+    # groups whose vectors all vanish there carry no function: not "dropped"
+    present = np.bincount(group, minlength=group_component.size) > 0
+    PhiG, col_group, col_vector = _columns_from_groups(rows, group, values, keep, n)
+    Phi = harmonic_extension(A, owner, x, PhiG, chunk_bytes=chunk_bytes)
+    if not return_info:
+        return Phi
+    info = GDSWInfo(variant=variant, components=comps,
+                    column_component=group_component[col_group], column_vector=col_vector,
+                    dropped=int((~keep[present]).sum()), seconds=time.perf_counter() - start)
+    return Phi, info
+
+
+# -- Nicolaides ------------------------------------------------------------------------------------
+def nicolaides_basis(
+    decomposition: Any,
+    null_space: Any = None,
+    *,
+    dependence_rtol: float = DEPENDENCE_RTOL,
+) -> sp.csr_matrix:
+    """Partition-of-unity (Nicolaides) coarse basis ``R_i^T D_i R_i Z`` for a null space.
+
+    One column per subdomain ``i`` and null-space vector ``a``:
+    ``R_i^T D_i R_i Z[:, a]``, so the columns of one vector sum to it
+    (``sum_i R_i^T D_i R_i = I``).  With constants this is
+    ``coarse_basis(d, "pou")``.  Vectors dependent on a subdomain (after the
+    weighting) are dropped there, as in :func:`gdsw_basis`.
+
+    Parameters
+    ----------
+    decomposition : Decomposition
+        The overlapping decomposition (``R_i``, ``D_i``).
+    null_space : array, shape (num_dofs, k) or (num_dofs,), optional
+        Default: constants.
+    dependence_rtol : float
+        See :data:`DEPENDENCE_RTOL`.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        ``num_dofs x n0`` (``n0 = N k`` when nothing is dependent), ordered
+        by subdomain, then vector.
+    """
+    d = decomposition
+    for name in ("indices", "sizes", "num_subdomains", "num_dofs", "entry_weights"):
+        if not hasattr(d, name):
+            raise TypeError("decomposition must be a ddops Decomposition, got "
+                            f"{type(d).__name__}")
+    rtol = check_positive_float("dependence_rtol", dependence_rtol)
+    Z = _check_null_space(null_space, d.num_dofs)
+    group = np.repeat(np.arange(d.num_subdomains), d.sizes)
+    values = d.entry_weights("full")[:, None] * Z[d.indices]
+    keep = _independent_vectors(group, values, d.num_subdomains, rtol)
+    Phi, _, _ = _columns_from_groups(d.indices, group, values, keep, d.num_dofs)
+    return Phi
+
+
+# -- the checked coarse matrix ---------------------------------------------------------------------
+def coarse_matrix_checked(A: Any, Phi: Any, *, rtol: float = SINGULAR_PIVOT_RTOL) -> sp.csr_matrix:
+    """The Galerkin matrix ``A_0 = Phi^T A Phi`` (sparse), refusing a rank-deficient Phi.
+
+    ``A_0`` is scaled to unit diagonal and factorised by SuperLU with a
+    symmetric ordering and diagonal pivots (shifted by ``rtol / 100`` so an
+    exactly dependent column gives a tiny pivot instead of a failure).  The
+    pivot of column ``j`` is the squared sine of the A-angle between
+    ``phi_j`` and the columns eliminated before it; a pivot at most ``rtol``
+    marks ``phi_j`` as a combination of them.
+
+    Parameters
+    ----------
+    A : sparse matrix or array
+        SPD ``n x n``.
+    Phi : sparse matrix or array
+        ``n x n0`` coarse basis.
+    rtol : float
+        See :data:`SINGULAR_PIVOT_RTOL`.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        ``A_0`` (``n0 x n0``, exactly symmetric).
+
+    Raises
+    ------
+    ValueError
+        Zero columns, or columns that are (numerically) linear combinations of
+        others; the message lists them.
+    """
+    rtol = check_positive_float("rtol", rtol)
+    A = _check_matrix(A)
+    if sp.issparse(Phi):
+        Phi = sp.csr_matrix(Phi, dtype=np.float64, copy=True)
+    else:
+        arr = np.asarray(Phi)
+        if arr.dtype.kind not in "fiub" or arr.ndim != 2:
+            raise ValueError(f"Phi must be a real 2-D matrix, got dtype {arr.dtype} and shape "
+                             f"{arr.shape}")
+        Phi = sp.csr_matrix(arr.astype(np.float64))
+    if Phi.shape[0] != A.shape[0] or Phi.shape[1] < 1:
+        raise ValueError(f"Phi must have shape ({A.shape[0]}, n0 >= 1), got {Phi.shape}")
+    check_finite("Phi", Phi.data)
+    A0 = (Phi.T @ A @ Phi).tocsr()
+    A0 = ((A0 + A0.T) * 0.5).tocsr()
+    A0.sort_indices()
+    diag = A0.diagonal()
+    zero = np.flatnonzero(~(diag > 0))
+    if zero.size:
+        raise ValueError(f"Phi: column(s) {_listing(zero)} have zero energy phi^T A phi (zero "
+                         "columns, or A is not positive definite)")
+    s = sp.diags(1.0 / np.sqrt(diag))
+    K = (s @ A0 @ s + sp.identity(A0.shape[0]) * (rtol * 1e-2)).tocsc()
+    try:
+        lu = _spd_factor(K)
+    except RuntimeError:  # pragma: no cover - the shift keeps K positive definite
+        raise ValueError("Phi: the coarse matrix Phi^T A Phi is singular") from None
+    if not np.array_equal(lu.perm_r, lu.perm_c):
+        raise ValueError("Phi: the coarse matrix Phi^T A Phi is not positive definite")
+    pivots = lu.U.diagonal()[lu.perm_c]  # the pivot of original column j sits at perm_c[j]
+    bad = np.flatnonzero(~(pivots > rtol))
+    if bad.size:
+        raise ValueError(f"Phi has linearly dependent columns: column(s) {_listing(bad)} are "
+                         f"(up to a squared A-angle of {rtol:g}) combinations of the other "
+                         "columns; remove them")
+    return A0
+
+
+def _listing(idx: np.ndarray, limit: int = 20) -> str:
+    shown = ", ".join(str(int(i)) for i in idx[:limit])
+    return f"[{shown}{', ...' if idx.size > limit else ''}] ({idx.size} in all)"
