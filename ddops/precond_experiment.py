@@ -63,6 +63,9 @@ METHODS: dict[str, tuple[str, str]] = {
 }
 
 
+#: The names a run appends to its prefix.
+_OUTPUTS = ("_table.md", "_results.json", "_residuals.png", "_residuals_zoom.png")
+
 #: Resolution of the residual plots.
 PLOT_DPI = 100
 
@@ -80,7 +83,7 @@ class PrecondConfig:
     n : int
         Line elements (``kind="element"``) or unknowns (``"dof"``).
     subdomains : int, optional
-        ``N``; default ``max(1, n // 32)``.
+        ``N``; default ``max(2, n // 32)`` (the two-level methods need an interface).
     overlap : int
         Overlap of the decomposition.
     kind : {"element", "dof"}
@@ -149,8 +152,11 @@ class PrecondConfig:
         c = replace(self)
         c.n = check_int("n", c.n, minimum=2)
         if c.subdomains is None:
-            c.subdomains = max(1, c.n // 32)
+            c.subdomains = max(2, c.n // 32)
         c.subdomains = check_int("subdomains", c.subdomains, minimum=1)
+        if c.subdomains < 2:
+            raise ValueError(f"subdomains must be >= 2 (the two-level methods need an "
+                             f"interface), got {c.subdomains}")
         c.overlap = check_int("overlap", c.overlap, minimum=0)
         check_choice("kind", c.kind, KINDS)
         c.local_rank = check_int("local_rank", c.local_rank, minimum=1)
@@ -171,8 +177,11 @@ class PrecondConfig:
         c.check_every = check_int("check_every", c.check_every, minimum=1)
         check_choice("objective", c.objective, OBJECTIVES)
         check_choice("learned_base", c.learned_base, tuple(b for b in BASES if b != "none"))
+        if not isinstance(c.save_prefix, str):
+            raise TypeError(f"save_prefix must be a string, got {type(c.save_prefix).__name__}")
         if not c.save_prefix:
             raise ValueError("save_prefix must not be empty")
+        _paper_config(c)  # the paper model's constraints (size, decomposition), before any work
         return c
 
 
@@ -182,45 +191,64 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = PrecondConfig()
     pos, nonneg = int_at_least(1), int_at_least(0)
     g = parser.add_argument_group("problem")
-    g.add_argument("--n", type=int_at_least(2), default=d.n,
-                   help=f"line elements (element) or unknowns (dof); default {d.n}")
-    g.add_argument("--subdomains", type=pos, help="number of subdomains N (default n/32)")
-    g.add_argument("--overlap", type=nonneg, default=d.overlap, help="overlap (default 2)")
-    g.add_argument("--kind", choices=KINDS, default=d.kind, help="discretisation convention")
+    g.add_argument("--n", type=int_at_least(2), default=d.n, metavar="N_ELEMENTS",
+                   help="problem size: line elements (--kind element, n - 1 unknowns) or "
+                        "unknowns (--kind dof); default %(default)s")
+    g.add_argument("--subdomains", type=pos,
+                   help="number of subdomains N (default n/32, at least 2)")
+    g.add_argument("--overlap", type=nonneg, default=d.overlap,
+                   help="overlap added on each side of a subdomain, in elements (--kind "
+                        "element) or unknowns (--kind dof); default %(default)s")
+    g.add_argument("--kind", choices=KINDS, default=d.kind,
+                   help="discretisation convention; default %(default)s")
     g.add_argument("--seed", type=nonneg, default=d.seed,
-                   help="seed of the right-hand sides and initialisations (default 0)")
+                   help="seed of the right-hand sides and initialisations; default %(default)s")
     g.add_argument("--blas-threads", type=nonneg, default=d.blas_threads,
-                   help="BLAS threads (default 1; 0 leaves the library's setting)")
+                   help="BLAS threads; 0 leaves the library's setting; default %(default)s")
     s = parser.add_argument_group("solvers")
     s.add_argument("--rtol", type=positive_float, default=d.rtol,
-                   help="relative residual tolerance (default 1e-8)")
-    s.add_argument("--maxiter", type=pos, help="iteration cap of every solve (default 2n)")
-    s.add_argument("--restart", type=pos, default=d.restart, help="GMRES restart (default 20)")
+                   help="relative residual tolerance of every solve, below 1; "
+                        "default %(default)g")
+    s.add_argument("--maxiter", type=pos,
+                   help="iteration cap of every solve (GMRES: inner iterations); default 2 "
+                        "times the number of unknowns")
+    s.add_argument("--restart", type=pos, default=d.restart,
+                   help="GMRES restart length in iterations; default %(default)s")
     t = parser.add_argument_group("learned preconditioners")
-    t.add_argument("--local-rank", type=pos, default=d.local_rank, help="local rank (default 4)")
-    t.add_argument("--coarse-rank", type=pos, help="coarse rank (default n0 = N - 1)")
+    t.add_argument("--local-rank", type=pos, default=d.local_rank,
+                   help="local rank of the learned operators; default %(default)s")
+    t.add_argument("--coarse-rank", type=pos,
+                   help="coarse rank of the learned operators (default n0 = N - 1)")
     t.add_argument("--train-steps", type=nonneg, default=d.train_steps,
-                   help=f"training steps of each learned symmetric preconditioner "
-                        f"(default {d.train_steps})")
+                   help="training steps of each learned symmetric preconditioner; "
+                        "default %(default)s")
     t.add_argument("--lr", type=positive_float, default=d.lr,
-                   help="their learning rate relative to mean(diag A)^-1/2 (default 0.1)")
+                   help="their learning rate, relative to mean(diag A)^-1/2; "
+                        "default %(default)s")
     t.add_argument("--batch-size", type=pos, default=d.batch_size,
-                   help=f"their batch size (default {d.batch_size})")
+                   help="their right-hand sides per step; default %(default)s")
     t.add_argument("--check-every", type=pos, default=d.check_every,
-                   help="steps between CG safeguard checks (default 50)")
+                   help="steps between two CG safeguard checks; default %(default)s")
     t.add_argument("--objective", choices=OBJECTIVES, default=d.objective,
-                   help="training objective: error in the A-norm (energy) or Euclidean (mse)")
+                   help="training objective: error in the A-norm (energy) or Euclidean (mse); "
+                        "default %(default)s")
     t.add_argument("--learned-base", choices=("one_level", "jacobi", "identity"),
-                   default=d.learned_base, help="fixed SPD term of the learned preconditioners")
+                   default=d.learned_base,
+                   help="fixed SPD term of the learned preconditioners; default %(default)s")
     t.add_argument("--paper-steps", type=nonneg, default=d.paper_steps,
-                   help="training steps of the paper-trained Schwarz attention (default 2000)")
+                   help="training steps of the paper-trained Schwarz attention (learning rate "
+                        "1e-3, batch 256); default %(default)s")
     t.add_argument("--no-train", dest="train", action="store_false",
-                   help="no training at all: learned models are reported at initialisation")
+                   help="no training at all: learned models are reported at initialisation "
+                        "(default: train)")
     o = parser.add_argument_group("output")
-    o.add_argument("--save-prefix", default=d.save_prefix,
-                   help="prefix of the output files (default results/precond)")
-    o.add_argument("--no-plots", dest="plots", action="store_false")
-    o.add_argument("--no-progress", dest="progress", action="store_false")
+    o.add_argument("--save-prefix", default=d.save_prefix, metavar="PREFIX",
+                   help="prefix of the output files; missing directories are created, and "
+                        "the location is checked first; default %(default)s")
+    o.add_argument("--no-plots", dest="plots", action="store_false",
+                   help="write no residual plots (default: write them)")
+    o.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress bars (default: show them)")
 
 
 def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -251,14 +279,21 @@ def _solve(A: Any, b: np.ndarray, M: Any, method: str, c: PrecondConfig,
             "solve_seconds": time.perf_counter() - start, "history": history}
 
 
+def _paper_config(c: PrecondConfig) -> Any:
+    """The validated experiment settings of the paper-trained Schwarz attention."""
+    from .experiments import ExperimentConfig
+
+    return ExperimentConfig(n=c.n, subdomains=c.subdomains, overlap=c.overlap, kind=c.kind,
+                            local_rank=c.local_rank, coarse_rank=c.coarse_rank, global_ranks=(),
+                            steps=max(1, c.paper_steps), lr=1e-3, loss="wmse", seed=c.seed,
+                            progress=c.progress, save_prefix=c.save_prefix).validated()
+
+
 def _paper_model(c: PrecondConfig) -> tuple[Any, float, dict[str, Any]]:
     """Schwarz attention trained as in the paper; returns (operator, seconds, info)."""
-    from .experiments import ExperimentConfig, build_models, build_problem
+    from .experiments import build_models, build_problem
 
-    ec = ExperimentConfig(n=c.n, subdomains=c.subdomains, overlap=c.overlap, kind=c.kind,
-                          local_rank=c.local_rank, coarse_rank=c.coarse_rank, global_ranks=(),
-                          steps=max(1, c.paper_steps), lr=1e-3, loss="wmse", seed=c.seed,
-                          progress=c.progress).validated()
+    ec = _paper_config(c)
     prob = build_problem(ec)
     op = build_models(ec, prob.decomposition)["schwarz"]
     cfg = TrainingConfig(steps=ec.steps, batch_size=ec.batch_size, lr=ec.lr, loss=ec.loss,
@@ -323,7 +358,10 @@ def run_precond(config: PrecondConfig, log: Callable[[str], Any] = print) -> dic
         per method, with iterations, convergence, timings and training
         details), ``residual_histories`` and ``files``.
     """
+    from .experiments import check_output_prefix
+
     c = config.validated()
+    check_output_prefix(c.save_prefix, _OUTPUTS)
     limits = (threadpool_limits(limits=c.blas_threads, user_api="blas")
               if c.blas_threads is not None else contextlib.nullcontext())
     with limits:
@@ -399,27 +437,37 @@ def _run(c: PrecondConfig, log: Callable[[str], Any]) -> dict[str, Any]:
              f"rtol {c.rtol:g}, cap {cap} iterations")
     table = _markdown(rows, title)
     files = {"table": prefix + "_table.md", "results": prefix + "_results.json"}
-    if c.plots:
-        from .plotting import plot_residual_histories
-
-        short = f"n = {c.n}, N = {c.subdomains}, overlap {c.overlap}"
-        files["plot"] = str(plot_residual_histories(histories, prefix + "_residuals.png",
-                                                    title=short, dpi=PLOT_DPI))
-        fast = {k: h for k, h in histories.items() if len(h) - 1 <= ZOOM_ITERATIONS}
-        if fast and len(fast) < len(histories):
-            files["plot_zoom"] = str(plot_residual_histories(
-                fast, prefix + "_residuals_zoom.png", dpi=PLOT_DPI,
-                title=f"{short}: within {ZOOM_ITERATIONS} iterations"))
     payload = {
         "config": asdict(c), "unknowns": n, "iteration_cap": cap,
         "pyamg": getattr(pyamg, "__version__", "installed") if pyamg is not None else None,
         "machine": {"python": platform.python_version(), "processor": platform.machine(),
                     "numpy": np.__version__},
         "rows": rows, "residual_histories": histories, "files": files,
-        "total_seconds": time.perf_counter() - t_start,
     }
-    atomic_write_text(files["table"], table)
-    atomic_write_json(files["results"], payload, indent=1)
+
+    def write(prefix: str) -> None:
+        payload["total_seconds"] = time.perf_counter() - t_start
+        atomic_write_text(prefix + "_table.md", table)
+        atomic_write_json(prefix + "_results.json", payload, indent=1)
+
+    try:  # the results first: a failing plot must not cost them
+        write(prefix)
+        if c.plots:
+            from .plotting import plot_residual_histories
+
+            short = f"n = {c.n}, N = {c.subdomains}, overlap {c.overlap}"
+            files["plot"] = str(plot_residual_histories(histories, prefix + "_residuals.png",
+                                                        title=short, dpi=PLOT_DPI))
+            fast = {k: h for k, h in histories.items() if len(h) - 1 <= ZOOM_ITERATIONS}
+            if fast and len(fast) < len(histories):
+                files["plot_zoom"] = str(plot_residual_histories(
+                    fast, prefix + "_residuals_zoom.png", dpi=PLOT_DPI,
+                    title=f"{short}: within {ZOOM_ITERATIONS} iterations"))
+            write(prefix)  # again, with the figures' names
+    except OSError as exc:
+        from .experiments import _rescue
+
+        raise _rescue(prefix, exc, write) from exc
     log("")
     log(table)
     for path in files.values():

@@ -35,7 +35,7 @@ def test_compare_small_run(tmp_path, capsys):
 def test_v1_preset_and_no_plots(tmp_path):
     prefix = str(tmp_path / "v1")
     with pytest.warns(UserWarning, match="truncated"):  # v1 requests coarse rank 8 > n0 = 3
-        assert main(["--preset", "v1", "--n", "64", "--subdomains", "4", "--steps", "5",
+        assert main(["compare", "--preset", "v1", "--n", "64", "--subdomains", "4", "--steps", "5",
                      "--global-rank", "0", "--no-plots", "--save-prefix", prefix,
                      "--no-progress"]) == 0
     payload = json.loads((tmp_path / "v1_metrics.json").read_text())
@@ -48,14 +48,15 @@ def test_v1_preset_and_no_plots(tmp_path):
     (["--n", "-3"], "--n"),
     (["--lr", "abc"], "--lr"),
     (["--kind", "cells"], "--kind"),
-    (["--n", "10", "--subdomains", "20"], "n must be"),
-    (["--n", "64", "--subdomains", "32", "--overlap", "5"], "overlap"),
+    (["--n", "10", "--subdomains", "20"], "--n must be"),
+    (["--n", "64", "--subdomains", "32", "--overlap", "5"], "--overlap"),
     (["--bogus"], "unrecognized"),
     (["--workers", "0"], "--workers"),
-    (["--n", "64", "--subdomains", "2", "--batch-size", "2", "--workers", "3"], "workers"),
+    (["--n", "64", "--subdomains", "2", "--batch-size", "2", "--workers", "3"], "--workers"),
 ])
 def test_bad_input_one_line(argv, needle, capsys, tmp_path):
-    rc = main([*argv, "--save-prefix", str(tmp_path / "x"), "--steps", "1", "--no-plots"])
+    rc = main(["compare", *argv, "--save-prefix", str(tmp_path / "x"), "--steps", "1",
+               "--no-plots"])
     err = capsys.readouterr().err
     assert rc == 2
     assert len(err.strip().splitlines()) == 1 and needle in err
@@ -69,18 +70,29 @@ def test_module_entry_point_no_traceback():
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_checkpoint_and_resume(tmp_path):
+def test_checkpoint_and_resume(tmp_path, capsys):
     prefix = str(tmp_path / "r")
     common = ["--n", "64", "--subdomains", "4", "--global-rank", "5", "--batch-size", "8",
               "--no-plots", "--no-progress", "--save-prefix", prefix, "--checkpoint-every", "10"]
     assert main(["compare", "--steps", "20", *common]) == 0
     assert (tmp_path / "r_schwarz_checkpoint.npz").exists()
-    assert main(["compare", "--steps", "30", "--resume", *common]) == 0
+    # continuing for more steps is a changed setting: refused without the flag ...
+    capsys.readouterr()
+    assert main(["compare", "--steps", "30", "--resume", *common]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "steps" in err and "r_schwarz_checkpoint" in err
+    # ... accepted with it, and recorded
+    assert main(["compare", "--steps", "30", "--resume", "--allow-changed-settings", *common]) == 0
+    assert "resumed from" in capsys.readouterr().out
     resumed = json.loads((tmp_path / "r_metrics.json").read_text())["models"]
     assert main(["compare", "--steps", "30", *common, "--save-prefix", str(tmp_path / "s")]) == 0
     straight = json.loads((tmp_path / "s_metrics.json").read_text())["models"]
     for name in ("schwarz", "global_r5"):
         assert resumed[name]["steps"] == 30
+        assert resumed[name]["resumed_from_step"] == 20
+        assert resumed[name]["changed_settings"] == {"steps": [20, 30]}
+        assert straight[name]["resumed_from_step"] is None
+        assert straight[name]["changed_settings"] == {}
         assert resumed[name]["final_train_loss"] == straight[name]["final_train_loss"]
         assert resumed[name]["val_wmse"] == straight[name]["val_wmse"]
 
