@@ -88,3 +88,11 @@ def test_config_validation_names_the_field():
     with pytest.raises(TypeError, match="train_steps"):
         PrecondConfig(train_steps=1.5).validated()
     assert PrecondConfig(n=4096).validated().subdomains == 128
+    # the two-level methods need an interface: at least two subdomains by default ...
+    assert PrecondConfig(n=32).validated().subdomains == 2
+    # ... and when given
+    with pytest.raises(ValueError, match="subdomains must be >= 2"):
+        PrecondConfig(n=256, subdomains=1).validated()
+    # the paper-trained model's right-hand sides need 16 unknowns, checked before any work
+    with pytest.raises(ValueError, match="n must be >= 17"):
+        PrecondConfig(n=16).validated()
