@@ -237,7 +237,8 @@ def _disconnected_parts(G: sp.csr_matrix, labels: np.ndarray, parts: int) -> np.
     keep = labels[rows] == labels[G.indices]
     inner = sp.csr_matrix((np.ones(int(keep.sum()), dtype=bool),
                            (rows[keep], G.indices[keep])), shape=(m, m))
-    count, component = connected_components(inner, directed=False)
+    # symmetric graph: strong components are the connected pieces (and need no transpose)
+    count, component = connected_components(inner, directed=True, connection="strong")
     part_of_component = np.empty(count, dtype=np.int64)
     part_of_component[component] = labels  # every piece lies inside one part
     return np.flatnonzero(np.bincount(part_of_component, minlength=parts) > 1)
@@ -291,11 +292,15 @@ def _rcb(points: np.ndarray, parts: int) -> np.ndarray:
     at the rank that gives the first ``sum(split_sizes(m, parts)[lo:lo + h])``
     nodes (ties broken by index) to the left.  Part ``k`` therefore holds exactly
     ``split_sizes(m, parts)[k]`` nodes.  Every group of one level is split at
-    once (sorts over all nodes), so the loop runs over the ``ceil(log2(parts))``
-    levels only.
+    once (one sort over all nodes), so the loop runs over the
+    ``ceil(log2(parts))`` levels only.
     """
-    m = points.shape[0]
+    m, dim = points.shape
     target = np.concatenate([[0], np.cumsum(split_sizes(m, parts))])
+    # rank of every node along every axis, ties by index: one integer sort key per level
+    axis_rank = np.empty((m, dim), dtype=np.int64)
+    for a in range(dim):
+        axis_rank[np.argsort(points[:, a], kind="stable"), a] = np.arange(m)
     lo = np.zeros(m, dtype=np.int64)
     hi = np.full(m, parts, dtype=np.int64)
     perm = np.arange(m)  # nodes sorted by group (lo), kept so between levels
@@ -307,8 +312,7 @@ def _rcb(points: np.ndarray, parts: int) -> np.ndarray:
                   - np.minimum.reduceat(pts, starts, axis=0))
         axis = np.zeros(parts, dtype=np.int64)
         axis[group[starts]] = np.argmax(extent, axis=1)
-        coordinate = pts[np.arange(m), axis[group]]
-        perm = perm[np.lexsort((perm, coordinate, group))]
+        perm = perm[np.argsort(group * m + axis_rank[perm, axis[group]])]  # keys are distinct
         group = lo[perm]  # unchanged groups, now sorted by coordinate inside each
         sizes = np.diff(np.r_[starts, m])
         rank = np.arange(m) - np.repeat(starts, sizes)
@@ -332,7 +336,7 @@ def _partition(G: sp.csr_matrix, n: int, b: int, parts: Any, partitioner: Any,
     node_points = unknown_points = None
     if coordinates is not None:
         node_points, unknown_points = _check_coordinates(coordinates, n, b)
-    graph_components = connected_components(G, directed=False)[0]
+    graph_components = connected_components(G, directed=True, connection="strong")[0]
     if isinstance(partitioner, str):
         if partitioner not in PARTITIONERS:
             raise ValueError(f"partitioner must be one of {PARTITIONERS} or an integer label "
