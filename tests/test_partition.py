@@ -437,6 +437,18 @@ def test_grid_boxes_and_overlap_match_l1_distance(grid):
     np.testing.assert_array_equal(m.sizes, d.sizes)
 
 
+@pytest.mark.parametrize("dim, n, parts", [(2, 7, (3, 2)), (3, 4, (2, 1, 2))])
+def test_grid_decomposition_in_the_numbering_of_the_grid_problems(dim, n, parts):
+    from ddops.problems.grid import poisson_2d, poisson_3d
+
+    A, coords = (poisson_2d if dim == 2 else poisson_3d)(n, return_coordinates=True)
+    d = dd.decomposition_from_grid((n,) * dim, parts, 2)
+    np.testing.assert_allclose(d.coordinates, coords, rtol=0, atol=4 * EPS)
+    m = dd.decomposition_from_matrix(A, d.num_subdomains, 2, partitioner=d.owner)
+    np.testing.assert_array_equal(m.indices, d.indices)
+    np.testing.assert_array_equal(m.sizes, d.sizes)
+
+
 @given(shapes)
 def test_grid_graph_is_the_finite_difference_stencil(shape):
     G = dd.grid_graph(shape)

@@ -411,11 +411,12 @@ def partition(A: Any, parts: int, *, partitioner: Any = "metis", coordinates: An
         of ``coordinates`` (part ``k`` holds exactly
         ``split_sizes(n / block_size, parts)[k]`` nodes, so part sizes differ
         by at most one node, for any ``parts``).  An integer array: the labels
-        themselves, one per unknown (or one per node when ``block_size > 1``),
-        each of ``0 .. parts-1`` used at least once.
+        themselves, one per unknown (equal over each node) or, when
+        ``block_size > 1``, one per node; each of ``0 .. parts-1`` used.
     coordinates : array of float, optional
-        ``n x d`` (or ``n``) coordinates of the unknowns, or ``n/block_size x d``
-        of the nodes; required by ``"rcb"``, validated (finite) otherwise.
+        ``n x d`` (or ``n``) coordinates of the unknowns (a node is placed at
+        its first unknown), or ``n/block_size x d`` of the nodes; required by
+        ``"rcb"``, validated (finite) otherwise.
     block_size : int
         Unknowns per node, interleaved (node ``k`` holds unknowns
         ``k*block_size .. k*block_size + block_size - 1``); a node's unknowns
