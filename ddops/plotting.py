@@ -1,13 +1,22 @@
 """Figures for trained operators: training curves, solutions, operator matrices, sweeps.
 
 Every function draws one figure and writes it as a PNG file to ``path``
-(parent folders are created) and returns that path as a :class:`pathlib.Path`.
+(parent folders are created) and returns that path as a :class:`pathlib.Path`;
+with ``path=None`` it writes nothing and returns the
+:class:`matplotlib.figure.Figure` instead (to show in a notebook, save in
+another format, or inspect).
+
+Colours name methods: a method or model has the same colour in every figure
+(training curves, sweep, scaling, residual histories, solutions), see
+:func:`method_color`.  Runs that did not converge are drawn dashed or dotted
+and say so in the legend.
 
 The module never touches pyplot or the global matplotlib backend: figures are
 plain :class:`matplotlib.figure.Figure` objects rendered by their own
 :class:`~matplotlib.backends.backend_agg.FigureCanvasAgg`, so importing or
 calling it neither needs a display nor changes the backend of an interactive
-session.  No figure is kept alive after a call returns.
+session.  No figure is kept alive after a call returns (unless ``path=None``
+hands it to the caller).
 
 Large matrices are drawn from a strided view: a side longer than
 ``max_image`` entries (default 2048) is sampled every ``ceil(size /
@@ -21,6 +30,7 @@ from __future__ import annotations
 
 import math
 import os
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,10 +43,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 from numpy.typing import ArrayLike
 
+from ._validation import check_positive_float
 from .backend import to_numpy
 
 __all__ = [
     "MAX_IMAGE",
+    "METHOD_COLORS",
+    "method_color",
     "plot_training_curves",
     "plot_solutions",
     "plot_operator_matrices",
@@ -58,6 +71,40 @@ PathLike = str | os.PathLike
 _SEQ_CMAP = "viridis"
 _DIV_CMAP = "RdBu_r"
 
+#: Fixed colours of the models and methods that the package's experiments draw, by
+#: lower-case name (``ddops compare`` model names, ``ddops precond`` method keys and labels).
+#: The Schwarz attention model keeps its blue in every figure.
+METHOD_COLORS: dict[str, str] = {
+    "schwarz": "C0",
+    "paper": "C0",
+    "schwarz attention, paper training": "C0",
+    "learned_random": "C1",
+    "learned symmetric, random init": "C1",
+    "one_level": "C2",
+    "one-level additive schwarz": "C2",
+    "two_level": "C3",
+    "two-level additive schwarz": "C3",
+    "ras": "C4",
+    "two-level ras": "C4",
+    "learned_two_level": "C5",
+    "learned symmetric, two-level init": "C5",
+    "pyamg": "C6",
+    "pyamg smoothed aggregation": "C6",
+    "none": "C7",
+    "no preconditioner": "C7",
+    "jacobi": "C8",
+}
+
+#: Colours of other names (the ``global_r<rank>`` baselines, user labels), picked by a hash of
+#: the name; the Schwarz model's C0 is not among them.
+_OTHER_COLORS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
+
+#: Drawing styles of a run that did not converge (residual histories) or whose training
+#: stopped with a status other than "finished" (training curves, sweep and scaling points).
+_NOT_CONVERGED_LS = "--"
+_FAILED_TRAIN_LS = ":"
+_FAILED_MARKER = "X"
+
 
 # -- helpers ------------------------------------------------------------------------------------
 def _new_figure(width: float, height: float) -> Figure:
@@ -72,9 +119,13 @@ def _new_figure(width: float, height: float) -> Figure:
     return fig
 
 
-def _save(fig: Figure, path: PathLike, dpi: int, title: str | None = None) -> Path:
+def _save(fig: Figure, path: PathLike | None, dpi: int,
+          title: str | None = None) -> Path | Figure:
+    """Write the figure to ``path`` and release it, or return it for ``path=None``."""
     if title:
         fig.suptitle(title)
+    if path is None:
+        return fig
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png", dpi=dpi)
@@ -84,6 +135,62 @@ def _save(fig: Figure, path: PathLike, dpi: int, title: str | None = None) -> Pa
 
 def _color(k: int) -> str:
     return f"C{k % 10}"
+
+
+def method_color(name: str) -> str:
+    """The colour of a method or model in every figure of this module.
+
+    Parameters
+    ----------
+    name : str
+        Model or method name, e.g. ``"schwarz"``, ``"global_r5"`` or a
+        ``ddops precond`` label such as ``"two-level additive Schwarz"``.
+
+    Returns
+    -------
+    str
+        A matplotlib colour: the entry of :data:`METHOD_COLORS` for the
+        lower-case name, otherwise one of the tab10 colours ``C1`` to ``C9``
+        chosen by a CRC-32 hash of the name, so that it depends neither on the
+        other names of a figure nor on their order, nor on the Python session.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {type(name).__name__}")
+    fixed = METHOD_COLORS.get(name.lower())
+    if fixed is not None:
+        return fixed
+    return _OTHER_COLORS[zlib.crc32(name.encode("utf-8")) % len(_OTHER_COLORS)]
+
+
+def _method_colors(names: Sequence[str]) -> dict[str, str]:
+    """:func:`method_color` of each name, made distinct within one figure.
+
+    Names in :data:`METHOD_COLORS` always keep their colour.  Two other names whose hashes
+    meet take the next free colour of the cycle, in sorted order of the names, so the
+    assignment depends only on the set of names drawn together.
+    """
+    colors = {name: METHOD_COLORS[name.lower()] for name in names
+              if name.lower() in METHOD_COLORS}
+    taken = set(colors.values())
+    for name in sorted(set(names) - set(colors)):
+        start = _OTHER_COLORS.index(method_color(name))
+        for step in range(len(_OTHER_COLORS)):
+            candidate = _OTHER_COLORS[(start + step) % len(_OTHER_COLORS)]
+            if candidate not in taken:
+                break
+        else:  # more names than colours: repeat the hashed one
+            candidate = method_color(name)
+        colors[name] = candidate
+        taken.add(candidate)
+    return colors
+
+
+def _failed(status: Any) -> str | None:
+    """The status of a run that did not finish normally (None for "finished" or no status)."""
+    if status is None:
+        return None
+    status = str(status)
+    return None if status == "finished" else status
 
 
 def _float_array(values: Any, name: str) -> np.ndarray:
@@ -185,10 +292,13 @@ def _strided(A: Any, max_image: int) -> np.ndarray:
 
 def _image(fig: Figure, ax: Any, A: Any, title: str, max_image: int, *, diverging: bool = False,
            vmin: float | None = None, vmax: float | None = None, aspect: str = "equal",
-           shape: tuple[int, int] | None = None) -> None:
-    """imshow of a (possibly strided) matrix in original index coordinates, with a colorbar.
+           shape: tuple[int, int] | None = None, xlabel: str = "column index",
+           ylabel: str = "row index", labelsize: str = "small") -> None:
+    """imshow of a (possibly strided) matrix in original index coordinates, with its own colorbar.
 
-    ``shape`` is the size of the matrix that ``A`` was already strided from, if any.
+    ``shape`` is the size of the matrix that ``A`` was already strided from, if any.  Limits
+    that are not given come from every entry of ``A`` (not only the drawn ones): the
+    symmetric ``+-max|A|`` for a diverging map, the finite range otherwise.
     """
     img = _strided(A, max_image)
     rows, cols = A.shape if shape is None else shape
@@ -198,9 +308,14 @@ def _image(fig: Figure, ax: Any, A: Any, title: str, max_image: int, *, divergin
         vmin, vmax, cmap = -lim, lim, _DIV_CMAP
     else:
         cmap = _SEQ_CMAP
+        lo, hi = _finite_range(A)
+        vmin = lo if vmin is None else vmin
+        vmax = hi if vmax is None else vmax
     im = ax.imshow(img, cmap=cmap, vmin=vmin, vmax=vmax, aspect=aspect,
                    extent=(-0.5, cols - 0.5, rows - 0.5, -0.5))
     ax.set_title(title, fontsize="medium")
+    ax.set_xlabel(xlabel, fontsize=labelsize)
+    ax.set_ylabel(ylabel, fontsize=labelsize)
     cbar = fig.colorbar(im, ax=ax, shrink=0.85)
     cbar.ax.tick_params(labelsize="small")
 
@@ -229,13 +344,13 @@ def _group(results: Sequence[Mapping[str, Any]], key: str | None) -> dict[str, l
 
 # -- training ------------------------------------------------------------------------------------
 def plot_training_curves(
-    histories: Mapping[str, Mapping[str, ArrayLike]],
-    path: PathLike,
+    histories: Mapping[str, Mapping[str, Any]],
+    path: PathLike | None,
     title: str | None = None,
     ylabel: str = "wMSE",
     *,
     dpi: int = DEFAULT_DPI,
-) -> Path:
+) -> Path | Figure:
     """Training (and validation) loss against the optimisation step, one colour per model.
 
     Parameters
@@ -245,9 +360,11 @@ def plot_training_curves(
         array) and ``"train"`` (the training loss at those steps), and
         optionally ``"val"`` (validation loss) with ``"val_step"`` (the steps
         at which it was measured; may be omitted when ``"val"`` has one entry
-        per ``"step"``).  Non-finite or non-positive losses are left out.
-    path : str or path-like
-        Where to write the PNG.
+        per ``"step"``), and ``"status"`` (the :class:`ddops.training.TrainingResult`
+        status; a run that did not finish, e.g. ``"diverged"``, is marked).
+        Non-finite or non-positive losses are left out.
+    path : str, path-like or None
+        Where to write the PNG; ``None`` returns the figure instead.
     title : str, optional
         Figure title.
     ylabel : str
@@ -257,20 +374,28 @@ def plot_training_curves(
 
     Returns
     -------
-    pathlib.Path
-        ``path``.
+    pathlib.Path or matplotlib.figure.Figure
+        ``path``, or the figure when ``path`` is None.
 
     Notes
     -----
-    Training curves are solid lines, validation curves dashed with markers in
-    the model's colour, on a logarithmic y axis.
+    Training curves are solid lines, validation curves dashed with markers, in
+    the model's colour (:func:`method_color`), on a logarithmic y axis.  A run
+    whose status is not ``"finished"`` is drawn dotted (training) and
+    dash-dotted (validation), its last point marked with a cross, and its
+    legend entries end with the status, e.g. ``"(train, diverged)"``.
     """
     if not histories:
         raise ValueError("histories must contain at least one model")
     fig = _new_figure(7.0, 4.5)
     ax = fig.add_subplot()
     drawn = False
-    for k, (name, hist) in enumerate(histories.items()):
+    colors = _method_colors([str(name) for name in histories])
+    for name, hist in histories.items():
+        color = colors[str(name)]
+        failed = _failed(hist.get("status"))
+        tag = f", {failed}" if failed else ""
+        train_ls, val_ls = (_FAILED_TRAIN_LS, "-.") if failed else ("-", "--")
         steps = _float_array(hist.get("step"), f"histories[{name!r}]['step']")
         train = _float_array(hist.get("train"), f"histories[{name!r}]['train']")
         if steps.shape != train.shape:
@@ -278,7 +403,9 @@ def plot_training_curves(
                              f"({steps.size} != {train.size})")
         s, t = _positive(steps, train)
         if s.size:
-            ax.plot(s, t, "-", color=_color(k), lw=1.2, label=f"{name} (train)")
+            ax.plot(s, t, ls=train_ls, color=color, lw=1.2, label=f"{name} (train{tag})")
+            if failed:
+                ax.plot(s[-1:], t[-1:], ls="none", marker=_FAILED_MARKER, ms=8, color=color)
             drawn = True
         if hist.get("val") is None:
             continue
@@ -295,8 +422,8 @@ def plot_training_curves(
                              f"({vsteps.size} != {val.size})")
         s, v = _positive(vsteps, val)
         if s.size:
-            ax.plot(s, v, "--", color=_color(k), lw=1.2, marker="o", ms=3,
-                    label=f"{name} (val.)")
+            ax.plot(s, v, ls=val_ls, color=color, lw=1.2, marker="o", ms=3,
+                    label=f"{name} (val.{tag})")
             drawn = True
     if drawn:
         ax.set_yscale("log")
@@ -325,12 +452,13 @@ def plot_solutions(
     F: ArrayLike,
     U: ArrayLike,
     P: ArrayLike,
-    path: PathLike,
+    path: PathLike | None,
     title: str | None = None,
     max_panels: int = 16,
     *,
+    model: str | None = None,
     dpi: int = DEFAULT_DPI,
-) -> Path:
+) -> Path | Figure:
     """Exact and predicted solutions for a few right-hand sides, one panel per sample.
 
     Parameters
@@ -340,27 +468,31 @@ def plot_solutions(
     F, U, P : array_like, shape (n, B) or (n,)
         Right-hand sides, exact solutions ``A^{-1} F`` and predictions ``M F``,
         one sample per column.
-    path : str or path-like
-        Where to write the PNG.
+    path : str, path-like or None
+        Where to write the PNG; ``None`` returns the figure instead.
     title : str, optional
         Figure title.
     max_panels : int
         At most this many samples (the first ones) are drawn, four per row:
         a 4 x 4 grid for the default 16, fewer rows or columns when ``B`` is
         smaller.
+    model : str, optional
+        Name of the model that predicted ``P``: the prediction is drawn in its
+        colour (:func:`method_color`) and labelled with its name.
     dpi : int
         Resolution of the PNG.
 
     Returns
     -------
-    pathlib.Path
-        ``path``.
+    pathlib.Path or matplotlib.figure.Figure
+        ``path``, or the figure when ``path`` is None.
 
     Notes
     -----
     As in the paper's sample-solution figures, the exact solution is black,
-    the prediction a red dashed line, and the right-hand side green, rescaled
-    by ``max|u| / max|f|`` so that it fits the solution's range.  Each panel
+    the prediction a dashed line (red, or the model's colour), and the
+    right-hand side green, rescaled by ``max|u| / max|f|`` so that it fits
+    the solution's range.  Each panel
     title gives the relative error ``||p - u||_2 / ||u||_2`` (the absolute
     error when ``u = 0``).
     """
@@ -373,6 +505,10 @@ def plot_solutions(
         raise ValueError(f"F, U, P must have n = len(x) = {x.size} rows, got {F.shape[0]}")
     if max_panels < 1:
         raise ValueError(f"max_panels must be >= 1, got {max_panels}")
+    if model is None:
+        pred_color, pred_label = "red", "prediction"
+    else:
+        pred_color, pred_label = method_color(model), f"{model} prediction"
     count = min(F.shape[1], max_panels)
     if count == 0:
         raise ValueError("no samples to plot (B = 0)")
@@ -392,7 +528,7 @@ def plot_solutions(
         err = err / unorm if unorm > 0 else err
         ax.plot(x, f * scale, color="tab:green", lw=1.0, alpha=0.8, label="f (rescaled)")
         ax.plot(x, u, color="black", lw=1.6, label="exact u")
-        ax.plot(x, p, color="red", lw=1.4, ls="--", label="prediction")
+        ax.plot(x, p, color=pred_color, lw=1.4, ls="--", label=pred_label)
         ax.set_title(f"#{b}  rel. err {err:.2e}", fontsize="small")
         ax.tick_params(labelsize="x-small")
         ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
@@ -438,13 +574,13 @@ def plot_operator_matrices(
     full: ArrayLike | sp.spmatrix,
     exact_inverse: ArrayLike | sp.spmatrix,
     Phi: ArrayLike | sp.spmatrix | None,
-    path: PathLike,
+    path: PathLike | None,
     title: str | None = None,
     *,
     x: ArrayLike | None = None,
     max_image: int = MAX_IMAGE,
     dpi: int = DEFAULT_DPI,
-) -> Path:
+) -> Path | Figure:
     """The parts of a learned operator next to the exact inverse (paper Fig. 4 / A.8).
 
     Parameters
@@ -461,8 +597,8 @@ def plot_operator_matrices(
         ``A^{-1}``.
     Phi : (n, n0) matrix (dense or scipy sparse) or None
         Coarse interpolation; its columns are drawn as line plots.
-    path : str or path-like
-        Where to write the PNG.
+    path : str, path-like or None
+        Where to write the PNG; ``None`` returns the figure instead.
     title : str, optional
         Figure title.
     x : array_like, shape (n,), optional
@@ -474,8 +610,8 @@ def plot_operator_matrices(
 
     Returns
     -------
-    pathlib.Path
-        ``path``.
+    pathlib.Path or matplotlib.figure.Figure
+        ``path``, or the figure when ``path`` is None.
 
     Notes
     -----
@@ -483,8 +619,11 @@ def plot_operator_matrices(
     exact inverse, normalised error, basis functions (bottom).  The error
     ``(M - A^{-1}) / max_jk |A^{-1}|_jk`` uses a diverging colour map centred
     at zero (the paper writes the normaliser as ``||A^{-1}||_inf``; here it is
-    the largest entry in absolute value).  ``full`` and ``exact_inverse``
-    share one colour range so they can be compared by eye.  Matrices may be
+    the largest entry in absolute value).  Every matrix panel has its own
+    colour bar and range, taken from all of its entries; in particular the
+    exact inverse is scaled by ``A^{-1}`` alone, so that a learned operator
+    with a wider range (early in training, or diverged) does not wash out the
+    reference.  The axes are the row and column indices.  Matrices may be
     dense or scipy sparse (cupy arrays are moved to the host), or ddops
     operators, which are assembled with their ``to_dense()``.
     """
@@ -515,7 +654,6 @@ def plot_operator_matrices(
     # the error is formed on the strided views only; its colour range comes from all entries
     error = (_strided(full, max_image) - _strided(exact, max_image)) / scale
     error_lim = _max_abs_diff(full, exact) / scale
-    shared_lo, shared_hi = _finite_range(full, exact)
 
     two_level = "coarse" in parts
     if two_level:
@@ -539,10 +677,9 @@ def plot_operator_matrices(
         slots = {"full": axes[0], "exact": axes[1], "error": axes[2]}
         if Phi is not None:
             slots["basis"] = axes[3]
-    _image(fig, slots["full"], full, r"learned $M_\theta^{-1}$", max_image,
-           vmin=shared_lo, vmax=shared_hi)
-    _image(fig, slots["exact"], exact, r"exact $A^{-1}$", max_image,
-           vmin=shared_lo, vmax=shared_hi)
+    # the learned operator and the exact inverse get separate colour scales (see Notes)
+    _image(fig, slots["full"], full, r"learned $M_\theta^{-1}$", max_image)
+    _image(fig, slots["exact"], exact, r"exact $A^{-1}$", max_image)
     _image(fig, slots["error"], error, r"$(M_\theta^{-1} - A^{-1}) / \max|A^{-1}|$",
            max_image, diverging=True, vmax=error_lim, shape=(n, n))
     if "basis" in slots:
@@ -558,12 +695,12 @@ def plot_operator_matrices(
 def plot_learned_blocks(
     local_blocks: Sequence[ArrayLike],
     coarse_block: ArrayLike | None,
-    path: PathLike,
+    path: PathLike | None,
     title: str | None = None,
     *,
     max_blocks: int = 8,
     dpi: int = DEFAULT_DPI,
-) -> Path:
+) -> Path | Figure:
     """The learned local blocks ``G_i = Q_i K_i^T`` and the coarse block ``G_0`` (Fig. 5 / A.9).
 
     Parameters
@@ -573,8 +710,8 @@ def plot_learned_blocks(
         subdomain order.
     coarse_block : array_like or None
         ``G_0 = Q_0 K_0^T`` (``n0 x n0``), or ``None`` for a one-level model.
-    path : str or path-like
-        Where to write the PNG.
+    path : str, path-like or None
+        Where to write the PNG; ``None`` returns the figure instead.
     title : str, optional
         Figure title.
     max_blocks : int
@@ -587,14 +724,15 @@ def plot_learned_blocks(
 
     Returns
     -------
-    pathlib.Path
-        ``path``.
+    pathlib.Path or matplotlib.figure.Figure
+        ``path``, or the figure when ``path`` is None.
 
     Notes
     -----
     Panels are laid out in one row for up to five panels, otherwise in two
     rows.  Each block has its own colour bar and a diverging colour map
-    centred at zero, since learned blocks take both signs.
+    centred at zero, since learned blocks take both signs; the axes are the
+    row and column indices within the subdomain (or the coarse space).
     """
     if max_blocks < 1:
         raise ValueError(f"max_blocks must be >= 1, got {max_blocks}")
@@ -614,7 +752,8 @@ def plot_learned_blocks(
     fig = _new_figure(2.9 * ncols + 0.3, 2.7 * nrows + (0.5 if title else 0.2))
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, (label, G) in zip(axes, panels, strict=False):
-        _image(fig, ax, G, label, MAX_IMAGE, diverging=True)
+        _image(fig, ax, G, label, MAX_IMAGE, diverging=True, xlabel="local column",
+               ylabel="local row", labelsize="x-small")
         ax.tick_params(labelsize="x-small")
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_major_locator(MaxNLocator(4, integer=True))
@@ -628,20 +767,20 @@ def plot_learned_blocks(
 
 def plot_coarse_basis_transpose(
     Phi: ArrayLike | sp.spmatrix,
-    path: PathLike,
+    path: PathLike | None,
     title: str | None = None,
     *,
     max_image: int = MAX_IMAGE,
     dpi: int = DEFAULT_DPI,
-) -> Path:
+) -> Path | Figure:
     """``Phi^T`` as an image: one row per coarse basis function (paper Fig. 6 / A.10).
 
     Parameters
     ----------
     Phi : (n, n0) matrix, dense or scipy sparse
         Coarse interpolation.
-    path : str or path-like
-        Where to write the PNG.
+    path : str, path-like or None
+        Where to write the PNG; ``None`` returns the figure instead.
     title : str, optional
         Figure title.
     max_image : int
@@ -651,8 +790,8 @@ def plot_coarse_basis_transpose(
 
     Returns
     -------
-    pathlib.Path
-        ``path``.
+    pathlib.Path or matplotlib.figure.Figure
+        ``path``, or the figure when ``path`` is None.
     """
     Phi = _matrix(Phi, "Phi")
     PhiT = Phi.T.tocsr() if sp.issparse(Phi) else Phi.T
@@ -660,9 +799,8 @@ def plot_coarse_basis_transpose(
     fig = _new_figure(8.0, min(max(2.6, 0.28 * n0 + 1.4), 8.0))
     ax = fig.add_subplot()
     vmin = min(0.0, _finite_range(PhiT)[0] or 0.0)
-    _image(fig, ax, PhiT, rf"$\Phi^T$ ({n0} $\times$ {n})", max_image, vmin=vmin, aspect="auto")
-    ax.set_xlabel("fine dof index")
-    ax.set_ylabel("coarse function $j$")
+    _image(fig, ax, PhiT, rf"$\Phi^T$ ({n0} $\times$ {n})", max_image, vmin=vmin, aspect="auto",
+           xlabel="fine dof index", ylabel="coarse function $j$", labelsize="medium")
     ax.yaxis.set_major_locator(MaxNLocator(min(n0, 10), integer=True))
     return _save(fig, path, dpi, title)
 
@@ -673,6 +811,24 @@ def _series(rows: Sequence[Mapping[str, Any]], xkey: str, ykey: str) -> tuple[np
     ys = np.array([_scalar(r.get(ykey)) for r in rows])
     order = np.argsort(xs, kind="stable")
     return _positive(xs[order], ys[order])
+
+
+def _mark_failed(ax: Any, rows: Sequence[Mapping[str, Any]], xkey: str, ykey: str, color: str,
+                 name: str) -> bool:
+    """A cross over every drawn point of a run whose ``"status"`` is not "finished"."""
+    by_status: dict[str, list] = {}
+    for row in rows:
+        status = _failed(row.get("status"))
+        if status:
+            by_status.setdefault(status, []).append(row)
+    drawn = False
+    for status, failed_rows in by_status.items():
+        x, y = _series(failed_rows, xkey, ykey)
+        if x.size:
+            ax.plot(x, y, ls="none", marker=_FAILED_MARKER, ms=9, color=color, mec="black",
+                    mew=0.6, label=f"{name} ({status})" if name else status)
+            drawn = True
+    return drawn
 
 
 def _loglog_panel(ax: Any, drawn: bool, xlabel: str, ylabel: str) -> None:
@@ -690,11 +846,11 @@ def _loglog_panel(ax: Any, drawn: bool, xlabel: str, ylabel: str) -> None:
 
 def plot_sweep(
     results: Sequence[Mapping[str, Any]],
-    path: PathLike,
+    path: PathLike | None,
     title: str | None = None,
     *,
     dpi: int = DEFAULT_DPI,
-) -> Path:
+) -> Path | Figure:
     """Learning-rate sweep: validation wMSE and operator error against the learning rate.
 
     Parameters
@@ -702,10 +858,13 @@ def plot_sweep(
     results : sequence of mapping
         One row per run with keys ``"lr"``, ``"model"``, ``"val_wmse"`` and
         ``"operator_fro_error"``; optionally ``"best_rank_fro_error"``, drawn
-        as a dotted reference line in the model's colour.  Missing, None, NaN
-        or non-positive values are left out.
-    path : str or path-like
-        Where to write the PNG.
+        as a dotted reference line in the model's colour
+        (:func:`method_color`), and ``"status"``: the points of a run that did
+        not finish (e.g. ``"diverged"``) are crossed, with a legend entry
+        ``"<model> (<status>)"``.  Missing, None, NaN or non-positive values
+        are left out.
+    path : str, path-like or None
+        Where to write the PNG; ``None`` returns the figure instead.
     title : str, optional
         Figure title.
     dpi : int
@@ -713,8 +872,8 @@ def plot_sweep(
 
     Returns
     -------
-    pathlib.Path
-        ``path``.
+    pathlib.Path or matplotlib.figure.Figure
+        ``path``, or the figure when ``path`` is None.
     """
     if not results:
         raise ValueError("results must contain at least one row")
@@ -725,18 +884,23 @@ def plot_sweep(
     fig = _new_figure(11.0, 4.3)
     ax_mse, ax_fro = fig.subplots(1, 2)
     drawn_mse = drawn_fro = False
-    for k, (model, rows) in enumerate(_group(results, "model").items()):
+    groups = _group(results, "model")
+    colors = _method_colors(list(groups))
+    for model, rows in groups.items():
+        color = colors[model]
         lr, v = _series(rows, "lr", "val_wmse")
         if lr.size:
-            ax_mse.plot(lr, v, "-o", color=_color(k), ms=4, label=model)
+            ax_mse.plot(lr, v, "-o", color=color, ms=4, label=model)
+            _mark_failed(ax_mse, rows, "lr", "val_wmse", color, model)
             drawn_mse = True
         lr, e = _series(rows, "lr", "operator_fro_error")
         if lr.size:
-            ax_fro.plot(lr, e, "-o", color=_color(k), ms=4, label=model)
+            ax_fro.plot(lr, e, "-o", color=color, ms=4, label=model)
+            _mark_failed(ax_fro, rows, "lr", "operator_fro_error", color, model)
             drawn_fro = True
         lr, b = _series(rows, "lr", "best_rank_fro_error")
         if lr.size:
-            ax_fro.plot(lr, b, ":", color=_color(k), lw=1.2, label=f"{model}: best rank-r")
+            ax_fro.plot(lr, b, ":", color=color, lw=1.2, label=f"{model}: best rank-r")
             drawn_fro = True
     _loglog_panel(ax_mse, drawn_mse, "learning rate", "final validation wMSE")
     _loglog_panel(ax_fro, drawn_fro, "learning rate", r"$\|M_\theta^{-1} - A^{-1}\|_F$")
@@ -745,11 +909,12 @@ def plot_sweep(
 
 def plot_scaling(
     results: Sequence[Mapping[str, Any]],
-    path: PathLike,
+    path: PathLike | None,
     title: str | None = None,
     *,
+    model: str = "schwarz",
     dpi: int = DEFAULT_DPI,
-) -> Path:
+) -> Path | Figure:
     """Scaling with the problem size: validation wMSE and operator errors against ``n``.
 
     Parameters
@@ -757,19 +922,25 @@ def plot_scaling(
     results : sequence of mapping
         One row per problem size with keys ``"n"``, ``"val_wmse"``,
         ``"operator_fro_error"`` and ``"best_rank_fro_error"``; an optional
-        ``"model"`` key draws one line per model.  Entries may be missing,
-        None or NaN (not computed); those points are left out.
-    path : str or path-like
-        Where to write the PNG.
+        ``"model"`` key draws one line per model, and an optional
+        ``"status"`` crosses the points of runs that did not finish (e.g.
+        ``"diverged"``).  Entries may be missing, None or NaN (not computed);
+        those points are left out.
+    path : str, path-like or None
+        Where to write the PNG; ``None`` returns the figure instead.
     title : str, optional
         Figure title.
+    model : str, default "schwarz"
+        The model of rows without a ``"model"`` entry; it sets their colour
+        (:func:`method_color`; ``ddops scaling`` studies the Schwarz attention
+        model).
     dpi : int
         Resolution of the PNG.
 
     Returns
     -------
-    pathlib.Path
-        ``path``.
+    pathlib.Path or matplotlib.figure.Figure
+        ``path``, or the figure when ``path`` is None.
 
     Notes
     -----
@@ -786,20 +957,26 @@ def plot_scaling(
     fig = _new_figure(11.0, 4.3)
     ax_mse, ax_fro = fig.subplots(1, 2)
     drawn_mse = drawn_fro = False
+    if not isinstance(model, str):
+        raise TypeError(f"model must be a string, got {type(model).__name__}")
     groups = _group(results, "model")
-    for k, (model, rows) in enumerate(groups.items()):
-        prefix = f"{model}: " if model else ""
+    colors = _method_colors([name or model for name in groups])
+    for name, rows in groups.items():
+        prefix = f"{name}: " if name else ""
+        color = colors[name or model]
         n, v = _series(rows, "n", "val_wmse")
         if n.size:
-            ax_mse.plot(n, v, "-o", color=_color(k), ms=4, label=model or None)
+            ax_mse.plot(n, v, "-o", color=color, ms=4, label=name or None)
+            _mark_failed(ax_mse, rows, "n", "val_wmse", color, name)
             drawn_mse = True
         n, e = _series(rows, "n", "operator_fro_error")
         if n.size:
-            ax_fro.plot(n, e, "-o", color=_color(k), ms=4, label=f"{prefix}learned operator")
+            ax_fro.plot(n, e, "-o", color=color, ms=4, label=f"{prefix}learned operator")
+            _mark_failed(ax_fro, rows, "n", "operator_fro_error", color, name)
             drawn_fro = True
         n, b = _series(rows, "n", "best_rank_fro_error")
         if n.size:
-            ax_fro.plot(n, b, ":o", color=_color(k), ms=4, mfc="none",
+            ax_fro.plot(n, b, ":o", color=color, ms=4, mfc="none",
                         label=f"{prefix}best rank-r")
             drawn_fro = True
     _loglog_panel(ax_mse, drawn_mse, "n", "final validation wMSE")
@@ -817,11 +994,13 @@ def plot_scaling(
 
 def plot_residual_histories(
     histories: Mapping[str, ArrayLike],
-    path: PathLike,
+    path: PathLike | None,
     title: str | None = None,
     *,
+    converged: Mapping[str, bool] | None = None,
+    rtol: float | None = None,
     dpi: int = DEFAULT_DPI,
-) -> Path:
+) -> Path | Figure:
     """Convergence of iterative solvers: relative residual norm per iteration.
 
     Parameters
@@ -829,31 +1008,65 @@ def plot_residual_histories(
     histories : mapping of str to array_like
         ``method name -> 1-D array`` of relative residual norms, entry ``k``
         after ``k`` iterations.  Non-finite or non-positive entries are left out.
-    path : str or path-like
-        Where to write the PNG.
+    path : str, path-like or None
+        Where to write the PNG; ``None`` returns the figure instead.
     title : str, optional
         Figure title.
+    converged : mapping of str to bool, optional
+        ``method name -> whether the solver reached its tolerance`` (e.g. the
+        Krylov ``info == 0``), for some or all of the methods.
+    rtol : float, optional
+        For methods not in ``converged``: a history whose last entry is above
+        ``rtol`` (or not finite) did not converge.  Without ``converged`` and
+        ``rtol`` every run counts as converged.
     dpi : int
         Resolution of the PNG.
 
     Returns
     -------
-    pathlib.Path
-        ``path``.
+    pathlib.Path or matplotlib.figure.Figure
+        ``path``, or the figure when ``path`` is None.
+
+    Raises
+    ------
+    ValueError
+        For an empty ``histories``, a ``converged`` entry of a method without
+        a history, or an ``rtol`` that is not finite and positive.
+
+    Notes
+    -----
+    One colour per method (:func:`method_color`).  A run that did not
+    converge is drawn dashed, and its legend entry reads
+    ``"<name> (not converged, <k> it.)"`` instead of ``"<name> (<k> it.)"``.
     """
     if not histories:
         raise ValueError("histories must contain at least one method")
+    converged = {} if converged is None else dict(converged)
+    unknown = [name for name in converged if name not in histories]
+    if unknown:
+        raise ValueError(f"converged names methods without a history: {unknown}")
+    if rtol is not None:
+        rtol = check_positive_float("rtol", rtol)
     fig = _new_figure(7.0, 4.5)
     ax = fig.add_subplot()
     drawn = False
-    for k, (name, res) in enumerate(histories.items()):
+    colors = _method_colors([str(name) for name in histories])
+    for name, res in histories.items():
         r = _float_array(res, f"histories[{name!r}]")
         iterations = r.size - 1
+        if name in converged:
+            ok = bool(converged[name])
+        elif rtol is not None:
+            ok = r.size > 0 and bool(np.isfinite(r[-1]) and r[-1] <= rtol)
+        else:
+            ok = True
         it, r = _positive(np.arange(r.size, dtype=np.float64), r)
         if it.size:
             marker = "o" if it.size <= 60 else None
-            ax.plot(it, r, "-", color=_color(k), marker=marker, ms=3, lw=1.3,
-                    label=f"{name} ({iterations} it.)")
+            label = f"{name} ({iterations} it.)" if ok else (
+                f"{name} (not converged, {iterations} it.)")
+            ax.plot(it, r, "-" if ok else _NOT_CONVERGED_LS, color=colors[str(name)],
+                    marker=marker, ms=3, lw=1.3, label=label)
             drawn = True
     if drawn:
         ax.set_yscale("log")

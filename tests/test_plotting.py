@@ -6,6 +6,8 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
 
 import ddops
 from ddops import plotting
@@ -250,3 +252,208 @@ def test_residual_histories_without_pyplot(tmp_path):
                                                      dpi=DPI))
     # the module draws on its own Agg canvases and never touches pyplot or the backend
     assert pyplot_before or "matplotlib.pyplot" not in sys.modules
+
+
+# -- what the figures show (inspected on the returned Figure) -------------------------------------
+def images(fig):
+    """``(axes, image)`` for every matrix image of a figure (colour bars are not images)."""
+    return [(ax, im) for ax in fig.axes for im in ax.get_images()]
+
+
+def image_by_title(fig, text):
+    (found,) = [(ax, im) for ax, im in images(fig) if text in ax.get_title()]
+    return found
+
+
+def labelled_lines(fig):
+    """``label -> RGBA colour`` of every line that has a legend label."""
+    return {line.get_label(): to_rgba(line.get_color()) for ax in fig.axes
+            for line in ax.get_lines() if not line.get_label().startswith("_")}
+
+
+def legend_texts(ax):
+    legend = ax.get_legend()
+    return [] if legend is None else [t.get_text() for t in legend.get_texts()]
+
+
+def test_path_none_returns_the_figure(tmp_path):
+    fig = plotting.plot_residual_histories({"CG": [1.0, 0.1]}, None, title="t")
+    assert isinstance(fig, Figure) and fig.get_suptitle() == "t"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("two_level", [True, False])
+def test_matrix_panels_axes_and_own_colour_scales(small_model, rng, two_level):
+    d, op, Ainv = small_model
+    n = Ainv.shape[0]
+    # a learned operator with a much wider range than A^-1: it must not set A^-1's colour scale
+    full = 3.0 * Ainv + 0.5 * rng.standard_normal((n, n))
+    local = op.local_part().to_dense() if two_level else None
+    coarse = op.coarse_part().to_dense() if two_level else None
+    fig = plotting.plot_operator_matrices(local, coarse, full, Ainv,
+                                          op.coarse_matrix if two_level else None, None)
+    shown = images(fig)
+    assert len(shown) == (5 if two_level else 3)
+    # every matrix panel has its own colour bar and row/column axis labels
+    bars = {id(im.colorbar) for _, im in shown}
+    assert None not in {im.colorbar for _, im in shown} and len(bars) == len(shown)
+    for ax, _ in shown:
+        assert (ax.get_xlabel(), ax.get_ylabel()) == ("column index", "row index")
+    _, exact = image_by_title(fig, "exact")
+    assert (exact.norm.vmin, exact.norm.vmax) == (Ainv.min(), Ainv.max())
+    _, learned = image_by_title(fig, "learned")
+    assert (learned.norm.vmin, learned.norm.vmax) == (full.min(), full.max())
+    _, error = image_by_title(fig, "(M")
+    lim = np.abs(full - Ainv).max() / np.abs(Ainv).max()
+    assert error.norm.vmax == pytest.approx(lim) and error.norm.vmin == -error.norm.vmax
+    if two_level:
+        _, im = image_by_title(fig, "local")
+        assert (im.norm.vmin, im.norm.vmax) == (local.min(), local.max())
+
+
+def test_colour_limits_include_entries_that_striding_skips(rng):
+    A = rng.random((50, 50))
+    A[1, 2] = 100.0  # rows and columns 1, 2 are not drawn at stride 4
+    B = A.copy()
+    B[1, 2] = 0.5
+    fig = plotting.plot_operator_matrices(A, A, A, B, None, None, max_image=16)
+    assert all(im.get_array().shape == (13, 13) for _, im in images(fig))
+    for title in ("local", "coarse", "learned"):
+        assert image_by_title(fig, title)[1].norm.vmax == 100.0
+    assert image_by_title(fig, "exact")[1].norm.vmax == B.max()
+    error = image_by_title(fig, "(M")[1]
+    assert error.norm.vmax == pytest.approx(99.5 / B.max())
+
+
+def test_learned_blocks_and_phi_transpose_axes(small_model, rng):
+    _, op, _ = small_model
+    blocks = [rng.standard_normal((6, 6)) for _ in range(3)]
+    fig = plotting.plot_learned_blocks(blocks, rng.standard_normal((4, 4)), None)
+    shown = images(fig)
+    assert len(shown) == 4
+    for ax, im in shown:
+        assert (ax.get_xlabel(), ax.get_ylabel()) == ("local column", "local row")
+        assert im.colorbar is not None and im.norm.vmin == -im.norm.vmax
+    fig = plotting.plot_coarse_basis_transpose(op.coarse_matrix, None)
+    ((ax, _),) = images(fig)
+    assert ax.get_xlabel() == "fine dof index" and ax.get_ylabel().startswith("coarse function")
+
+
+def test_one_colour_per_method_across_figures(small_model, rng):
+    d, _, Ainv = small_model
+    steps = np.arange(1, 11)
+    loss = np.linspace(1, 0.1, 10)
+    curves = plotting.plot_training_curves(
+        {name: {"step": steps, "train": loss} for name in ("global_r39", "schwarz", "global_r5")},
+        None)
+    train = {label.split(" (")[0]: c for label, c in labelled_lines(curves).items()}
+    assert len(set(train.values())) == 3  # three models, three colours
+    # the sweep lists the models in another order: the colours stay with the names
+    rows = [{"lr": lr, "model": m, "val_wmse": 1e-3, "operator_fro_error": 0.1}
+            for m in ("schwarz", "global_r5", "global_r39") for lr in (1e-3, 1e-2)]
+    sweep = labelled_lines(plotting.plot_sweep(rows, None))
+    for name, colour in train.items():
+        assert sweep[name] == colour
+    # a sweep of one model, the scaling study (rows without a model) and the solutions
+    alone = labelled_lines(plotting.plot_sweep([r for r in rows if r["model"] == "global_r5"],
+                                               None))
+    assert alone["global_r5"] == train["global_r5"]
+    scaling = labelled_lines(plotting.plot_scaling(
+        [{"n": 64, "val_wmse": 1e-3, "operator_fro_error": 0.1},
+         {"n": 128, "val_wmse": 2e-3, "operator_fro_error": 0.2}], None))
+    assert scaling["learned operator"] == train["schwarz"]
+    x = d.coordinates
+    F = rng.standard_normal((x.size, 2))
+    sol = labelled_lines(plotting.plot_solutions(x, F, Ainv @ F, Ainv @ F, None,
+                                                 model="global_r5"))
+    assert sol["global_r5 prediction"] == train["global_r5"]
+    # the precond methods: the same label, the same colour, whatever else is drawn
+    a = labelled_lines(plotting.plot_residual_histories(
+        {"no preconditioner": [1, 0.5], "two-level additive Schwarz": [1, 1e-9],
+         "Schwarz attention, paper training": [1, 1e-9]}, None))
+    b = labelled_lines(plotting.plot_residual_histories(
+        {"pyamg smoothed aggregation": [1, 1e-9], "two-level additive Schwarz": [1, 1e-9]},
+        None))
+    assert a["two-level additive Schwarz (1 it.)"] == b["two-level additive Schwarz (1 it.)"]
+    assert a["Schwarz attention, paper training (1 it.)"] == train["schwarz"]
+    assert len(set(a.values())) == 3
+
+
+def test_method_colors_are_distinct_within_a_figure():
+    names = [f"method {k}" for k in range(9)]
+    colours = plotting._method_colors(names)
+    assert len(set(colours.values())) == 9
+    assert plotting._method_colors(names[::-1]) == colours  # the order does not matter
+    # a name alone gets its own colour, which the fixed table wins over
+    assert plotting._method_colors(["method 3"])["method 3"] == plotting.method_color("method 3")
+    assert plotting.method_color("Schwarz") == plotting.method_color("schwarz") == "C0"
+    assert "C0" not in plotting._method_colors(names).values()
+    with pytest.raises(TypeError, match="name"):
+        plotting.method_color(3)
+
+
+@pytest.mark.parametrize("how", ["converged", "rtol"])
+def test_residual_histories_mark_runs_that_did_not_converge(how):
+    histories = {"CG": np.logspace(0, -9, 10), "GMRES": np.logspace(0, -3, 30)}
+    kwargs = {"converged": {"CG": True, "GMRES": False}} if how == "converged" else {
+        "rtol": 1e-8}
+    fig = plotting.plot_residual_histories(histories, None, **kwargs)
+    (ax,) = fig.axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert lines["CG (9 it.)"].get_linestyle() == "-"
+    assert lines["GMRES (not converged, 29 it.)"].get_linestyle() == "--"
+    assert legend_texts(ax) == ["CG (9 it.)", "GMRES (not converged, 29 it.)"]
+    # without the information every run is drawn as converged
+    (ax,) = plotting.plot_residual_histories(histories, None).axes
+    assert legend_texts(ax) == ["CG (9 it.)", "GMRES (29 it.)"]
+
+
+def test_residual_histories_reject_bad_convergence_arguments(tmp_path):
+    with pytest.raises(ValueError, match="converged"):
+        plotting.plot_residual_histories({"CG": [1, 0.1]}, tmp_path / "r.png",
+                                         converged={"BiCGStab": False})
+    with pytest.raises(ValueError, match="rtol"):
+        plotting.plot_residual_histories({"CG": [1, 0.1]}, tmp_path / "r.png", rtol=-1.0)
+    assert not (tmp_path / "r.png").exists()
+
+
+def test_training_curves_mark_a_diverged_run():
+    steps = np.arange(1, 21)
+    histories = {
+        "schwarz": {"step": steps, "train": np.linspace(1, 0.1, 20), "status": "finished"},
+        "global_r5": {"step": steps, "train": np.logspace(0, 30, 20), "status": "diverged",
+                      "val_step": steps[::5], "val": np.logspace(0, 30, 4)},
+    }
+    fig = plotting.plot_training_curves(histories, None)
+    (ax,) = fig.axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert lines["schwarz (train)"].get_linestyle() == "-"
+    assert lines["global_r5 (train, diverged)"].get_linestyle() == ":"
+    assert lines["global_r5 (val., diverged)"].get_linestyle() == "-."
+    assert legend_texts(ax) == ["schwarz (train)", "global_r5 (train, diverged)",
+                                "global_r5 (val., diverged)"]
+    # the diverged run keeps its model's colour
+    colours = labelled_lines(fig)
+    assert colours["global_r5 (train, diverged)"] == to_rgba(plotting.method_color("global_r5"))
+
+
+def test_sweep_and_scaling_cross_diverged_runs():
+    rows = [{"lr": lr, "model": "schwarz", "val_wmse": v, "operator_fro_error": 0.1,
+             "status": s}
+            for lr, v, s in [(1e-3, 1e-3, "finished"), (1e-2, 5e-4, "finished"),
+                             (1e-1, 3e2, "diverged")]]
+    ax_mse, ax_fro = plotting.plot_sweep(rows, None).axes
+    for ax in (ax_mse, ax_fro):
+        assert "schwarz (diverged)" in legend_texts(ax)
+        (cross,) = [line for line in ax.get_lines() if line.get_label() == "schwarz (diverged)"]
+        np.testing.assert_array_equal(cross.get_xdata(), [1e-1])
+        assert cross.get_marker() == "X"
+        assert to_rgba(cross.get_color()) == to_rgba("C0")
+    scaling = [{"n": n, "val_wmse": 1e-3, "operator_fro_error": 0.1, "status": s}
+               for n, s in [(64, "finished"), (128, "diverged")]]
+    ax_mse, _ = plotting.plot_scaling(scaling, None).axes
+    (cross,) = [line for line in ax_mse.get_lines() if line.get_label() == "diverged"]
+    np.testing.assert_array_equal(cross.get_xdata(), [128])
+    # every run finished: no crosses, no extra legend entries
+    ax_mse, _ = plotting.plot_sweep([dict(r, status="finished") for r in rows], None).axes
+    assert legend_texts(ax_mse) == ["schwarz"]
