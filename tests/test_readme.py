@@ -30,7 +30,9 @@ def test_block_extraction():
 
 def start_alone(code: str, cwd: Path) -> subprocess.Popen:
     """``code`` in a new interpreter, without the tests' imports or state."""
-    env = dict(os.environ, MPLBACKEND="Agg")
+    # the package the tests import (the checkout, when it is not installed)
+    path = os.pathsep.join(p for p in (str(README.parent), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=path)
     return subprocess.Popen([sys.executable, "-c", code], cwd=cwd, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
