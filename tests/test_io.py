@@ -30,10 +30,10 @@ def test_roundtrip(tmp_path, make):
 
 def test_rejects_bad_files(tmp_path):
     np.savez(tmp_path / "a.npz", x=np.ones(2))
-    with pytest.raises(ValueError, match="not a ddops operator"):
+    with pytest.raises(ValueError, match="not a ddops operator file: it has no array 'meta'"):
         load_operator(tmp_path / "a.npz")
     np.savez(tmp_path / "b.npz", meta=np.array([{"a": 1}], dtype=object), theta=np.ones(2))
-    with pytest.raises(ValueError, match="cannot read"):
+    with pytest.raises(ValueError, match="array 'meta' holds pickled Python objects"):
         load_operator(tmp_path / "b.npz")
     op = GlobalLowRankOperator(10, 2)
     path = save_operator(op, tmp_path / "c.npz")
@@ -41,13 +41,13 @@ def test_rejects_bad_files(tmp_path):
         data = dict(z)
     data["theta"] = data["theta"][:-1]
     np.savez(tmp_path / "d.npz", **data)
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ValueError, match="parameter vector has shape"):
         load_operator(tmp_path / "d.npz")
     data["theta"] = np.full(40, np.nan)
     np.savez(tmp_path / "e.npz", **data)
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="parameters contain NaN"):
         load_operator(tmp_path / "e.npz")
-    with pytest.raises(ValueError, match="cannot read"):
+    with pytest.raises(ValueError, match="does not exist"):
         load_operator(tmp_path / "missing.npz")
 
 
