@@ -5,7 +5,11 @@ the operator's batched forward and hand-derived backward pass into a flat
 gradient and applies one optimiser update to the flat parameter vector; the
 plateau scheduler watches the training loss.  Checkpoints are written
 atomically and hold everything needed to continue bit for bit: parameters,
-optimiser and scheduler state, the random stream and the history.
+optimiser and scheduler state, the random stream and the history, together
+with the settings and the operator's architecture, so that a resumed run is
+refused (or the change recorded) when it would not continue the same run.
+A run that blows up stops with status ``"diverged"`` and never overwrites
+the last good checkpoint.
 """
 
 from __future__ import annotations
@@ -27,17 +31,41 @@ from tqdm.auto import tqdm
 from ._validation import check_choice, check_int, check_positive_float
 from .backend import to_numpy
 from .data import FourierRHS
-from .io import atomic_savez
+from .io import (
+    _json_default,
+    atomic_savez,
+    check_parameter_vector,
+    describe_operator,
+    read_npz,
+)
 from .losses import loss_value
 from .operators import LowRankOperator
 from .optim import Adam, AdamW, ReduceLROnPlateau
 
-__all__ = ["OPTIMIZERS", "TrainingConfig", "TrainingResult", "Trainer", "LOSS_ALIASES"]
+__all__ = ["OPTIMIZERS", "TrainingConfig", "TrainingResult", "Trainer", "LOSS_ALIASES",
+           "RESUME_SETTINGS", "CHECKPOINT_FORMAT"]
 
 OPTIMIZERS = ("adamw", "adam")
 
 #: Loss names accepted by the trainer (``"weighted_mse"`` is the paper script's spelling).
 LOSS_ALIASES = {"weighted_mse": "wmse", "wmse": "wmse", "mse": "mse", "energy": "energy"}
+
+#: Version of the checkpoint metadata (1: before the settings, the operator and
+#: the sampler were recorded; such files lack those entries).
+CHECKPOINT_FORMAT = 2
+
+#: The :class:`TrainingConfig` fields that a resumed run must share with its
+#: checkpoint (they change the result), besides ``train_seed``, the sampler
+#: and the operator's architecture.  ``val_every``, ``checkpoint_every``,
+#: ``progress`` and ``blas_threads`` may change freely.  The plateau constants
+#: count only when either run uses the scheduler.
+RESUME_SETTINGS = ("steps", "batch_size", "lr", "loss", "optimizer", "weight_decay", "betas",
+                   "eps", "scheduler", "plateau_factor", "plateau_patience", "log_every",
+                   "workers", "divergence_factor", "divergence_window")
+
+_PLATEAU = ("plateau_factor", "plateau_patience")
+_MISSING = object()  # a setting that a checkpoint does not record
+_ABSENT = object()  # a recorded setting that this run does not have (another operator class)
 
 
 @dataclass
@@ -95,6 +123,25 @@ class TrainingConfig:
         an uninterrupted one exactly for the same ``workers``.  Worth it for
         large blocks (about ``n >= 1024`` at ``B = 256``) when cores are free;
         use it with ``blas_threads=1``.
+    divergence_factor : float or None
+        Blow-up test: the run stops with status ``"diverged"`` when the
+        training loss stays above ``divergence_factor`` times the loss of the
+        first step (the untrained operator) for ``divergence_window``
+        consecutive steps.  ``None`` or 0 disables the test (a non-finite loss
+        or non-finite parameters stop a run always).  Default ``1e4``, far
+        from normal runs: in the paper's settings (``ddops compare`` v2 and
+        v1, learning rates 1e-4 to 1e-1, 2000 steps, three seeds) the loss
+        never stayed above 40 times its first value for 100 steps in a row
+        (single steps spike to almost 1e6 times at the rate 1e-1), nor the
+        learned preconditioners' loss above 5 times for 50 steps; at a rate
+        of 10 or more (``--lr 1e6``) it passes 1e4 within a few steps and
+        stays there.
+    divergence_window : int or None
+        Consecutive steps above the threshold that count as divergence
+        (default 100, so that a short spike, which Adam and the scheduler
+        usually recover from, does not stop a run).  ``None`` or 0 disables
+        the test.  A checkpoint is never written while the loss is above the
+        threshold, so the file kept after a divergence is the last good state.
     """
 
     steps: int = 2000
@@ -114,6 +161,8 @@ class TrainingConfig:
     progress: bool = True
     blas_threads: int | None = 1
     workers: int = 1
+    divergence_factor: float | None = 1e4
+    divergence_window: int | None = 100
 
     def validated(self) -> TrainingConfig:
         """Return a checked copy (clear errors naming the field)."""
@@ -140,7 +189,24 @@ class TrainingConfig:
             raise ValueError(f"workers ({c.workers}) must not exceed batch_size "
                              f"({c.batch_size})")
         c.betas = tuple(float(b) for b in c.betas)  # type: ignore[assignment]
+        if c.divergence_factor is not None:
+            factor = check_positive_float("divergence_factor", c.divergence_factor,
+                                          allow_zero=True)
+            if 0 < factor <= 1:
+                raise ValueError(f"divergence_factor must be > 1 (or 0 or None to disable the "
+                                 f"blow-up test), got {factor}")
+            c.divergence_factor = factor or None
+        if c.divergence_window is not None:
+            c.divergence_window = check_int("divergence_window", c.divergence_window,
+                                            minimum=0) or None
         return c
+
+    @property
+    def divergence_test(self) -> tuple[float, int] | None:
+        """``(factor, window)`` of the blow-up test, or ``None`` when it is disabled."""
+        if not self.divergence_factor or not self.divergence_window:
+            return None
+        return float(self.divergence_factor), int(self.divergence_window)
 
 
 @dataclass
@@ -150,7 +216,9 @@ class TrainingResult:
     Attributes
     ----------
     status : {"finished", "diverged"}
-        ``"diverged"`` when a non-finite loss stopped training.
+        ``"diverged"`` when a non-finite loss, non-finite parameters or a
+        blow-up of the loss (see ``TrainingConfig.divergence_factor``)
+        stopped training.
     message : str
         Human-readable summary.
     steps : int
@@ -161,6 +229,10 @@ class TrainingResult:
     seconds : dict
         Wall time: ``total``, ``data`` (sampling and exact solutions),
         ``step`` (forward, backward, update).
+    changed_settings : dict
+        ``{setting: [old, new]}`` for every setting that differed from the
+        checkpoint this run was resumed from (accepted with
+        ``load_checkpoint(..., allow_changes=True)``); empty otherwise.
     """
 
     status: str
@@ -168,6 +240,7 @@ class TrainingResult:
     steps: int
     history: dict[str, np.ndarray]
     seconds: dict[str, float] = field(default_factory=dict)
+    changed_settings: dict[str, list[Any]] = field(default_factory=dict)
 
 
 class Trainer:
@@ -231,6 +304,14 @@ class Trainer:
         self._bounds = [k * B // W for k in range(W + 1)]  # column blocks of the workers
         self._blocks: dict[int, tuple[Any, Any, Any]] = {}  # worker -> (F, U, gradient)
         self.seconds = {"total": 0.0, "data": 0.0, "step": 0.0}
+        # blow-up test: the first step's loss and the steps in a row above the threshold
+        # (both follow from the history, so a resumed run repeats the decision exactly)
+        self._reference: float | None = None
+        self._streak = 0
+        #: Why the run diverged (``None`` while it has not); no checkpoint is written then.
+        self.diverged: str | None = None
+        #: ``{setting: [old, new]}`` accepted by :meth:`load_checkpoint` (empty by default).
+        self.changed_settings: dict[str, list[Any]] = {}
 
     # -- history and validation ---------------------------------------------------------
     @property
@@ -251,8 +332,12 @@ class Trainer:
     def run(self, steps: int | None = None) -> TrainingResult:
         """Train until ``steps`` (default ``config.steps``) steps are done in total.
 
-        Returns a :class:`TrainingResult`; a non-finite loss stops the run with
-        ``status="diverged"`` and leaves the last checkpoint untouched.
+        Returns a :class:`TrainingResult`.  A non-finite loss, non-finite
+        parameters or a blow-up of the loss (``config.divergence_factor`` and
+        ``divergence_window``) stop the run with ``status="diverged"`` and a
+        one-line message; the last good checkpoint is kept (no checkpoint is
+        written of a diverged state, nor while the loss is above the blow-up
+        threshold).
         """
         c = self.config
         target = c.steps if steps is None else check_int("steps", steps, minimum=0)
@@ -282,19 +367,23 @@ class Trainer:
                     bad = self._flush(pending)
                     bar.update(len(pending))
                     pending = []
+                    if bad is None and not bool(op.xp.isfinite(op.theta).all()):
+                        bad = f"parameters became NaN or inf at step {self.step}"
                     if bad is not None:
                         status = "diverged"
-                        message = (f"{type(op).__name__}: loss became {bad} at step "
-                                   f"{self.step}; training stopped"
-                                   + (f", last checkpoint {self.checkpoint_path} kept"
-                                      if self.checkpoint_path else ""))
+                        message = f"{type(op).__name__}: {bad}; training stopped as diverged"
+                        if self.checkpoint_path is not None:
+                            message += (f", last checkpoint {self.checkpoint_path} kept"
+                                        if self.checkpoint_path.exists()
+                                        else ", no checkpoint was written")
+                        self.diverged = message
                         break
                     if c.progress:
                         bar.set_postfix(loss=f"{self._hist['train'][-1]:.3e}", refresh=False)
                 if self.step % c.val_every == 0 or self.step == c.steps:
                     self._hist["val_step"].append(self.step)
                     self._hist["val"].append(self.validation_loss())
-                if checkpoint_due:
+                if checkpoint_due and not self._streak:  # never a state about to blow up
                     self.save_checkpoint(self.checkpoint_path)
         finally:
             if pool is not None:
@@ -305,8 +394,13 @@ class Trainer:
         if status == "finished":
             message = f"{type(op).__name__}: {self.step} steps"
             if self.checkpoint_path is not None and c.checkpoint_every:
-                self.save_checkpoint(self.checkpoint_path)
-        return TrainingResult(status, message, self.step, self.history, dict(self.seconds))
+                if self._streak:
+                    message += (f"; checkpoint {self.checkpoint_path} not updated: the loss is "
+                                "above the divergence threshold")
+                else:
+                    self.save_checkpoint(self.checkpoint_path)
+        return TrainingResult(status, message, self.step, self.history, dict(self.seconds),
+                              dict(self.changed_settings))
 
     def _value_and_grad(self, pool: ThreadPoolExecutor | None) -> tuple[Any, Any, float]:
         """Loss and gradient of one fresh batch, and the seconds spent drawing it."""
@@ -383,25 +477,70 @@ class Trainer:
             return self.sampler.sample(self.config.batch_size, self.rng)
         return self.sampler.sample(self.config.batch_size, self.rng, out=self._batch)
 
-    def _flush(self, pending: list[tuple[int, float, Any]]) -> float | None:
-        """Move buffered losses to the host, step the scheduler; return a bad value if any."""
+    def _flush(self, pending: list[tuple[int, float, Any]]) -> str | None:
+        """Move buffered losses to the host, step the scheduler; say why the run diverged.
+
+        Returns ``None``, or a message when a loss is not finite (it is not
+        recorded) or the loss has blown up (recorded; the losses buffered after
+        it are dropped).
+        """
+        if not pending:
+            return None
         if self.op.xp is np:
             values = [float(v) for _, _, v in pending]
         else:  # one device-to-host transfer for all buffered losses
             values = to_numpy(self.op.xp.stack([v for _, _, v in pending])).tolist()
         for (step, lr, _), value in zip(pending, values):
             if not math.isfinite(value):
-                return value
+                return f"loss became {value} at step {step + 1}"
             self._hist["step"].append(step + 1)
             self._hist["train"].append(value)
             self._hist["lr"].append(lr)
+            if self._watch(value):
+                factor, window = self.config.divergence_test  # type: ignore[misc]
+                return (f"loss {value:.3g} at step {step + 1} has stayed above {factor:g} x "
+                        f"the first loss {self._reference:.3g} for {window} steps")
             if self.scheduler is not None:
                 self.scheduler.step(value)
         return None
 
+    def _watch(self, value: float) -> bool:
+        """Update the blow-up test with the next recorded loss; True when it fires."""
+        if self._reference is None:
+            self._reference = value
+            return False
+        test = self.config.divergence_test
+        if test is None or self._reference <= 0:  # a zero first loss gives no scale
+            self._streak = 0
+            return False
+        factor, window = test
+        self._streak = self._streak + 1 if value > factor * self._reference else 0
+        return self._streak >= window
+
     # -- checkpoints --------------------------------------------------------------------
+    def _settings(self) -> dict[str, Any]:
+        """What a checkpoint records and a resumed run must match (JSON values)."""
+        config = asdict(self.config)
+        settings = {key: config[key] for key in RESUME_SETTINGS}
+        settings.update(train_seed=self.train_seed, sampler=_describe_sampler(self.sampler),
+                        operator=describe_operator(self.op))
+        return json.loads(json.dumps(settings, default=_json_default))
+
     def save_checkpoint(self, path: str | Path) -> Path:
-        """Write parameters, optimiser, scheduler, random stream and history, atomically."""
+        """Write parameters, optimiser, scheduler, random stream and history, atomically.
+
+        The metadata also records the settings of :data:`RESUME_SETTINGS`, the
+        training seed, the sampler and the operator's architecture
+        (:func:`~ddops.io.describe_operator`), which :meth:`load_checkpoint`
+        compares, and the changes accepted so far (``changed_settings``).
+
+        Raises
+        ------
+        RuntimeError
+            After the run has diverged (a diverged state is never checkpointed).
+        """
+        if self.diverged is not None:
+            raise RuntimeError(f"not writing checkpoint {str(path)!r}: {self.diverged}")
         arrays: dict[str, Any] = {"theta": to_numpy(self.op.theta)}
         for key, value in self.optimizer.state_dict().items():
             arrays["opt_" + key] = np.asarray(value)
@@ -410,39 +549,229 @@ class Trainer:
                 arrays["sched_" + key] = np.asarray(value)
         for key, value in self.history.items():
             arrays["hist_" + key] = value
-        meta = {"step": self.step, "train_seed": self.train_seed,
-                "rng": self.rng.bit_generator.state, "seconds": self.seconds,
-                "config": asdict(self.config), "num_params": int(self.op.theta.size)}
-        arrays["meta"] = np.array(json.dumps(meta))
+        settings = self._settings()
+        meta = {"format": CHECKPOINT_FORMAT, "step": self.step,
+                "train_seed": settings.pop("train_seed"), "rng": self.rng.bit_generator.state,
+                "seconds": self.seconds, "config": asdict(self.config),
+                "num_params": int(self.op.theta.size), "sampler": settings.pop("sampler"),
+                "operator": settings.pop("operator"),
+                "changed_settings": self.changed_settings}
+        arrays["meta"] = np.array(json.dumps(meta, default=_json_default))
         return atomic_savez(path, **arrays)
 
-    def load_checkpoint(self, path: str | Path) -> None:
-        """Restore a checkpoint written by :meth:`save_checkpoint` (validated, no pickle)."""
+    def load_checkpoint(self, path: str | Path, allow_changes: bool = False) -> dict[str, list]:
+        """Restore a checkpoint written by :meth:`save_checkpoint` (validated, no pickle).
+
+        The checkpoint must have been written with this run's settings: every
+        field of :data:`RESUME_SETTINGS` (``steps`` included), ``train_seed``,
+        the sampler (its ``repr``, or its class when it has none) and the
+        operator's architecture (:func:`~ddops.io.describe_operator`: class,
+        decomposition, ranks, coarse basis, partition, tying, base, dtype,
+        initialisation, seed, number of parameters).  A setting that a
+        checkpoint does not record (a file of an older version) counts as
+        changed.
+
+        With ``allow_changes=True`` differing settings are accepted and
+        recorded: this run's settings apply from the checkpoint's step on
+        (a changed ``lr`` restarts at this run's rate, a changed ``train_seed``
+        restarts the training stream from this run's seed, changed optimiser
+        and scheduler constants replace the stored ones; the parameters always
+        come from the checkpoint).  A larger ``steps`` continues a run:
+        with the same ``log_every`` and ``val_every`` dividing the old
+        ``steps``, the result equals an uninterrupted run of the new length.
+        Changes accepted by an earlier resume, which the checkpoint records,
+        are kept (``[first old value, newest value]``).
+
+        Parameters
+        ----------
+        path : path-like
+            The checkpoint.
+        allow_changes : bool
+            Accept differing settings instead of refusing them.
+
+        Returns
+        -------
+        dict
+            ``{setting: [old, new]}``, also kept as :attr:`changed_settings` and
+            reported in :class:`TrainingResult`; empty when nothing changed.
+
+        Raises
+        ------
+        ValueError
+            One line naming the file: it is missing, damaged or not a checkpoint
+            (see :func:`ddops.io.read_npz`), its contents are inconsistent, it
+            was written with other settings (naming each, with the old and new
+            value) and ``allow_changes`` is false, it holds a different number
+            of parameter values, or it is past this run's ``steps``.
+        """
+        name = f"checkpoint {str(path)!r}"
+        meta, data = read_npz(path, "checkpoint", required=("theta",),
+                              meta_keys=("step", "rng", "seconds"))
+        step, seconds = _check_progress(meta, name)
+        history = _check_history(data, step, name)
+        rng = type(self.rng.bit_generator)()
         try:
-            with np.load(path, allow_pickle=False) as z:
-                data = {k: z[k] for k in z.files}
-            meta = json.loads(str(data["meta"]))
-        except (OSError, ValueError, KeyError) as exc:
-            raise ValueError(f"cannot read checkpoint {str(path)!r}: {exc}") from exc
+            rng.state = meta["rng"]
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ValueError(f"{name}: the random stream state is unusable ({exc})") from exc
+        diffs = self._compare(meta)
         theta = data["theta"]
-        if theta.shape != self.op.theta.shape or not np.all(np.isfinite(theta)):
-            raise ValueError(f"checkpoint {str(path)!r} does not match this operator")
-        saved = meta.get("config", {})
-        mine = asdict(self.config)
-        for key in ("batch_size", "loss", "optimizer", "scheduler", "log_every"):
-            if saved.get(key) != mine[key]:
-                raise ValueError(f"checkpoint {str(path)!r} was written with {key}="
-                                 f"{saved.get(key)!r}, this run has {key}={mine[key]!r}")
-        if meta.get("train_seed") != self.train_seed:
-            raise ValueError(f"checkpoint {str(path)!r} was written with train_seed="
-                             f"{meta.get('train_seed')!r}, this run has {self.train_seed}")
-        self.optimizer.load_state_dict({k[4:]: v for k, v in data.items()
-                                        if k.startswith("opt_")})
-        if self.scheduler is not None:
-            self.scheduler.load_state_dict({k[6:]: v for k, v in data.items()
-                                            if k.startswith("sched_")})
+        if theta.shape != self.op.theta.shape:
+            arch = [d for d in diffs if d[0].startswith("operator")]
+            raise ValueError(f"{name} holds {theta.size} parameter values, this operator has "
+                             f"{self.op.theta.size}"
+                             + (": " + _differences("it", arch) if arch else ""))
+        check_parameter_vector(theta, self.op.theta.shape, name)
+        if diffs and not allow_changes:
+            raise ValueError(_differences(name, diffs)
+                             + " (allow changed settings to continue anyway)")
+        if step > self.config.steps:
+            raise ValueError(f"{name} is at step {step}, beyond this run's "
+                             f"steps={self.config.steps}; ask for at least {step} steps")
+        differing = {key for key, _, _ in diffs}
+        changed = {key: [_plain(old), _plain(new)] for key, old, new in diffs}
+        earlier = meta.get("changed_settings") or {}
+        if isinstance(earlier, dict):
+            for key, pair in earlier.items():
+                if isinstance(pair, list) and len(pair) == 2:
+                    changed[key] = [pair[0], changed[key][1] if key in changed else pair[1]]
+        backup = self._snapshot()
+        try:
+            self._restore(data, meta, changed, diffs)
+        except (TypeError, ValueError) as exc:
+            self._rollback(backup)
+            raise ValueError(f"{name}: the optimiser or scheduler state is unusable "
+                             f"({exc})") from exc
         self.op.theta[...] = self.op.xp.asarray(theta, dtype=self.op.dtype)
-        self.rng.bit_generator.state = meta["rng"]
-        self.step = int(meta["step"])
-        self.seconds = {k: float(v) for k, v in meta["seconds"].items()}
-        self._hist = {k[5:]: v.tolist() for k, v in data.items() if k.startswith("hist_")}
+        if "train_seed" in differing:
+            self.rng = np.random.default_rng(self.train_seed)  # this run's stream from here
+        else:
+            self.rng.bit_generator.state = rng.state
+        self.step = step
+        self.seconds = seconds
+        self._hist = history
+        self._reference, self._streak = None, 0
+        for value in history["train"]:
+            self._watch(value)
+        self.changed_settings = changed
+        return dict(changed)
+
+    def _compare(self, meta: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+        """``(setting, old, new)`` for every recorded setting that differs from this run."""
+        mine = self._settings()
+        config = meta.get("config")
+        config = config if isinstance(config, dict) else {}
+        saved = {key: config.get(key, _MISSING) for key in RESUME_SETTINGS}
+        for key in ("train_seed", "sampler", "operator"):
+            saved[key] = meta.get(key, _MISSING)
+        if not (mine["scheduler"] or saved["scheduler"] is True):
+            for key in _PLATEAU:  # without a scheduler its constants do not matter
+                saved.pop(key)
+                mine.pop(key)
+        return _differing(saved, mine)
+
+    def _snapshot(self) -> tuple[Any, Any]:
+        return (self.optimizer.state_dict(),
+                None if self.scheduler is None else self.scheduler.state_dict())
+
+    def _rollback(self, backup: tuple[Any, Any]) -> None:
+        self.optimizer.load_state_dict(backup[0])
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(backup[1])
+
+    def _restore(self, data: dict[str, np.ndarray], meta: dict[str, Any],
+                 changed: dict[str, list], diffs: list[tuple[str, Any, Any]]) -> None:
+        """Optimiser and scheduler state from the checkpoint; this run's constants on top."""
+        c, opt = self.config, self.optimizer
+        state: dict[str, Any] = {k[4:]: v for k, v in data.items() if k.startswith("opt_")}
+        differing = {d[0] for d in diffs}
+        if "optimizer" in differing:  # Adam <-> AdamW: the moments carry over
+            state["decoupled_weight_decay"] = np.asarray(opt.decoupled_weight_decay)
+        opt.load_state_dict(state)
+        opt.betas, opt.eps, opt.weight_decay = tuple(c.betas), c.eps, c.weight_decay
+        if "lr" in differing:
+            opt.lr = c.lr
+        sched = {k[6:]: v for k, v in data.items() if k.startswith("sched_")}
+        config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+        if config.get("scheduler", True) and "scheduler" not in differing and not sched:
+            raise ValueError("the scheduler state is missing")
+        if self.scheduler is not None and sched:
+            self.scheduler.load_state_dict(sched)
+            self.scheduler.factor = c.plateau_factor
+            self.scheduler.patience = c.plateau_patience
+
+
+def _describe_sampler(sampler: Any) -> str:
+    """The sampler as a checkpoint records it: its ``repr``, or its class without one."""
+    cls = type(sampler)
+    return repr(sampler) if cls.__repr__ is not object.__repr__ else cls.__qualname__
+
+
+def _differing(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """``(setting, old, new)`` where two records differ; nested dictionaries as ``a.b``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key, value in new.items():
+            out.extend(_differing(old.get(key, _MISSING), value, f"{prefix}{key}."))
+        out.extend((f"{prefix}{key}", old[key], _ABSENT) for key in old if key not in new)
+        return out
+    if old is _MISSING or old != new:
+        return [(prefix[:-1], old, new)]
+    return []
+
+
+def _show(value: Any) -> str:
+    if value is _MISSING:
+        return "<not recorded>"
+    return "<none>" if value is _ABSENT else repr(value)
+
+
+def _plain(value: Any) -> Any:
+    """A compared value for ``changed_settings`` (``None`` for one that is not there)."""
+    return None if value is _MISSING or value is _ABSENT else value
+
+
+def _differences(name: str, diffs: list[tuple[str, Any, Any]]) -> str:
+    """One line: ``<name> was written with a=1, b=2; this run has a=3, b=4``."""
+    old = ", ".join(f"{k}={_show(v)}" for k, v, _ in diffs)
+    new = ", ".join(f"{k}={_show(v)}" for k, _, v in diffs)
+    sep = "; " if len(diffs) > 1 else ", "
+    return f"{name} was written with {old}{sep}this run has {new}"
+
+
+def _check_progress(meta: dict[str, Any], name: str) -> tuple[int, dict[str, float]]:
+    """The step count and the timings of a checkpoint's metadata, checked."""
+    step = meta["step"]
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"{name}: metadata 'step' must be an integer >= 0, got {step!r}")
+    seconds = meta["seconds"]
+    if (not isinstance(seconds, dict) or set(seconds) != {"total", "data", "step"}
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                       and math.isfinite(v) for v in seconds.values())):
+        raise ValueError(f"{name}: metadata 'seconds' must map total, data and step to "
+                         f"finite numbers, got {seconds!r}")
+    return step, {k: float(v) for k, v in seconds.items()}
+
+
+def _check_history(data: dict[str, np.ndarray], step: int, name: str) -> dict[str, list]:
+    """The history arrays of a checkpoint: present, one-dimensional, real, consistent."""
+    keys = ("step", "train", "lr", "val_step", "val")
+    missing = [f"hist_{k}" for k in keys if f"hist_{k}" not in data]
+    if missing:
+        raise ValueError(f"{name}: array {missing[0]!r} is missing (not a complete checkpoint)")
+    h = {k: data[f"hist_{k}"] for k in keys}
+    for k, a in h.items():
+        kinds = "iu" if k.endswith("step") else "f"
+        if a.ndim != 1 or a.dtype.kind not in kinds:
+            raise ValueError(f"{name}: array 'hist_{k}' must be one-dimensional "
+                             f"{'integer' if kinds == 'iu' else 'floating'}, got dtype "
+                             f"{a.dtype} and shape {a.shape}")
+    if not (h["step"].size == h["train"].size == h["lr"].size == step):
+        raise ValueError(f"{name}: the history holds {h['step'].size} steps, {h['train'].size} "
+                         f"losses and {h['lr'].size} rates, the metadata {step} steps")
+    if h["val_step"].size != h["val"].size:
+        raise ValueError(f"{name}: the history holds {h['val_step'].size} validation steps "
+                         f"and {h['val'].size} validation losses")
+    if not (np.all(np.isfinite(h["train"])) and np.all(np.isfinite(h["lr"]))):
+        raise ValueError(f"{name}: the loss or rate history contains NaN or inf")
+    return {k: a.tolist() for k, a in h.items()}

@@ -36,7 +36,8 @@ def test_resume_matches_uninterrupted(tmp_path):
     first = Trainer(op_b, sampler, config, train_seed=7, validation=val, checkpoint=ckpt)
     first.run(steps=25)
     first.save_checkpoint(ckpt)
-    op_c, _, _, _ = small_setup(seed=123)  # different start: the checkpoint must overwrite it
+    op_c, _, _, _ = small_setup()
+    op_c.theta[...] += 1.0  # a different start: the checkpoint must overwrite it
     second = Trainer(op_c, sampler, config, train_seed=7, validation=val)
     second.load_checkpoint(ckpt)
     resumed = second.run()
@@ -70,7 +71,7 @@ def test_divergence_stops_cleanly_and_keeps_checkpoint(tmp_path):
     assert result.history["train"].shape == (25,)
     # the checkpoint on disk is the last good one (step 20) and loads
     fresh, _, _, _ = small_setup()
-    t2 = Trainer(fresh, sampler, config)
+    t2 = Trainer(fresh, NaNAfter(sampler, 25), config)
     t2.load_checkpoint(ckpt)
     assert t2.step == 20 and np.all(np.isfinite(fresh.theta))
 
@@ -125,7 +126,8 @@ def test_resume_with_buffered_losses(tmp_path):
     cfg = TrainingConfig(**{**config.__dict__, "checkpoint_every": 10})
     first = Trainer(op_b, sampler, cfg, train_seed=3, checkpoint=ckpt)
     first.run(steps=20)
-    op_c, _, _, _ = small_setup(seed=5)
+    op_c, _, _, _ = small_setup()
+    op_c.theta[...] += 1.0
     second = Trainer(op_c, sampler, cfg, train_seed=3)
     second.load_checkpoint(ckpt)
     assert second.history["train"].shape == (20,)
@@ -217,7 +219,8 @@ def test_resume_with_workers_is_exact(tmp_path):
     first = Trainer(op_b, sampler, config, train_seed=3, validation=val)
     first.run(steps=12)
     first.save_checkpoint(ckpt)
-    op_c, _, _, _ = small_setup(seed=9)
+    op_c, _, _, _ = small_setup()
+    op_c.theta[...] += 1.0
     second = Trainer(op_c, sampler, config, train_seed=3, validation=val)
     second.load_checkpoint(ckpt)
     resumed = second.run()
@@ -247,3 +250,183 @@ def test_workers_respect_the_samplers_batches(make, rtol):
         cfg = TrainingConfig(batch_size=8, steps=5, progress=False, workers=w, loss="mse")
         histories.append(Trainer(op, sampler, cfg, train_seed=1).run().history["train"])
     np.testing.assert_allclose(histories[1], histories[0], rtol=rtol)
+
+
+# -- divergence: a blow-up of the loss stops the run, the last good checkpoint stays ----------
+class SpikeSampler:
+    """Right-hand sides times ``scale`` at the (1-based) steps in ``spikes`` (the relative
+    error, and so the loss, grows by about ``scale**2``); ``calls`` batches drawn so far."""
+
+    def __init__(self, inner, spikes, scale=1e4, calls=0):
+        self.inner, self.spikes, self.scale, self.calls = inner, set(spikes), scale, calls
+
+    def sample(self, B, rng):
+        F, U = self.inner.sample(B, rng)
+        self.calls += 1
+        return (F * self.scale, U) if self.calls in self.spikes else (F, U)
+
+
+def spike_setup(spikes, calls=0, **cfg):
+    cfg = {"steps": 40, "lr": 1e-4, "scheduler": False, "divergence_window": 10, **cfg}
+    op, sampler, _, config = small_setup(**cfg)
+    return op, SpikeSampler(sampler, spikes, calls=calls), config
+
+
+def test_huge_learning_rate_diverges_with_the_default_test():
+    op, sampler, val, config = small_setup(steps=400, lr=1e6)
+    assert config.validated().divergence_test == (1e4, 100)
+    result = Trainer(op, sampler, config).run()
+    train = result.history["train"]
+    assert result.status == "diverged" and result.steps < 400
+    # stopped after exactly 100 losses in a row above 1e4 times the first one
+    above = train > 1e4 * train[0]
+    assert above[-100:].all() and not above[-101]
+    assert "stayed above 10000 x the first loss" in result.message
+    assert f"step {train.size}" in result.message and "\n" not in result.message
+
+
+def test_no_checkpoint_of_a_run_that_blows_up_from_the_start(tmp_path):
+    op, sampler, val, config = small_setup(steps=300, lr=1e6, checkpoint_every=10)
+    ckpt = tmp_path / "c.npz"
+    result = Trainer(op, sampler, config, checkpoint=ckpt).run()
+    assert result.status == "diverged" and "no checkpoint was written" in result.message
+    assert not ckpt.exists()
+
+
+def test_blow_up_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    """Rate 1e6 from update 36 on: the file is the state of step 30 of a normal run."""
+    op, sampler, val, config = small_setup(steps=300, lr=1e-2, checkpoint_every=10)
+    ckpt = tmp_path / "c.npz"
+    trainer = Trainer(op, sampler, config, train_seed=3, checkpoint=ckpt)
+    step = trainer.optimizer.step
+
+    def step_then_blow_up(grads):
+        if trainer.optimizer.step_count == 35:
+            trainer.optimizer.lr = 1e6
+        step(grads)
+
+    monkeypatch.setattr(trainer.optimizer, "step", step_then_blow_up)
+    result = trainer.run()
+    assert result.status == "diverged" and f"last checkpoint {ckpt} kept" in result.message
+    train = result.history["train"]
+    threshold = 1e4 * train[0]
+    first_above = int(np.argmax(train > threshold)) + 1  # 1-based step
+    # periodic checkpoints are due at multiples of 10; one inside the blow-up is skipped
+    last_good = max(k for k in range(10, result.steps + 1, 10) if train[k - 1] <= threshold)
+    assert last_good == 30 and first_above == 37
+    # an independent run stopped at that step: same parameters, moments and history
+    ref_op, _, _, _ = small_setup()
+    ref = Trainer(ref_op, sampler, config, train_seed=3)
+    ref.run(last_good)
+    with np.load(ckpt) as z:
+        np.testing.assert_array_equal(z["theta"], ref_op.theta)
+        np.testing.assert_array_equal(z["opt_exp_avg_0"], ref.optimizer.exp_avg[0])
+        np.testing.assert_array_equal(z["opt_exp_avg_sq_0"], ref.optimizer.exp_avg_sq[0])
+        np.testing.assert_array_equal(z["hist_train"], train[:last_good])
+    with pytest.raises(RuntimeError, match="diverged"):
+        trainer.save_checkpoint(tmp_path / "other.npz")
+    assert not (tmp_path / "other.npz").exists()
+
+
+@pytest.mark.parametrize("length,status", [(9, "finished"), (10, "diverged")])
+def test_short_spike_does_not_stop_a_run(length, status):
+    op, sampler, config = spike_setup(range(12, 12 + length))
+    result = Trainer(op, sampler, config).run()
+    assert result.status == status
+    if status == "diverged":
+        assert "at step 21 has stayed above" in result.message
+        assert result.history["train"].size == 21
+    else:
+        assert result.steps == 40
+
+
+def test_streak_restarts_after_a_normal_step():
+    op, sampler, config = spike_setup([*range(5, 14), *range(15, 24)])  # 9, 1 normal, 9
+    assert Trainer(op, sampler, config).run().status == "finished"
+
+
+@pytest.mark.parametrize("log_every", [1, 5])
+def test_blow_up_decision_survives_chunks_and_resume(tmp_path, log_every):
+    """run() in pieces and a resume mid-spike stop at the same step with the same history."""
+    spikes = range(12, 30)
+    op, sampler, config = spike_setup(spikes, log_every=log_every)
+    full = Trainer(op, sampler, config, train_seed=4).run()
+    assert full.status == "diverged" and full.history["train"].size == 21
+    op2, sampler2, _ = spike_setup(spikes, log_every=log_every)
+    chunked = Trainer(op2, sampler2, config, train_seed=4)
+    assert chunked.run(15).status == "finished"  # 4 steps into the spike
+    chunked.save_checkpoint(tmp_path / "mid.npz")
+    assert chunked.run().message == full.message
+    op3, sampler3, _ = spike_setup(spikes, calls=15, log_every=log_every)
+    resumed = Trainer(op3, sampler3, config, train_seed=4)
+    resumed.load_checkpoint(tmp_path / "mid.npz")
+    result = resumed.run()
+    assert result.message == full.message
+    np.testing.assert_array_equal(result.history["train"], full.history["train"])
+    np.testing.assert_array_equal(op3.theta, op.theta)
+
+
+def test_no_checkpoint_while_the_loss_is_above_the_threshold(tmp_path):
+    ckpt = tmp_path / "c.npz"
+    op, sampler, config = spike_setup(range(12, 21), checkpoint_every=5)
+    trainer = Trainer(op, sampler, config, checkpoint=ckpt)
+    result = trainer.run(19)  # ends inside the spike: no final save either
+    assert result.status == "finished" and "not updated" in result.message
+    with np.load(ckpt) as z:
+        assert z["hist_train"].size == 10  # step 15 was inside the spike
+    result = trainer.run(40)
+    assert result.status == "finished"
+    with np.load(ckpt) as z:
+        assert z["hist_train"].size == 40
+
+
+def test_non_finite_parameters_stop_before_a_checkpoint(tmp_path, monkeypatch):
+    op, sampler, val, config = small_setup(steps=30, checkpoint_every=5)
+    ckpt = tmp_path / "c.npz"
+    trainer = Trainer(op, sampler, config, checkpoint=ckpt)
+    step = trainer.optimizer.step
+
+    def poisoned(grads):
+        step(grads)
+        if trainer.optimizer.step_count == 10:
+            op.theta[3] = np.inf
+
+    monkeypatch.setattr(trainer.optimizer, "step", poisoned)
+    result = trainer.run()
+    assert result.status == "diverged"
+    assert "parameters became NaN or inf at step 10" in result.message
+    with np.load(ckpt) as z:
+        assert z["hist_train"].size == 5 and np.all(np.isfinite(z["theta"]))
+
+
+def test_divergence_test_can_be_disabled():
+    for disabled in ({"divergence_factor": None}, {"divergence_factor": 0},
+                     {"divergence_window": 0}, {"divergence_window": None}):
+        op, sampler, val, config = small_setup(steps=150, lr=1e6, **disabled)
+        assert config.validated().divergence_test is None
+        assert Trainer(op, sampler, config).run().status == "finished"
+
+
+@pytest.mark.parametrize("field,value,exc", [
+    ("divergence_factor", 0.5, ValueError), ("divergence_factor", 1.0, ValueError),
+    ("divergence_factor", -3.0, ValueError), ("divergence_factor", float("inf"), ValueError),
+    ("divergence_factor", "big", TypeError), ("divergence_window", -1, ValueError),
+    ("divergence_window", 2.5, TypeError),
+])
+def test_divergence_settings_validation(field, value, exc):
+    with pytest.raises(exc, match=field):
+        TrainingConfig(**{field: value}).validated()
+
+
+def test_paper_settings_never_trigger_the_default_test():
+    """The default compare setting at the largest rate of the sweep (and beyond) finishes."""
+    from dataclasses import replace
+
+    from ddops.experiments import ExperimentConfig, build_models, build_problem
+
+    c = replace(ExperimentConfig(), steps=300, lr=1e-1).validated()
+    prob = build_problem(c)
+    for name, op in build_models(c, prob.decomposition).items():
+        cfg = TrainingConfig(steps=c.steps, batch_size=c.batch_size, lr=c.lr, progress=False)
+        result = Trainer(op, prob.sampler, cfg, train_seed=c.train_seed).run()
+        assert result.status == "finished", (name, result.message)
