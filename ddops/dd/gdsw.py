@@ -61,7 +61,10 @@ coarse functions by one multi-column solve whose columns are shared between
 parts: column slot ``s`` holds, on the rows of part ``p``, the right-hand side
 of the ``s``-th coarse function adjacent to ``p``, so the number of columns
 is the largest number of coarse functions adjacent to one part, not the
-coarse dimension (see :func:`harmonic_extension`).
+coarse dimension (see :func:`harmonic_extension`).  Both variants extend the
+same pieces, ``Z[:, a]`` on one component: they are the GDSW functions, and,
+the extension being linear, an RGDSW function is the weighted sum of the
+extended pieces of its root and offspring (one sparse product).
 """
 
 from __future__ import annotations
@@ -498,7 +501,11 @@ def _independent_vectors(group: np.ndarray, values: np.ndarray, num_groups: int,
 
 
 def _columns_from_groups(rows, group, values, keep, n):
-    """Assemble ``n x n0`` columns (group-major, then vector) from the kept group vectors."""
+    """Assemble the kept group vectors as ``n x n0`` columns (group-major, then vector).
+
+    Returns the matrix and the ``num_groups x k`` column index of every
+    (group, vector) pair (-1 where not kept).
+    """
     num_groups, k = keep.shape
     column = np.full((num_groups, k), -1, dtype=np.int64)
     column[keep] = np.arange(int(keep.sum()))  # row-major: group-major order
@@ -508,13 +515,11 @@ def _columns_from_groups(rows, group, values, keep, n):
         r_all.append(rows[sel])
         c_all.append(column[group[sel], a])
         v_all.append(values[sel, a])
-    n0 = int(keep.sum())
     Phi = sp.csr_matrix((np.concatenate(v_all), (np.concatenate(r_all), np.concatenate(c_all))),
-                        shape=(n, n0))
+                        shape=(n, int(keep.sum())))
     Phi.eliminate_zeros()
     Phi.sort_indices()
-    group_of_column, vector_of_column = np.nonzero(keep)
-    return Phi, group_of_column, vector_of_column
+    return Phi, column
 
 
 # -- harmonic extension ---------------------------------------------------------------------------
@@ -571,6 +576,8 @@ def harmonic_extension(
     interior = np.flatnonzero(mask)
     if interior.size == 0 or n0 == 0:
         return PhiG
+    # grouping the interior by part keeps the blocks of A_II contiguous: a faster factorisation
+    interior = interior[np.argsort(owner[interior], kind="stable")]
     A_I = A[interior]
     A_II = A_I[:, interior]
     B = (-(A_I[:, interface] @ PhiG[interface])).tocsr()
@@ -631,7 +638,8 @@ class GDSWInfo:
     column_vector : numpy.ndarray
         The null-space vector (column of ``Z``) of every coarse function.
     dropped : int
-        Number of (component or root, vector) pairs dropped as dependent.
+        Number of (component or root, vector) pairs without a function: the
+        vector is zero there or dependent on the earlier ones there.
     seconds : float
         Wall time of the construction.
     """
@@ -718,27 +726,48 @@ def gdsw_basis(
         raise ValueError("owner: the partition has a single part (or parts A does not couple), "
                          "so there is no interface and no GDSW coarse function")
     x = comps.interface
+    C, k = comps.num_components, Z.shape[1]
+    # every (component, vector) piece Z[:, a] on component c, extended harmonically: the GDSW
+    # functions, and the building blocks of RGDSW (the extension is linear, so a root's
+    # function is the weighted sum of the extended pieces of its offspring)
+    values = Z[x]
+    nonzero = np.zeros((C, k), dtype=bool)
+    nonzero[comps.component[np.nonzero(values)[0]], np.nonzero(values)[1]] = True
+    pieces_G, piece_of = _columns_from_groups(x, comps.component, values, nonzero, n)
+    pieces = harmonic_extension(A, owner, x, pieces_G, chunk_bytes=chunk_bytes)
     if variant == "gdsw":
-        rows, group, weight = x, comps.component, np.ones(x.size)
-        group_component = np.arange(comps.num_components)
+        keep = _independent_vectors(comps.component, values, C, rtol)
+        group_component = np.arange(C)
+        Phi = pieces[:, piece_of[keep]].tocsr()
     else:
-        W = comps.root_weights()  # C x R
-        E = sp.csr_matrix((np.ones(x.size), (np.arange(x.size), comps.component)),
-                          shape=(x.size, comps.num_components))
-        XW = (E @ W).tocoo()  # interface unknown x root, option-1 weights
-        rows, group, weight = x[XW.row], XW.col, XW.data
+        W = comps.root_weights().tocoo()  # C x R option-1 weights
         group_component = comps.roots()
-    values = weight[:, None] * Z[rows]
-    keep = _independent_vectors(group, values, group_component.size, rtol)
-    # groups whose vectors all vanish there carry no function: not "dropped"
-    present = np.bincount(group, minlength=group_component.size) > 0
-    PhiG, col_group, col_vector = _columns_from_groups(rows, group, values, keep, n)
-    Phi = harmonic_extension(A, owner, x, PhiG, chunk_bytes=chunk_bytes)
+        # the interface values of each (root, vector): weight * Z on the root and its offspring
+        E = sp.csr_matrix((np.ones(x.size), (np.arange(x.size), comps.component)),
+                          shape=(x.size, C))
+        XW = (E @ W.tocsr()).tocoo()
+        keep = _independent_vectors(XW.col, XW.data[:, None] * Z[x[XW.row]],
+                                    group_component.size, rtol)
+        column = np.full(keep.shape, -1, dtype=np.int64)
+        column[keep] = np.arange(int(keep.sum()))
+        # combine: piece (c, a) enters column (r, a) with weight W[c, r]
+        c_idx = np.repeat(W.row, k)
+        r_idx = np.repeat(W.col, k)
+        a_idx = np.tile(np.arange(k), W.nnz)
+        w_val = np.repeat(W.data, k)
+        ok = (piece_of[c_idx, a_idx] >= 0) & (column[r_idx, a_idx] >= 0)
+        combine = sp.csr_matrix((w_val[ok], (piece_of[c_idx[ok], a_idx[ok]],
+                                             column[r_idx[ok], a_idx[ok]])),
+                                shape=(pieces.shape[1], int(keep.sum())))
+        Phi = (pieces @ combine).tocsr()
+    Phi.eliminate_zeros()
+    Phi.sort_indices()
+    col_group, col_vector = np.nonzero(keep)
     if not return_info:
         return Phi
     info = GDSWInfo(variant=variant, components=comps,
                     column_component=group_component[col_group], column_vector=col_vector,
-                    dropped=int((~keep[present]).sum()), seconds=time.perf_counter() - start)
+                    dropped=int(keep.size - keep.sum()), seconds=time.perf_counter() - start)
     return Phi, info
 
 
@@ -782,7 +811,7 @@ def nicolaides_basis(
     group = np.repeat(np.arange(d.num_subdomains), d.sizes)
     values = d.entry_weights("full")[:, None] * Z[d.indices]
     keep = _independent_vectors(group, values, d.num_subdomains, rtol)
-    Phi, _, _ = _columns_from_groups(d.indices, group, values, keep, d.num_dofs)
+    Phi, _ = _columns_from_groups(d.indices, group, values, keep, d.num_dofs)
     return Phi
 
 
