@@ -451,18 +451,20 @@ def run_compare(config: ExperimentConfig, log: Any = print) -> dict[str, dict[st
             raise _rescue(prefix, exc, write_all) from exc
     if c.plots:
         try:
-            _plot_compare(c, prob, models, histories, prefix)
+            _plot_compare(c, prob, models, histories, metrics, prefix)
         except OSError as exc:
             raise _rescue(prefix, exc, write_all) from exc
     return metrics
 
 
 def _plot_compare(c: ExperimentConfig, prob: Problem, models: dict[str, LowRankOperator],
-                  histories: dict[str, dict[str, np.ndarray]], prefix: str) -> None:
+                  histories: dict[str, dict[str, np.ndarray]],
+                  metrics: dict[str, dict[str, Any]], prefix: str) -> None:
     from . import plotting
 
-    plotting.plot_training_curves(
-        dict(histories), prefix + "_training_curves.png",
+    plotting.plot_training_curves(  # a diverged run's curve is marked
+        {k: {**h, "status": metrics[k]["status"]} for k, h in histories.items()},
+        prefix + "_training_curves.png",
         title=f"n={c.n}, N={c.subdomains}, lr={c.lr:g}",
         ylabel="wMSE" if c.loss == "wmse" else "MSE")
     for name, op in models.items():

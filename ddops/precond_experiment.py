@@ -456,13 +456,16 @@ def _run(c: PrecondConfig, log: Callable[[str], Any]) -> dict[str, Any]:
             from .plotting import plot_residual_histories
 
             short = f"n = {c.n}, N = {c.subdomains}, overlap {c.overlap}"
+            converged = {r["label"]: r["converged"] for r in rows}  # others are marked
             files["plot"] = str(plot_residual_histories(histories, prefix + "_residuals.png",
-                                                        title=short, dpi=PLOT_DPI))
+                                                        title=short, dpi=PLOT_DPI,
+                                                        converged=converged))
             fast = {k: h for k, h in histories.items() if len(h) - 1 <= ZOOM_ITERATIONS}
             if fast and len(fast) < len(histories):
                 files["plot_zoom"] = str(plot_residual_histories(
                     fast, prefix + "_residuals_zoom.png", dpi=PLOT_DPI,
-                    title=f"{short}: within {ZOOM_ITERATIONS} iterations"))
+                    title=f"{short}: within {ZOOM_ITERATIONS} iterations",
+                    converged={k: converged[k] for k in fast}))
             write(prefix)  # again, with the figures' names
     except OSError as exc:
         from .experiments import _rescue

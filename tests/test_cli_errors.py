@@ -549,3 +549,34 @@ def test_rescue_directory_is_fresh_per_failure(tmp_path, capsys, monkeypatch, sy
     assert first != second
     shutil.rmtree(first)
     assert (second / "a_metrics.json").exists()
+
+
+def test_figures_mark_diverged_and_unconverged_runs(tmp_path, monkeypatch,
+                                                    schwarz_diverges_at_high_lr):
+    import ddops.plotting as plotting
+
+    seen = {}
+    real_curves = plotting.plot_training_curves
+    real_residuals = plotting.plot_residual_histories
+
+    def curves(histories, *args, **kwargs):
+        seen["curves"] = {k: h.get("status") for k, h in histories.items()}
+        return real_curves(histories, *args, **kwargs)
+
+    def residuals(histories, *args, **kwargs):
+        seen.setdefault("residuals", []).append(dict(kwargs.get("converged") or {}))
+        return real_residuals(histories, *args, **kwargs)
+
+    monkeypatch.setattr(plotting, "plot_training_curves", curves)
+    monkeypatch.setattr(plotting, "plot_residual_histories", residuals)
+    monkeypatch.setattr(experiments, "_plot_model", lambda *args: [])
+    args = [a for a in SMALL if a != "--no-plots"]
+    assert main(["compare", *args, "--lr", "1e-2", "--save-prefix", str(tmp_path / "d")]) == 1
+    assert seen["curves"] == {"schwarz": "diverged", "global_r3": "finished"}
+    # a cap of 3 iterations: CG without a preconditioner does not converge, Jacobi neither
+    assert main(["precond", "--n", "64", "--no-train", "--no-progress", "--maxiter", "3",
+                 "--save-prefix", str(tmp_path / "pc")]) == 0
+    rows = json.loads((tmp_path / "pc_results.json").read_text())["rows"]
+    expected = {r["label"]: r["converged"] for r in rows}
+    assert not all(expected.values())
+    assert seen["residuals"][0] == expected
