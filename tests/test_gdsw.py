@@ -224,6 +224,28 @@ def test_component_counts_closed_form(px, py):
     assert np.all(c.sizes[c.multiplicity == 3] == 1)
 
 
+@pytest.mark.parametrize("px,py,pz", [(2, 2, 2), (3, 2, 2), (2, 3, 4)])
+def test_component_counts_closed_form_3d(px, py, pz):
+    # trilinear elements (27-point stencil), algebraic rule: faces, edges and vertices
+    m = 5 * max(px, py, pz)
+
+    def mass(k):
+        return sp.diags([np.ones(k - 1), 4 * np.ones(k), np.ones(k - 1)], [-1, 0, 1]) / 6
+
+    K, M = lap1(m), mass(m)
+    A = (sp.kron(sp.kron(M, M), K) + sp.kron(sp.kron(M, K), M)
+         + sp.kron(sp.kron(K, M), M)).tocsr()
+    z, rest = np.divmod(np.arange(m**3), m * m)
+    y, x = np.divmod(rest, m)
+    owner = ((z * pz // m) * py + y * py // m) * px + x * px // m
+    faces = (px - 1) * py * pz + px * (py - 1) * pz + px * py * (pz - 1)
+    edges = (px - 1) * (py - 1) * pz + (px - 1) * py * (pz - 1) + px * (py - 1) * (pz - 1)
+    vertices = (px - 1) * (py - 1) * (pz - 1)
+    c = interface_components(A, owner)
+    assert np.bincount(c.multiplicity, minlength=9).tolist() == [0, 0, faces, 0, edges, 0, 0,
+                                                                  0, vertices]
+
+
 @given(st.integers(0, 2**31 - 1), st.sampled_from(["boxes", "random"]),
        st.sampled_from([None, "shared"]))
 def test_components_match_reference(seed, partition, rule):
@@ -255,6 +277,23 @@ def test_matches_dense_reference(seed, partition, variant, k):
     expected = reference_basis(A, owner, Z, variant)
     assert Phi.shape == expected.shape
     np.testing.assert_allclose(Phi.toarray(), expected, atol=1e-11)
+
+
+@given(st.integers(0, 2**31 - 1), st.sampled_from(["gdsw", "rgdsw"]))
+def test_block_size_two_matches_dense_reference(seed, variant):
+    # a random graph with two coupled unknowns per node and three null-space vectors:
+    # on one-node components (two unknowns) the third vector is dependent and dropped
+    rng = np.random.default_rng(seed)
+    A, owner = random_spd(rng, int(rng.integers(10, 25)), "boxes")
+    if np.unique(owner).size < 2:
+        return
+    B = rng.standard_normal((2, 2))
+    A = sp.kron(A, B @ B.T + np.eye(2)).tocsr()
+    owner = np.repeat(owner, 2)
+    Z = rng.standard_normal((owner.size, 3))
+    Phi = gdsw_basis(A, owner, null_space=Z, variant=variant, block_size=2)
+    np.testing.assert_allclose(Phi.toarray(), reference_basis(A, owner, Z, variant),
+                               atol=1e-10)
 
 
 @pytest.mark.parametrize("variant", ["gdsw", "rgdsw"])
