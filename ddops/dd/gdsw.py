@@ -6,8 +6,8 @@ null space ``Z`` (``n x k``, constants by default); no coordinates or mesh.
 
 The interface
 -------------
-Two rules decide which unknowns form the interface ``Gamma`` and which parts
-each interface unknown *touches* (its part-set):
+One of three rules decides which unknowns form the interface ``Gamma`` and
+which parts each interface unknown *touches* (its part-set):
 
 * **Algebraic rule** (``interface=None``).  Unknown ``j`` is on the
   interface when ``A`` couples it (a stored off-diagonal nonzero of ``A`` or
@@ -53,7 +53,14 @@ unknown in a component ``c`` gets the weight ``1 / |roots(c)|`` from each root
 whose part-set contains that of ``c`` (weight 1 from itself on a root), so
 the interface values of the functions of one null-space vector sum to that
 vector: a partition of unity of the null space on the interface.  The
-harmonic extension is the same.
+harmonic extension is the same.  The roots above ``c`` are sought among all
+components, adjacent to ``c`` or not (a part-set inclusion only).
+
+Where the vectors of ``Z`` are linearly dependent on a component (GDSW) or on
+a root's interface support (RGDSW), such as the rotation on a one-node
+vertex of 2D elasticity, the later vectors are dropped there (Gram-Schmidt in
+the order of the columns of ``Z``, relative tolerance
+:data:`DEPENDENCE_RTOL`); the kept ones span the same space there.
 
 The interior matrix ``A_II`` is block diagonal over the parts.  It is
 factorised once, as one sparse matrix, and the extension is computed for all
