@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -56,6 +57,72 @@ def check_finite(name: str, x: Any) -> None:
     xp = _xp(x)
     if not bool(xp.all(xp.isfinite(x))):
         raise ValueError(f"{name} contains NaN or inf")
+
+
+# Where the kernel states the memory limit of this process's control group (v2, then v1).
+_CGROUP_LIMIT_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
+def memory_limit_bytes() -> int | None:
+    """Most memory this process can have: physical memory, or a smaller cgroup limit.
+
+    Returns None where neither can be read (then :func:`check_memory` refuses
+    nothing).
+    """
+    limits = []
+    try:
+        limits.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):  # not a POSIX system
+        pass
+    for path in _CGROUP_LIMIT_FILES:
+        try:
+            with open(path) as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():  # "max" means no limit
+            limits.append(int(text))
+    limits = [v for v in limits if v > 0]
+    return min(limits) if limits else None
+
+
+def format_bytes(nbytes: float) -> str:
+    """``nbytes`` in binary units, e.g. ``"1.50 GiB"``."""
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{value:.0f} B" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def fits_in_memory(nbytes: float) -> bool:
+    """Whether ``nbytes`` is at most :func:`memory_limit_bytes` (True when that is unknown)."""
+    limit = memory_limit_bytes()
+    return limit is None or nbytes <= limit
+
+
+def check_memory(what: str, nbytes: float, hint: str = "") -> None:
+    """Refuse, before allocating, arrays that cannot fit in this machine's memory.
+
+    Parameters
+    ----------
+    what : str
+        The object being built, with the arguments that set its size (for the message).
+    nbytes : float
+        Estimated peak memory of building it.
+    hint : str
+        What to reduce, appended to the message.
+
+    Raises
+    ------
+    ValueError
+        If ``nbytes`` exceeds :func:`memory_limit_bytes`.
+    """
+    limit = memory_limit_bytes()
+    if limit is not None and nbytes > limit:
+        raise ValueError(f"{what} would need about {format_bytes(nbytes)} of memory, more than "
+                         f"the {format_bytes(limit)} this machine has{'; ' + hint if hint else ''}")
 
 
 def _xp(x: Any):

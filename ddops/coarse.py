@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_choice, check_finite, check_int
+from ._validation import check_choice, check_finite, check_int, check_memory
 from .decomposition import Decomposition
 
 __all__ = ["COARSE_BASES", "coarse_basis", "hat_functions", "column_rank",
@@ -89,7 +89,10 @@ def coarse_basis(
     d = decomposition
     if kind == "interface_hats":
         if d.interface_nodes.size == 0:
-            raise ValueError("coarse_basis: 'interface_hats' needs at least two subdomains")
+            raise ValueError(
+                "coarse_basis: 'interface_hats' needs interface nodes (a Decomposition1D with "
+                "at least two subdomains, or Decomposition(..., interface_nodes=...)); use "
+                "'pou', 'grid_hats', a matrix Phi or no coarse basis")
         return hat_functions(d.coordinates, d.coordinates[d.interface_nodes])
     if kind == "pou":
         S = d.stacked_restriction("full", padded=False)
@@ -192,6 +195,10 @@ def subdomain_blocks(decomposition: Decomposition, Phi: Any, extra_columns: int 
     pair_sub, pair_col = pairs // n0, pairs % n0
     slot = np.arange(pairs.size) - np.searchsorted(pair_sub, pair_sub)  # rank within subdomain
     c = max(int(slot.max()) + 1 if pairs.size else 0, 1)
+    # a dense Phi gives c = n0 columns in every padded block: check before allocating
+    check_memory(f"the coarse blocks of Phi ({n0} columns, up to {c} per subdomain, on {N} "
+                 f"subdomains of up to {p} unknowns)", 8 * N * p * c * 2,
+                 "use a sparser coarse basis")
     blocks = np.zeros((N * p, c))
     blocks[position, slot[which]] = coo.data
     index = np.zeros((N, c), dtype=np.intp)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_choice, check_int
+from ._validation import check_choice, check_int, check_memory
 from .backend import asarray
 from .problem import KINDS, grid_points, mesh_size, num_dofs
 
@@ -25,6 +25,16 @@ __all__ = ["Decomposition", "Decomposition1D", "split_sizes"]
 #: R_i), ``"sqrt"`` (D_i^{1/2} R_i, used by Schwarz attention) or ``"full"``
 #: (D_i R_i, the partition of unity).
 WEIGHTINGS = ("none", "sqrt", "full")
+
+
+def _packed_bytes(entries: int, num_dofs: int, num_subdomains: int) -> int:
+    """Estimated peak memory of building a decomposition with ``entries`` packed indices.
+
+    The packed arrays (indices, subdomain and position of every entry) and
+    their temporaries peak at about seven int64 per entry (measured), plus the
+    per-unknown multiplicity and coordinates and a dozen per-subdomain arrays.
+    """
+    return 8 * (7 * entries + 2 * num_dofs + 12 * num_subdomains)
 
 
 def split_sizes(total: int, parts: int) -> np.ndarray:
@@ -56,6 +66,13 @@ class Decomposition:
         Mesh width, used by the ``"scaled"`` initialisation; defaults to
         ``1 / (num_dofs + 1)``.
 
+    Raises
+    ------
+    ValueError
+        Invalid subdomains (empty, repeated or out-of-range indices, an
+        unknown left uncovered), or a decomposition whose arrays would not fit
+        in this machine's memory (refused before allocating, with the estimate).
+
     Notes
     -----
     The multiplicity ``m_j`` counts the subdomains that contain unknown ``j``;
@@ -79,6 +96,10 @@ class Decomposition:
             if raw.size and raw.dtype.kind not in "iu":
                 raise TypeError(f"subdomains: subdomain {i} must hold integer indices, "
                                 f"got dtype {raw.dtype}")
+        entries = sum(raw.size for raw in raw_arrays)
+        check_memory(f"Decomposition of {num_dofs} unknowns into {len(raw_arrays)} subdomains "
+                     f"({entries} indices)", _packed_bytes(entries, min(num_dofs, entries),
+                                                           len(raw_arrays)))
         arrays = [np.unique(raw.astype(np.int64).ravel()) for raw in raw_arrays]
         sizes = np.array([a.size for a in arrays], dtype=np.int64)
         if np.any(sizes == 0):
@@ -95,6 +116,12 @@ class Decomposition:
         if indices.size and (indices.min() < 0 or indices.max() >= num_dofs):
             raise ValueError(f"subdomains: indices must lie in [0, {num_dofs}), got "
                              f"[{indices.min()}, {indices.max()}]")
+        if indices.size < num_dofs:
+            # too few indices to cover: name a missing unknown without a num_dofs-sized count
+            present = np.unique(indices)
+            gaps = np.flatnonzero(present != np.arange(present.size))
+            missing = int(gaps[0]) if gaps.size else int(present.size)
+            raise ValueError(f"subdomains do not cover every unknown (index {missing} is missing)")
         self.num_dofs = int(num_dofs)
         self.indices = indices
         self.sizes = sizes
@@ -276,6 +303,14 @@ class Decomposition1D(Decomposition):
     kind : {"element", "dof"}
         Convention of the newer (element) or the first (dof) paper version.
 
+    Raises
+    ------
+    ValueError
+        Invalid sizes (see the conventions page), or sizes whose arrays would
+        not fit in this machine's memory: the peak (about 56 bytes per packed
+        index, ``n + N (2 overlap + 1)`` indices) is estimated and refused
+        before anything is allocated.
+
     Notes
     -----
     Element-based: the ``n`` elements are split into ``N`` consecutive blocks
@@ -307,6 +342,8 @@ class Decomposition1D(Decomposition):
                 f"n must be >= max(subdomains, {minimum_n}) for kind={kind!r}: "
                 f"got n={n}, subdomains={N}"
             )
+        check_memory(f"Decomposition1D(n={n}, subdomains={N}, overlap={overlap})",
+                     _packed_bytes(n + N * (2 * overlap + 1), n, N), "reduce n")
         core = split_sizes(n, N)
         if N > 1 and core.min() < overlap:
             raise ValueError(

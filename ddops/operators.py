@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from ._validation import check_choice, check_dtype, check_finite, check_int
+from ._validation import check_choice, check_dtype, check_finite, check_int, check_memory
 from .backend import asarray, check_backend, spmm, take_rows, to_numpy
 from .coarse import COARSE_BASES, column_rank, subdomain_blocks, validate_coarse_matrix
 from .coarse import coarse_basis as build_coarse_basis
@@ -56,6 +56,22 @@ INITS = ("scaled", "naive")
 #: and ``"none"`` drops it (``R_i^T Q_i K_i^T R_i``).
 PARTITIONS = {"symmetric": ("sqrt", "sqrt"), "left": ("none", "full"), "none": ("none", "none")}
 
+
+
+def _schwarz_bytes(N: int, p: int, entries: int, r: int, n0: int, r0: int, factors: int,
+                   itemsize: int) -> int:
+    """Estimated peak memory of building a :class:`SchwarzOperator` (coarse blocks aside).
+
+    The flat parameter vector, the float64 draws of every factor before they
+    are written, the padded gather index and weights, and the scatter plan.
+    The coarse blocks are checked where they are built
+    (:func:`ddops.coarse.subdomain_blocks`).
+    """
+    theta = itemsize * factors * (N * p * r + n0 * r0)
+    draws = 8 * factors * (entries * r + n0 * r0)
+    padded = N * p * (8 + 2 * itemsize)
+    plan = 8 * 8 * entries
+    return theta + draws + padded + plan
 
 
 def init_scale(init: str, h: float, rank: int) -> float:
@@ -245,7 +261,11 @@ class SchwarzOperator(LowRankOperator):
         Overlapping decomposition of the unknowns (``R_i``, ``D_i``).
     local_rank : int
         Rank ``r`` of every local block ``Q_i K_i^T`` (``Q_i, K_i`` are
-        ``n_i x r``).
+        ``n_i x r``).  A value above the largest subdomain size
+        ``p = max n_i`` is truncated to ``p`` with a warning, like
+        ``coarse_rank``: ``Q_i K_i^T`` has rank at most ``n_i``, so further
+        columns would only add redundant parameters (and memory).
+        :attr:`requested_local_rank` keeps the value asked for.
     coarse_rank : int, optional
         Rank ``r0`` of the coarse block; ``None`` means ``n0``.  A value above
         ``n0`` is truncated to ``n0`` with a warning, as in the paper.
@@ -273,6 +293,14 @@ class SchwarzOperator(LowRankOperator):
         A fixed (not trained) operator added to ``M``, for example an SPD
         matrix that makes a tied operator positive definite.  It must accept
         ``matmat``/``rmatmat`` (or ``@``) on the operator's backend.
+
+    Raises
+    ------
+    ValueError
+        Invalid arguments, or parameters whose arrays would not fit in this
+        machine's memory (estimated from ``N``, ``p``, ``r``, ``n0`` and
+        ``r0`` and refused before anything is allocated; a large coarse space
+        with the default ``coarse_rank = n0`` costs ``O(n0^2)``).
     """
 
     PARTS = ("full", "local", "coarse")
@@ -296,7 +324,12 @@ class SchwarzOperator(LowRankOperator):
             raise TypeError("decomposition must be a ddops Decomposition, got "
                             f"{type(decomposition).__name__}")
         d = self.decomposition = decomposition
-        self.local_rank = check_int("local_rank", local_rank, minimum=1)
+        self.requested_local_rank = check_int("local_rank", local_rank, minimum=1)
+        self.local_rank = self.requested_local_rank
+        if self.local_rank > d.max_size:
+            warnings.warn(f"local_rank={self.local_rank} exceeds the largest subdomain size "
+                          f"p={d.max_size}; truncated to {d.max_size}", stacklevel=2)
+            self.local_rank = d.max_size
         check_choice("init", init, INITS)
         seed = check_int("seed", seed, minimum=0)
         check_backend(backend)
@@ -343,6 +376,10 @@ class SchwarzOperator(LowRankOperator):
         N, p, r = d.num_subdomains, d.max_size, self.local_rank
         self._layout = {"Q": (N, p, r), "Q0": (n0, r0)} if tied else {
             "Q": (N, p, r), "K": (N, p, r), "Q0": (n0, r0), "K0": (n0, r0)}
+        check_memory(f"SchwarzOperator(local_rank={r}, coarse_rank={r0}) on {N} subdomains of "
+                     f"up to {p} unknowns with n0={n0}",
+                     _schwarz_bytes(N, p, int(d.indices.size), r, n0, r0, 1 if tied else 2,
+                                    dt.itemsize), "reduce local_rank or coarse_rank")
         super().__init__(d.num_dofs, dt, backend)
 
         # Restriction and scatter by row gathers (the stacked CSR has one entry per
@@ -484,6 +521,9 @@ class SchwarzOperator(LowRankOperator):
             if r0 > 0:
                 shapes.update(C=(n0, B), Yc=(n0, B), T0=(r0, B), H0=(r0, B),
                               Yl=(N * (e - r), B))
+            check_memory(f"the training buffers for a batch of {B} columns",
+                         dt.itemsize * sum(int(np.prod(v)) for v in shapes.values()),
+                         "use a smaller batch")
             ws = {k: xp.empty(v, dtype=dt) for k, v in shapes.items()}
             if r0 > 0:  # the coarse columns of the extended factors never change
                 ws["A_in"][:, :, r:] = self._coarse_block
@@ -655,7 +695,9 @@ class GlobalLowRankOperator(LowRankOperator):
     num_dofs : int
         Size ``n`` of the operator.
     rank : int
-        Inner dimension ``r``.
+        Inner dimension ``r``.  A value above ``n`` is truncated to ``n``
+        with a warning (``Q K^T`` has rank at most ``n``);
+        :attr:`requested_rank` keeps the value asked for.
     init : {"scaled", "naive"}
         Random initialisation, see :data:`INITS`.
     seed : int
@@ -674,9 +716,18 @@ class GlobalLowRankOperator(LowRankOperator):
     def __init__(self, num_dofs: int, rank: int, init: str = "scaled", seed: int = 0,
                  dtype: Any = np.float64, backend: str = "numpy", h: float | None = None) -> None:
         n = check_int("num_dofs", num_dofs, minimum=1)
-        self.rank = check_int("rank", rank, minimum=1)
+        self.requested_rank = check_int("rank", rank, minimum=1)
+        self.rank = self.requested_rank
+        if self.rank > n:
+            warnings.warn(f"rank={self.rank} exceeds num_dofs={n}; truncated to {n}",
+                          stacklevel=2)
+            self.rank = n
         check_choice("init", init, INITS)
         seed = check_int("seed", seed, minimum=0)
+        dt = check_dtype(dtype)
+        # the parameters and the float64 draws of both factors
+        check_memory(f"GlobalLowRankOperator(num_dofs={n}, rank={self.rank})",
+                     2 * n * self.rank * (dt.itemsize + 8), "reduce rank")
         self._layout = {"Q": (n, self.rank), "K": (n, self.rank)}
         super().__init__(n, dtype, backend)
         self.h = 1.0 / (n + 1) if h is None else float(h)
@@ -708,7 +759,7 @@ class GlobalLowRankOperator(LowRankOperator):
 
     @property
     def rank_bound(self) -> int:
-        """``min(r, n)``."""
+        """``min(r, n)`` (a rank above ``n`` is truncated on construction, so ``r``)."""
         return min(self.rank, self.shape[0])
 
     def _apply(self, X, adjoint: bool, part: str = "full", cache: dict | None = None):

@@ -31,7 +31,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ._validation import check_choice, check_dtype, check_finite
+from ._validation import check_choice, check_dtype, check_finite, check_memory, fits_in_memory
 from .backend import asarray, check_backend, to_numpy
 from .coarse import COARSE_BASES, validate_coarse_matrix
 from .coarse import coarse_basis as build_coarse_basis
@@ -203,8 +203,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
         ``"sparse"``: the block-diagonal matrix ``diag(A_1, ..., A_N)`` is
         factorised once by SuperLU and applied with one solve.  ``"auto"``
         takes ``"dense"`` when ``N p^2`` float64 values fit in
-        :data:`DENSE_LOCAL_LIMIT_BYTES`, else ``"sparse"``.  Both agree to
-        rounding.
+        :data:`DENSE_LOCAL_LIMIT_BYTES` (and its set-up in memory), else
+        ``"sparse"``.  Both agree to
+        rounding.  An explicit ``"dense"`` whose set-up (about ``4 N p^2``
+        float64) would not fit in memory is refused before allocating.
     backend : {"numpy", "cupy"}
         Where the products run.  With ``"cupy"`` the factorisations are
         computed on the host and the dense local inverses and ``A_0^{-1}``
@@ -288,10 +290,15 @@ class TwoLevelSchwarz(BackendLinearOperator):
         # local solver: the memory rule of DENSE_LOCAL_LIMIT_BYTES
         N, p = d.num_subdomains, d.max_size
         if local_solver == "auto":
-            local_solver = "dense" if N * p * p * 8 <= DENSE_LOCAL_LIMIT_BYTES else "sparse"
+            # dense when small, and never when its set-up (about 4 N p^2) would not fit in memory
+            small = N * p * p * 8 <= DENSE_LOCAL_LIMIT_BYTES
+            local_solver = "dense" if small and fits_in_memory(4 * N * p * p * 8) else "sparse"
         if backend == "cupy" and local_solver != "dense":
             raise ValueError("backend='cupy' supports only local_solver='dense' (the padded "
                              f"inverses need {N * p * p * 8 / 2**20:.1f} MiB)")
+        if local_solver == "dense":  # the padded blocks, their factors and inverses
+            check_memory(f"TwoLevelSchwarz(local_solver='dense') on {N} subdomains of up to {p} "
+                         "unknowns", 4 * N * p * p * 8, "use local_solver='sparse'")
         self.local_solver = local_solver
         padded = local_solver == "dense"
 
