@@ -12,7 +12,8 @@ import numpy as np
 
 from .backend import get_array_module, to_numpy
 
-__all__ = ["dottest", "decompositions", "schwarz_operators"]
+__all__ = ["dottest", "decompositions", "general_subdomains", "general_decompositions",
+           "any_decompositions", "coarse_matrices", "schwarz_operators"]
 
 
 def dottest(op: Any, nblock: int | None = None, rtol: float | None = None, seed: int = 0,
@@ -84,11 +85,146 @@ def decompositions(max_n: int = 96, kinds: tuple[str, ...] = ("element", "dof"))
     return _build()
 
 
-def schwarz_operators(max_n: int = 96, dtypes: tuple[Any, ...] = (np.float64,)):
+def general_subdomains(max_dofs: int = 40, max_subdomains: int = 6):
+    """Hypothesis strategy for the arguments of a general :class:`~ddops.Decomposition`.
+
+    Draws ``(subdomains, num_dofs, interface_nodes)``: every unknown gets an
+    owner subdomain (so all are covered and none is empty), then every
+    subdomain takes a random extra set of unknowns anywhere (overlaps that are
+    neither contiguous nor nested, multiplicities up to ``N``).  The index
+    arrays come unsorted, as int32 or int64.  ``interface_nodes`` is None or
+    a sorted set of unknowns (which makes the ``"interface_hats"`` basis
+    available).
+    """
+    from hypothesis import strategies as st
+
+    @st.composite
+    def _build(draw):
+        n = draw(st.integers(1, max_dofs))
+        N = draw(st.integers(1, min(max_subdomains, n)))
+        owner = np.asarray(draw(st.lists(st.integers(0, N - 1), min_size=n, max_size=n)))
+        owner[draw(st.permutations(range(n)))[:N]] = np.arange(N)  # no empty subdomain
+        extras = draw(st.lists(st.sets(st.integers(0, n - 1), max_size=max(1, n // 2)),
+                               min_size=N, max_size=N))
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        dtype = draw(st.sampled_from([np.int64, np.int32]))
+        subdomains = [rng.permutation(np.union1d(np.flatnonzero(owner == i),
+                                                 np.fromiter(extras[i], int, len(extras[i]))))
+                      .astype(dtype) for i in range(N)]
+        interface = None
+        if draw(st.booleans()):
+            interface = sorted(draw(st.sets(st.integers(0, n - 1), min_size=1,
+                                            max_size=min(n, 5))))
+        return subdomains, n, interface
+
+    return _build()
+
+
+def general_decompositions(max_dofs: int = 40, max_subdomains: int = 6):
+    """Hypothesis strategy for general :class:`~ddops.Decomposition` objects.
+
+    Built from :func:`general_subdomains`: random overlapping index sets
+    covering every unknown, not only the contiguous blocks of
+    :class:`~ddops.Decomposition1D`.
+    """
+    from .decomposition import Decomposition
+
+    return general_subdomains(max_dofs, max_subdomains).map(
+        lambda args: Decomposition(args[0], args[1], interface_nodes=args[2]))
+
+
+def any_decompositions(max_n: int = 96):
+    """Hypothesis strategy mixing :func:`decompositions` and :func:`general_decompositions`."""
+    from hypothesis import strategies as st
+
+    return st.one_of(decompositions(max_n), general_decompositions(min(max_n, 40)))
+
+
+#: Defects :func:`coarse_matrices` can build into a user coarse basis.
+COARSE_DEFECTS = ("none", "duplicate_column", "scaled_duplicate", "zero_column", "zero_rows",
+                  "all_zero")
+
+
+def coarse_matrices(num_dofs: int, max_columns: int = 6, defects=COARSE_DEFECTS):
+    """Hypothesis strategy for user coarse bases Phi (``num_dofs x n0``).
+
+    Random sparse or dense values in one of the formats a user may pass
+    (dense array, CSR, CSC, COO), with ``defects`` drawn from
+    :data:`COARSE_DEFECTS`: repeated or scaled-repeated columns (rank
+    deficient), zero columns, zero rows (unknowns outside the coarse space)
+    or an all-zero basis.
+    """
+    import scipy.sparse as sp
+    from hypothesis import strategies as st
+
+    @st.composite
+    def _build(draw):
+        n0 = draw(st.integers(1, max_columns))
+        density = draw(st.sampled_from([0.15, 0.5, 1.0]))
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        Phi = rng.standard_normal((num_dofs, n0)) * (rng.random((num_dofs, n0)) < density)
+        defect = draw(st.sampled_from(defects))
+        if defect in ("duplicate_column", "scaled_duplicate") and n0 > 1:
+            Phi[:, -1] = Phi[:, 0] * (1.0 if defect == "duplicate_column" else -2.5)
+        elif defect == "zero_column":
+            Phi[:, rng.integers(n0)] = 0.0
+        elif defect == "zero_rows":
+            Phi[rng.random(num_dofs) < 0.5] = 0.0
+        elif defect == "all_zero":
+            Phi[...] = 0.0
+        fmt = draw(st.sampled_from(["dense", "csr", "csc", "coo"]))
+        return Phi if fmt == "dense" else getattr(sp, f"{fmt}_matrix")(Phi)
+
+    return _build()
+
+
+#: Fixed terms :func:`schwarz_operators` can add (all non-symmetric).
+BASES = ("none", "sparse", "dense", "operator")
+
+
+def _random_base(kind: str, n: int, rng: np.random.Generator):
+    """A non-symmetric ``n x n`` fixed term of the given kind (see :data:`BASES`)."""
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
+
+    if kind == "none":
+        return None
+    dense = rng.standard_normal((n, n)) * (rng.random((n, n)) < 0.3) + np.diag(np.full(n, 0.5))
+    if kind == "sparse":
+        return sp.csr_matrix(dense)
+    return dense if kind == "dense" else spla.aslinearoperator(dense)
+
+
+def schwarz_operators(max_n: int = 96, dtypes: tuple[Any, ...] = (np.float64,),
+                      general: bool = False, custom_coarse: bool = False,
+                      tied: tuple[bool, ...] = (False,),
+                      partitions: tuple[str, ...] = ("symmetric",),
+                      bases: tuple[str, ...] = ("none",)):
     """Hypothesis strategy for random :class:`~ddops.SchwarzOperator` objects.
 
-    Covers decompositions, local and coarse ranks (including ranks above the
-    subdomain size), every named coarse basis and one-level operators.
+    Covers decompositions, local ranks up to the largest subdomain (so above
+    the smaller subdomains' sizes), coarse ranks, every named coarse basis
+    and one-level operators.  The options widen the search:
+
+    Parameters
+    ----------
+    max_n : int
+        Largest ``n`` of the 1D decompositions.
+    dtypes : tuple of dtypes
+        Floating-point types to draw from.
+    general : bool
+        Also draw general decompositions (:func:`general_decompositions`).
+    custom_coarse : bool
+        Also draw user coarse bases (:func:`coarse_matrices`, rank-deficient
+        ones and zero rows included).
+    tied : tuple of bool
+        Tied (``K = Q``) and/or untied operators.
+    partitions : tuple of str
+        Partition-of-unity placements to draw from (``"left"`` is skipped
+        for tied operators).
+    bases : tuple of str
+        Fixed terms to draw from :data:`BASES`: none, or a random
+        non-symmetric sparse matrix, dense array or ``LinearOperator``.
     """
     from hypothesis import strategies as st
 
@@ -96,24 +232,37 @@ def schwarz_operators(max_n: int = 96, dtypes: tuple[Any, ...] = (np.float64,)):
 
     @st.composite
     def _build(draw):
-        d = draw(decompositions(max_n))
-        choices = ["pou", "grid_hats", None]
-        if d.num_subdomains > 1:
+        d = draw(any_decompositions(max_n) if general else decompositions(max_n))
+        choices: list[Any] = ["pou", "grid_hats", None]
+        if d.interface_nodes.size:
             choices.append("interface_hats")
+        if custom_coarse:
+            choices.append("custom")
         basis = draw(st.sampled_from(choices))
         size = draw(st.integers(1, 6)) if basis == "grid_hats" else None
-        n0 = {"pou": d.num_subdomains, "grid_hats": size, "interface_hats": d.num_subdomains - 1,
-              None: 0}[basis]
+        if basis == "custom":
+            basis = draw(coarse_matrices(d.num_dofs))
+            n0 = basis.shape[1]
+        else:
+            n0 = {"pou": d.num_subdomains, "grid_hats": size, None: 0,
+                  "interface_hats": d.interface_nodes.size}[basis]
         coarse_rank = None if basis is None else draw(st.one_of(st.none(), st.integers(1, n0)))
+        is_tied = draw(st.sampled_from(tied))
+        partition = draw(st.sampled_from([p for p in partitions
+                                          if not (is_tied and p == "left")] or ["symmetric"]))
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
         return SchwarzOperator(
             d,
-            local_rank=draw(st.integers(1, 6)),
+            local_rank=draw(st.integers(1, min(6, d.max_size))),
             coarse_rank=coarse_rank,
             coarse_basis=basis,
             coarse_size=size,
             init=draw(st.sampled_from(["scaled", "naive"])),
             seed=draw(st.integers(0, 2**16)),
             dtype=draw(st.sampled_from(dtypes)),
+            partition=partition,
+            tied=is_tied,
+            base=_random_base(draw(st.sampled_from(bases)), d.num_dofs, rng),
         )
 
     return _build()

@@ -6,6 +6,7 @@ matrices, independently of the vectorised code under test.
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from ddops.losses import loss_value
 
@@ -67,6 +68,47 @@ def dense_schwarz_partition(params, subdomains, num_dofs, partition, Phi=None):
     return M
 
 
+def reference_subdomains(d):
+    """Index sets of a decomposition from its definition.
+
+    1D decompositions by the textual conventions; a general decomposition is
+    defined by the sets it was given, which ``d.subdomains`` holds sorted (the
+    decomposition tests check that against the input).
+    """
+    from ddops import Decomposition1D
+
+    if isinstance(d, Decomposition1D):
+        return subdomains_1d(d.n, d.num_subdomains, d.overlap, d.kind)
+    return [np.asarray(s) for s in d.subdomains]
+
+
+def dense_base(op):
+    """The fixed term of a Schwarz operator as a dense array (zero without one)."""
+    n = op.shape[0]
+    if op.base is None:
+        return np.zeros((n, n))
+    matrix = getattr(op.base, "matrix", None)  # a matrix the user passed, kept as given
+    if matrix is not None:
+        return matrix.toarray() if hasattr(matrix, "toarray") else np.asarray(matrix)
+    return np.asarray(op.base.matmat(np.eye(n)))  # the user's own LinearOperator
+
+
+def dense_operator(op, part="full"):
+    """Any SchwarzOperator (partition, tied, user Phi, base) assembled densely by definition."""
+    p = op.get_params()
+    if op.tied:
+        p = {"Q": p["Q"], "K": p["Q"], "Q0": p["Q0"], "K0": p["Q0"]}
+    d = op.decomposition
+    subs = reference_subdomains(d)
+    Phi = None if op.coarse_matrix is None else op.coarse_matrix.toarray()
+    if part == "local":
+        Phi = None
+    if part == "coarse":
+        p = dict(p, Q=[np.zeros_like(q) for q in p["Q"]], K=[np.zeros_like(k) for k in p["K"]])
+    M = dense_schwarz_partition(p, subs, d.num_dofs, op.partition, Phi)
+    return M + dense_base(op) if part == "full" else M
+
+
 def batch(op, B, seed=0):
     rng = np.random.default_rng(seed)
     F = rng.standard_normal((op.shape[0], B))
@@ -76,8 +118,11 @@ def batch(op, B, seed=0):
 
 def fd_check(op, F, U, loss, coords=12, seed=0):
     """Compare the flat gradient with central differences at random coordinates."""
-    _, grad = op.value_and_grad_flat(F, U, loss)
+    value, grad = op.value_and_grad_flat(F, U, loss)
     theta0 = op.theta.copy()
+    # rounding in the two loss values limits what a difference quotient can resolve:
+    # about eps |L| / step (a large fixed term makes |L| large, not the gradient)
+    noise = 100 * np.finfo(np.float64).eps * abs(float(value))
     rng = np.random.default_rng(seed)
     # padding rows of the stored factors have no effect: they must get zero gradient
     ones = {k: ([np.ones_like(a) for a in v] if isinstance(v, list) else np.ones_like(v))
@@ -94,5 +139,29 @@ def fd_check(op, F, U, loss, coords=12, seed=0):
         fm = float(loss_value(loss, op.matmat(F), U))
         op.theta[j] = theta0[j]
         fd = (fp - fm) / (2 * step)
-        assert grad[j] == pytest.approx(fd, rel=1e-5, abs=1e-9 * max(1.0, np.abs(grad).max()))
+        assert grad[j] == pytest.approx(fd, rel=1e-5, abs=max(
+            1e-9 * max(1.0, np.abs(grad).max()), noise / step))
     return grad
+
+
+def dense_two_level(A, subdomains, num_dofs, variant, Phi=None):
+    """The classical Schwarz preconditioner by definition: loops, dense R_i, explicit inverses."""
+    A = A.toarray() if sp.issparse(A) else np.asarray(A, dtype=float)
+    m = np.zeros(num_dofs)
+    for s in subdomains:
+        m[s] += 1
+    M = np.zeros((num_dofs, num_dofs))
+    for s in subdomains:
+        R = np.zeros((len(s), num_dofs))
+        R[np.arange(len(s)), s] = 1.0
+        Ai_inv = np.linalg.inv(R @ A @ R.T)
+        D = np.diag(1.0 / m[s])
+        if variant == "additive":
+            M += R.T @ Ai_inv @ R
+        elif variant == "restricted":
+            M += R.T @ D @ Ai_inv @ R
+        else:
+            M += R.T @ np.sqrt(D) @ Ai_inv @ np.sqrt(D) @ R
+    if Phi is not None:
+        M += Phi @ np.linalg.inv(Phi.T @ A @ Phi) @ Phi.T
+    return M

@@ -5,9 +5,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ddops import Decomposition, Decomposition1D
-from ddops.testing import decompositions
+from ddops.testing import any_decompositions, decompositions, general_subdomains
 
-from .reference import subdomains_1d
+from .reference import reference_subdomains, subdomains_1d
 
 
 def test_paper_sizes():
@@ -36,7 +36,25 @@ def test_subdomains_match_definition(d):
     assert np.ptp(np.diff(core)) <= 1  # remainder spread: sizes differ by at most one
 
 
-@given(decompositions())
+@given(general_subdomains())
+def test_general_decomposition_keeps_the_given_sets(args):
+    """Sorted, deduplicated input sets, in order; multiplicities counted from the input."""
+    subs, n, interface = args
+    d = Decomposition(subs, n, interface_nodes=interface)
+    assert d.num_subdomains == len(subs) and d.num_dofs == n
+    for got, given_set in zip(d.subdomains, subs):
+        np.testing.assert_array_equal(got, np.sort(np.asarray(given_set)))
+        assert got.dtype == np.int64
+    counts = np.zeros(n, int)
+    for given_set in subs:
+        counts[np.asarray(given_set)] += 1
+    np.testing.assert_array_equal(d.multiplicity, counts)
+    np.testing.assert_array_equal(d.sizes, [len(g) for g in subs])
+    assert d.max_size == max(len(g) for g in subs)
+    np.testing.assert_array_equal(d.interface_nodes, [] if interface is None else interface)
+
+
+@given(any_decompositions())
 def test_partition_of_unity(d):
     total = sum(d.restriction(i).T.astype(float) @ sp.diags(d.weights(i)) @ d.restriction(i)
                 for i in range(d.num_subdomains))
@@ -48,10 +66,10 @@ def test_partition_of_unity(d):
         np.testing.assert_array_equal(d.partition_of_unity().toarray(), eye)
 
 
-@given(decompositions())
+@given(any_decompositions())
 def test_multiplicity_and_restriction(d):
     counts = np.zeros(d.num_dofs, int)
-    for i, s in enumerate(d.subdomains):
+    for i, s in enumerate(reference_subdomains(d)):
         counts[s] += 1
         R = d.restriction(i)
         assert R.dtype == bool and R.format == "csr"
@@ -62,17 +80,17 @@ def test_multiplicity_and_restriction(d):
 
 def counts_full(d):
     c = np.zeros(d.num_dofs)
-    for s in d.subdomains:
+    for s in reference_subdomains(d):
         c[s] += 1
     return c
 
 
-@given(decompositions(), st.sampled_from(["none", "sqrt", "full"]), st.booleans())
+@given(any_decompositions(), st.sampled_from(["none", "sqrt", "full"]), st.booleans())
 def test_stacked_restriction_blocks(d, weighting, padded):
     S = d.stacked_restriction(weighting, padded=padded)
     p = d.max_size if padded else None
     power = {"none": 0.0, "sqrt": 0.5, "full": 1.0}[weighting]
-    for i, s in enumerate(d.subdomains):
+    for i, s in enumerate(reference_subdomains(d)):
         start = i * p if padded else d.offsets[i]
         block = S[start : start + len(s)].toarray()
         expected = d.restriction(i).toarray() * (d.weights(i) ** power)[:, None]
@@ -84,12 +102,12 @@ def test_stacked_restriction_blocks(d, weighting, padded):
 @pytest.mark.parametrize(
     "args,match",
     [
-        ((8, 0), "subdomains"),
-        ((8, 9), "n must be"),
-        ((8, 2, -1), "overlap"),
-        ((16, 8, 3), "overlap"),
-        ((1, 1, 0, "element"), "n must be"),
-        ((8, 2, 1, "cells"), "kind"),
+        ((8, 0), "subdomains must be >= 1"),
+        ((8, 9), "n must be >= max"),
+        ((8, 2, -1), "overlap must be >= 0"),
+        ((16, 8, 3), "overlap=3 is larger than the smallest subdomain"),
+        ((1, 1, 0, "element"), "n must be >= max"),
+        ((8, 2, 1, "cells"), "kind must be one of"),
     ],
 )
 def test_invalid_configurations(args, match):
@@ -98,30 +116,38 @@ def test_invalid_configurations(args, match):
 
 
 def test_invalid_types():
-    with pytest.raises(TypeError, match="subdomains"):
+    with pytest.raises(TypeError, match="subdomains must be an integer"):
         Decomposition1D(16, 2.0)
-    with pytest.raises(TypeError, match="overlap"):
+    with pytest.raises(TypeError, match="overlap must be an integer"):
         Decomposition1D(16, 2, overlap=1.5)
+    with pytest.raises(TypeError, match="n must be an integer"):
+        Decomposition1D(16.0, 2)
 
 
 def test_general_decomposition():
     d = Decomposition([[0, 1, 2], [2, 3, 4], [4, 5]], 6)
     assert d.multiplicity.tolist() == [1, 1, 2, 1, 2, 1]
     np.testing.assert_array_equal(d.partition_of_unity().toarray(), np.eye(6))
-    with pytest.raises(ValueError, match="cover"):
+    with pytest.raises(ValueError, match=r"subdomains do not cover every unknown \(index 2"):
         Decomposition([[0, 1], [3]], 4)
-    with pytest.raises(ValueError, match="indices"):
+    with pytest.raises(ValueError, match=r"subdomains do not cover every unknown \(index 2"):
+        Decomposition([[0, 1], [0, 3], [1, 4]], 5)  # as many indices as unknowns, one gap
+    with pytest.raises(ValueError, match=r"subdomains: indices must lie in \[0, 4\)"):
         Decomposition([[0, 7]], 4)
-    with pytest.raises(ValueError, match="repeated"):
+    with pytest.raises(ValueError, match="subdomains: subdomain 0 contains repeated indices"):
         Decomposition([[0, 0, 1]], 2)
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match="subdomains: subdomain 1 is empty"):
         Decomposition([[0, 1], []], 2)
+    with pytest.raises(ValueError, match="subdomains must contain at least one subdomain"):
+        Decomposition([], 2)
+    with pytest.raises(ValueError, match="num_dofs must be >= 1"):
+        Decomposition([[0]], 0)
     with pytest.raises(ValueError, match="subdomain index i"):
         d.restriction(3)
 
 
 def test_general_decomposition_rejects_bad_indices():
-    with pytest.raises(TypeError, match="integer"):
+    with pytest.raises(TypeError, match="subdomains: subdomain 0 must hold integer indices"):
         Decomposition([[0.5, 1.7], [1, 2]], 3)
     with pytest.raises(ValueError, match="interface_nodes"):
         Decomposition([[0, 1], [1, 2]], 3, interface_nodes=[-1])

@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 from ddops import Decomposition1D, GlobalLowRankOperator, PoissonSolver, SchwarzOperator
 from ddops.losses import loss_and_grad, loss_and_scaled_grad, loss_value
 from ddops.problem import poisson_1d
-from ddops.testing import schwarz_operators
+from ddops.testing import BASES, schwarz_operators
 
-from .reference import batch, fd_check
+from .reference import batch, dense_operator, fd_check
 
 
 @settings(max_examples=15)
@@ -20,9 +20,24 @@ def test_schwarz_gradient_finite_differences(op, B, loss):
     fd_check(op, F, U, loss)
 
 
+@settings(max_examples=15)
+@given(schwarz_operators(max_n=32, general=True, custom_coarse=True, tied=(False, True),
+                         partitions=("symmetric", "left", "none"), bases=BASES),
+       st.integers(1, 3), st.sampled_from(["wmse", "mse"]))
+def test_gradient_finite_differences_every_kind_of_operator(op, B, loss):
+    """General decompositions, user (rank-deficient) bases, tied factors, fixed terms."""
+    F, U = batch(op, B, seed=B)
+    grad = fd_check(op, F, U, loss, coords=8)
+    # the loss the gradient belongs to is the loss of the defined operator
+    value, _ = op.value_and_grad_flat(F, U, loss)
+    P = dense_operator(op) @ F
+    assert float(value) == pytest.approx(float(loss_value(loss, P, U)), rel=1e-10)
+    assert grad.shape == op.theta.shape
+
+
 @given(st.integers(3, 40), st.integers(1, 5), st.sampled_from(["wmse", "mse"]))
 def test_global_gradient_finite_differences(n, r, loss):
-    op = GlobalLowRankOperator(n, r, seed=n)
+    op = GlobalLowRankOperator(n, min(r, n), seed=n)
     F, U = batch(op, 3, seed=r)
     fd_check(op, F, U, loss)
 
@@ -62,7 +77,7 @@ def test_loss_definitions():
     assert float(v) == pytest.approx(
         (np.sum(P[:, 0] ** 2) / n / 1e-3 + sum(np.sum((P[:, b] - U[:, b]) ** 2) / n
                                                / (np.sum(U[:, b] ** 2) / n) for b in (1, 2))) / 3)
-    with pytest.raises(ValueError, match="loss"):
+    with pytest.raises(ValueError, match="loss must be one of"):
         loss_value("l1", P, U)
 
 
@@ -72,13 +87,13 @@ def test_value_and_grad_validation_and_poisson_batch():
     U = PoissonSolver(32).solve(F)
     value, grads = op.value_and_grad(F, U)
     assert isinstance(value, float) and set(grads) == {"Q", "K", "Q0", "K0"}
-    with pytest.raises(ValueError, match="U"):
+    with pytest.raises(ValueError, match="F and U must both have shape"):
         op.value_and_grad(F, U[:, :2])
-    with pytest.raises(ValueError, match="F"):
+    with pytest.raises(ValueError, match=r"F must have shape \(31,"):
         op.value_and_grad(F[:5], U)
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="U contains NaN"):
         op.value_and_grad(F, np.full_like(U, np.nan))
-    with pytest.raises(ValueError, match="loss"):
+    with pytest.raises(ValueError, match="loss must be one of"):
         op.value_and_grad(F, U, loss="huber")
 
 

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from ddops import Decomposition, Decomposition1D, poisson_1d
 from ddops.coarse import coarse_basis
 from ddops.preconditioners import VARIANTS, TwoLevelSchwarz, jacobi, solve_with_history
-from ddops.testing import decompositions, dottest
+from ddops.testing import decompositions, dottest, general_subdomains
 
+from .reference import dense_two_level as dense_reference
 from .reference import subdomains_1d
 
 # -- matrices and an independent dense reference -------------------------------------------------
@@ -35,29 +36,6 @@ def make_matrix(kind, d, seed):
     if kind == "diffusion":
         return diffusion_1d(d.num_dofs, seed)
     return random_spd(d.num_dofs, seed)
-
-
-def dense_reference(A, subdomains, num_dofs, variant, Phi=None):
-    """The preconditioner by its definition: loops, dense R_i, explicit inverses."""
-    A = A.toarray() if sp.issparse(A) else np.asarray(A, dtype=float)
-    m = np.zeros(num_dofs)
-    for s in subdomains:
-        m[s] += 1
-    M = np.zeros((num_dofs, num_dofs))
-    for s in subdomains:
-        R = np.zeros((len(s), num_dofs))
-        R[np.arange(len(s)), s] = 1.0
-        Ai_inv = np.linalg.inv(R @ A @ R.T)
-        D = np.diag(1.0 / m[s])
-        if variant == "additive":
-            M += R.T @ Ai_inv @ R
-        elif variant == "restricted":
-            M += R.T @ D @ Ai_inv @ R
-        else:
-            M += R.T @ np.sqrt(D) @ Ai_inv @ np.sqrt(D) @ R
-    if Phi is not None:
-        M += Phi @ np.linalg.inv(Phi.T @ A @ Phi) @ Phi.T
-    return M
 
 
 @st.composite
@@ -179,6 +157,29 @@ def test_general_decomposition_and_random_spd(m, N, seed, with_coarse):
         ref = dense_reference(A, subs, m, variant, None if Phi is None else Phi.toarray())
         assert_close(M.to_dense(), ref)
         assert M.num_subdomains == N and M.coarse_dim == (N if with_coarse else 0)
+
+
+@given(general_subdomains(max_dofs=30), st.integers(0, 2**16), st.sampled_from(VARIANTS),
+       st.sampled_from([None, "pou", "custom"]), st.sampled_from(["dense", "sparse"]))
+def test_general_decompositions_against_the_definition(args, seed, variant, basis, solver):
+    """Random overlapping index sets from the library's strategy, user Phi included."""
+    subs, n, _ = args
+    d = Decomposition(subs, n)
+    A = random_spd(n, seed)
+    Phi = None
+    if basis == "custom":
+        Phi = basis = np.random.default_rng(seed).standard_normal((n, min(3, n)))
+    elif basis == "pou":
+        Phi = coarse_basis(d, "pou").toarray()
+    if Phi is not None and np.linalg.matrix_rank(Phi) < Phi.shape[1]:
+        with pytest.raises(ValueError, match="coarse matrix A_0 = Phi\\^T A Phi"):
+            TwoLevelSchwarz(A, d, coarse_basis=basis, variant=variant, local_solver=solver)
+        return
+    M = TwoLevelSchwarz(A, d, coarse_basis=basis, variant=variant, local_solver=solver)
+    ref = dense_reference(A, [np.asarray(s) for s in subs], n, variant, Phi)
+    assert_close(M.to_dense(), ref)
+    assert_close(M.rmatmat(np.eye(n)), ref.T)
+    dottest(M, nblock=2)
 
 
 def test_dense_input_matrix_and_custom_phi():
@@ -323,11 +324,13 @@ D64 = Decomposition1D(64, 4, overlap=2)
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(A=sp.random(63, 62, density=0.1)), "square"),
+        (dict(A=sp.random(63, 62, density=0.1)), r"A must be square, got shape \(63, 62\)"),
+        (dict(A=np.ones(63)), "A must be a real 2-D matrix"),
+        (dict(A=np.eye(63) * 1j), "A must be a real 2-D matrix"),
         (dict(A=poisson_1d(32)), "size 31 but the decomposition has num_dofs=63"),
-        (dict(A=poisson_1d(64) + sp.eye(63, k=1)), "not symmetric"),
-        (dict(A=poisson_1d(64).toarray() * np.nan), "NaN or inf"),
-        (dict(A=sp.diags(np.r_[np.inf, np.ones(62)])), "NaN or inf"),
+        (dict(A=poisson_1d(64) + sp.eye(63, k=1)), r"A is not symmetric: max \|A - A\^T\|"),
+        (dict(A=poisson_1d(64).toarray() * np.nan), "A contains NaN or inf"),
+        (dict(A=sp.diags(np.r_[np.inf, np.ones(62)])), "A contains NaN or inf"),
         (dict(A=singular_poisson(64, 20)), "subdomain 1, .*singular or not positive definite"),
         (dict(A=singular_poisson(64, 20), local_solver="sparse"), "subdomain 1, .*singular"),
         (dict(A=-poisson_1d(64)), "subdomain 0, .*not positive definite"),
@@ -340,7 +343,8 @@ D64 = Decomposition1D(64, 4, overlap=2)
         (dict(coarse_basis="pou", coarse_size=3), "coarse_size is only used"),
         (dict(local_solver="cholmod"), "local_solver must be one of"),
         (dict(coarse_basis=np.ones((10, 2))), r"coarse_basis must have shape \(63"),
-        (dict(backend="cupy"), "cupy"),
+        (dict(backend="cupy"), "backend='cupy' requested but CuPy with a GPU is not avail"),
+        (dict(backend="gpu"), "backend must be one of"),
         (dict(decomposition=Decomposition([np.arange(40), np.arange(30, 63)], 63)),
          "'interface_hats' needs interface nodes"),
         (dict(decomposition=Decomposition1D(64, 1)), "'interface_hats' needs interface nodes"),
@@ -365,19 +369,49 @@ def test_bad_right_hand_sides_and_types():
     M = TwoLevelSchwarz(poisson_1d(64), D64)
     x = np.ones(63)
     x[5] = np.nan
-    with pytest.raises(ValueError, match="NaN or inf"):
+    with pytest.raises(ValueError, match="x contains NaN or inf"):
         M.matvec(x)
-    with pytest.raises(ValueError, match="NaN or inf"):
+    with pytest.raises(ValueError, match="x contains NaN or inf"):
         spla.cg(poisson_1d(64), x, M=M)
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ValueError, match=r"x must have shape \(63,\)"):
         M.matvec(np.ones(62))
-    with pytest.raises(ValueError, match="max_bytes"):
+    with pytest.raises(ValueError, match="pass max_bytes= to raise it"):
         M.to_dense(max_bytes=100)
-    with pytest.raises(TypeError, match="Decomposition"):
+    with pytest.raises(TypeError, match="decomposition must be a ddops Decomposition"):
         TwoLevelSchwarz(poisson_1d(64), [np.arange(63)])
-    with pytest.raises(TypeError, match="dtype"):
+    with pytest.raises(TypeError, match="dtype must be float32 or float64"):
         TwoLevelSchwarz(poisson_1d(64), D64, dtype=np.int32)
+    with pytest.raises(TypeError, match="coarse must be a bool"):
+        TwoLevelSchwarz(poisson_1d(64), D64, coarse="yes")
+    with pytest.raises(ValueError, match="b must have shape"):
+        solve_with_history(poisson_1d(64), np.ones(62))
     with pytest.raises(ValueError, match="method must be one of"):
         solve_with_history(poisson_1d(64), np.ones(63), method="bicg")
-    with pytest.raises(ValueError, match="restart"):
+    with pytest.raises(ValueError, match="restart is only used with method='gmres'"):
         solve_with_history(poisson_1d(64), np.ones(63), restart=5)
+
+
+@pytest.mark.parametrize("factor,accepted", [(0.5, True), (0.99, True), (1.01, False),
+                                             (2.0, False)])
+@pytest.mark.parametrize("solver", ["dense", "sparse"])
+def test_symmetrisation_tolerance_from_both_sides(factor, accepted, solver):
+    """Asymmetry up to sqrt(eps) max |A| is rounding: accepted and symmetrised; beyond, refused."""
+    A = poisson_1d(64).tolil()
+    scale = abs(A).max()  # the diagonal, untouched below
+    delta = factor * np.sqrt(np.finfo(np.float64).eps) * scale
+    A[10, 11] += delta  # one off-diagonal entry: max |A - A^T| = delta
+    A = A.tocsr()
+    assert abs(A - A.T).max() == pytest.approx(delta, rel=1e-12) and abs(A).max() == scale
+    if not accepted:
+        with pytest.raises(ValueError, match=r"A is not symmetric: max \|A - A\^T\|"):
+            TwoLevelSchwarz(A, D64, local_solver=solver)
+        return
+    M = TwoLevelSchwarz(A, D64, local_solver=solver)
+    S = ((A + A.T) * 0.5).tocsr()
+    np.testing.assert_array_equal(M.to_dense(), TwoLevelSchwarz(S, D64, local_solver=solver)
+                                  .to_dense())
+    ref = dense_reference(S, subdomains_1d(64, 4, 2, "element"), 63, "additive",
+                          coarse_basis(D64).toarray())
+    assert_close(M.to_dense(), ref)
+    dense = M.to_dense()
+    assert_close(dense, dense.T, rtol=1e-12)  # symmetric although A was not exactly

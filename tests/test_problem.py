@@ -41,18 +41,26 @@ def test_solver_vector_and_large():
     np.testing.assert_allclose(u, x * (1 - x) / 2, rtol=1e-6)  # -u'' = 1 exactly on the grid
 
 
-@pytest.mark.parametrize("bad,exc", [(1, ValueError), (0, ValueError), (2.5, TypeError),
-                                     (True, TypeError)])
-def test_poisson_rejects_bad_n(bad, exc):
-    with pytest.raises(exc, match="n"):
+@pytest.mark.parametrize("bad,exc,match", [
+    (1, ValueError, "n must be >= 2 for kind='element'"),
+    (0, ValueError, "n must be >= 2 for kind='element'"),
+    (2.5, TypeError, "n must be an integer"),
+    (True, TypeError, "n must be an integer"),
+])
+def test_poisson_rejects_bad_n(bad, exc, match):
+    with pytest.raises(exc, match=match):
         poisson_1d(bad)
+    with pytest.raises(exc, match=match):
+        PoissonSolver(bad)
 
 
 def test_bad_kind_and_rhs():
-    with pytest.raises(ValueError, match="kind"):
+    with pytest.raises(ValueError, match="kind must be one of"):
         poisson_1d(8, kind="fem")
+    with pytest.raises(ValueError, match="n must be >= 1 for kind='dof'"):
+        poisson_1d(0, kind="dof")
     s = PoissonSolver(8)
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ValueError, match=r"F must have shape \(7,\)"):
         s.solve(np.ones(8))
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="F contains NaN or inf"):
         s.solve(np.full(7, np.nan))
