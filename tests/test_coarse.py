@@ -15,6 +15,7 @@ from .reference import hat, reference_subdomains
 def test_interface_hats_pointwise(d):
     Phi = coarse_basis(d)
     assert sp.isspmatrix_csr(Phi) and Phi.shape == (d.num_dofs, d.num_subdomains - 1)
+    assert Phi.nnz == np.count_nonzero(Phi.toarray()) and Phi.has_sorted_indices  # no stored 0
     x = d.coordinates
     peaks = np.concatenate([[0.0], x[d.interface_nodes], [1.0]])
     dense = Phi.toarray()

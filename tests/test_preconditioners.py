@@ -101,6 +101,18 @@ def test_symmetric_variants_are_spd(case):
     assert np.linalg.eigvalsh(0.5 * (dense + dense.T)).min() > 0
 
 
+@pytest.mark.parametrize("variant", ["additive", "symmetric_restricted"])
+def test_dense_local_inverses_are_exactly_symmetric(variant):
+    """The adjoint reuses the stored A_i^{-1}: valid only if they are symmetric to the bit."""
+    d = Decomposition1D(300, 7, overlap=3, kind="dof")
+    M = TwoLevelSchwarz(diffusion_1d(d.num_dofs, 3), d, variant=variant, coarse=False,
+                        local_solver="dense")
+    dense = M.to_dense()
+    np.testing.assert_array_equal(dense, dense.T)
+    X = np.random.default_rng(0).standard_normal((d.num_dofs, 4))
+    np.testing.assert_array_equal(M.rmatmat(X), M.matmat(X))
+
+
 def test_restricted_is_not_symmetric():
     d = Decomposition1D(64, 4, overlap=2)
     dense = TwoLevelSchwarz(poisson_1d(64), d, variant="restricted").to_dense()
