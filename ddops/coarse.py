@@ -10,11 +10,17 @@ import scipy.sparse as sp
 from ._validation import check_choice, check_finite, check_int, check_memory
 from .decomposition import Decomposition
 
-__all__ = ["COARSE_BASES", "coarse_basis", "hat_functions", "column_rank",
-           "subdomain_blocks"]
+__all__ = ["ALL_COARSE_BASES", "COARSE_BASES", "MATRIX_COARSE_BASES", "coarse_basis",
+           "column_rank", "hat_functions", "subdomain_blocks"]
 
-#: Names accepted by :func:`coarse_basis`.
-COARSE_BASES = ("interface_hats", "pou", "grid_hats")
+#: Coarse bases built from the decomposition alone (also by :class:`~ddops.SchwarzOperator`).
+COARSE_BASES = ("interface_hats", "pou", "nicolaides", "grid_hats")
+
+#: Coarse bases that also need the matrix ``A`` (discrete harmonic extensions).
+MATRIX_COARSE_BASES = ("gdsw", "rgdsw")
+
+#: Every name accepted by :func:`coarse_basis`.
+ALL_COARSE_BASES = COARSE_BASES + MATRIX_COARSE_BASES
 
 
 def hat_functions(x: np.ndarray, peaks: np.ndarray, left: float = 0.0, right: float = 1.0):
@@ -60,6 +66,9 @@ def coarse_basis(
     decomposition: Decomposition,
     kind: str = "interface_hats",
     size: int | None = None,
+    *,
+    A: Any = None,
+    null_space: Any = None,
 ) -> sp.csr_matrix:
     """Coarse interpolation matrix Phi for a decomposition.
 
@@ -67,26 +76,56 @@ def coarse_basis(
     ----------
     decomposition : Decomposition
         The overlapping decomposition.
-    kind : {"interface_hats", "pou", "grid_hats"}
+    kind : {"interface_hats", "pou", "nicolaides", "grid_hats", "gdsw", "rgdsw"}
         ``"interface_hats"``: one hat per interface, 1 at the interface node
         and linear down to 0 at the neighbouring interface nodes or the
-        Dirichlet boundary (``n0 = N - 1``).  ``"pou"``: the piecewise-constant
-        partition-of-unity functions ``R_i^T D_i 1``, one per subdomain
-        (``n0 = N``).  ``"grid_hats"``: ``size`` hats on a uniform coarse grid
-        of (0, 1), independent of the decomposition.
+        Dirichlet boundary (``n0 = N - 1``; 1D coordinates).
+        ``"nicolaides"`` (alias ``"pou"``): the partition-of-unity restriction
+        ``R_i^T D_i R_i z`` of each null-space vector ``z`` to each subdomain
+        (constants by default: ``n0 = N``).  ``"grid_hats"``: ``size`` hats on a
+        uniform coarse grid of (0, 1), independent of the decomposition (1D
+        coordinates).  ``"gdsw"``: one function per interface component
+        (vertex, edge, face of the non-overlapping partition
+        ``decomposition.owner``) and null-space vector, equal to the vector on
+        the component, zero on the rest of the interface and discrete-harmonic
+        (``-A_II^{-1} A_IG``) inside the parts.  ``"rgdsw"``: the reduced
+        variant, functions on the vertex-like components only with the
+        option-1 interface partition of unity.  See :mod:`ddops.dd.gdsw`.
     size : int, optional
         Number of hats for ``"grid_hats"`` (default ``N - 1``); not allowed for
         the other kinds.
+    A : sparse matrix, optional
+        The SPD matrix; required by ``"gdsw"`` and ``"rgdsw"`` only.
+    null_space : array (num_dofs x k), optional
+        Null space of the unassembled operator (constants by default; rigid
+        body modes for elasticity, :func:`ddops.problems.rigid_body_modes`);
+        for ``"nicolaides"``, ``"pou"``, ``"gdsw"`` and ``"rgdsw"``.
 
     Returns
     -------
     scipy.sparse.csr_matrix
         ``num_dofs x n0``.
+
+    Notes
+    -----
+    The interface that GDSW classifies is ``decomposition.shared_nodes`` when
+    the decomposition knows shared nodes (element-based partitions such as
+    ``Decomposition1D(kind="element")``, whose GDSW basis is exactly the
+    interface hats); otherwise it follows the algebraic rule: the unknowns that
+    ``A`` couples to an unknown of another part.
     """
-    check_choice("kind", kind, COARSE_BASES)
+    check_choice("kind", kind, ALL_COARSE_BASES)
     if size is not None and kind != "grid_hats":
         raise ValueError(f"size is only used with kind='grid_hats', not {kind!r}")
+    if A is not None and kind not in MATRIX_COARSE_BASES:
+        raise ValueError(f"A is only used with kind in {MATRIX_COARSE_BASES}, not {kind!r}")
+    if null_space is not None and kind not in ("pou", "nicolaides", *MATRIX_COARSE_BASES):
+        raise ValueError(f"null_space is not used with kind={kind!r}")
     d = decomposition
+    if kind in ("interface_hats", "grid_hats") and d.coordinates.ndim != 1:
+        raise ValueError(f"coarse_basis: {kind!r} needs 1D coordinates; this decomposition has "
+                         f"{d.coordinates.shape[1]}-D points (use 'nicolaides', 'gdsw' or "
+                         "'rgdsw')")
     if kind == "interface_hats":
         if d.interface_nodes.size == 0:
             raise ValueError(
@@ -94,12 +133,28 @@ def coarse_basis(
                 "at least two subdomains, or Decomposition(..., interface_nodes=...)); use "
                 "'pou', 'grid_hats', a matrix Phi or no coarse basis")
         return hat_functions(d.coordinates, d.coordinates[d.interface_nodes])
-    if kind == "pou":
+    if kind in ("pou", "nicolaides"):
+        if null_space is not None:
+            from .dd.gdsw import nicolaides_basis
+
+            return nicolaides_basis(d, null_space)
         S = d.stacked_restriction("full", padded=False)
         cols = np.repeat(np.arange(d.num_subdomains), d.sizes)
         Phi = sp.csr_matrix((S.data, (d.indices, cols)), shape=(d.num_dofs, d.num_subdomains))
         Phi.sort_indices()
         return Phi
+    if kind in MATRIX_COARSE_BASES:
+        if A is None:
+            raise ValueError(f"coarse_basis: {kind!r} needs the matrix A (coarse_basis(d, "
+                             f"{kind!r}, A=A))")
+        if d.owner is None:
+            raise ValueError(f"coarse_basis: {kind!r} needs the non-overlapping partition "
+                             "decomposition.owner (build the decomposition with "
+                             "Decomposition.from_matrix or from_grid, or pass owner=)")
+        from .dd.gdsw import gdsw_basis
+
+        return gdsw_basis(A, d.owner, null_space=null_space, interface=d.shared_nodes,
+                          variant=kind, block_size=d.block_size)
     n0 = d.num_subdomains - 1 if size is None else check_int("size", size, minimum=1)
     if n0 < 1:
         raise ValueError("coarse_basis: 'grid_hats' needs size >= 1")

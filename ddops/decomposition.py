@@ -32,9 +32,10 @@ def _packed_bytes(entries: int, num_dofs: int, num_subdomains: int) -> int:
 
     The packed arrays (indices, subdomain and position of every entry) and
     their temporaries peak at about seven int64 per entry (measured), plus the
-    per-unknown multiplicity and coordinates and a dozen per-subdomain arrays.
+    per-unknown multiplicity, coordinates and owner labels (and their
+    temporaries) and a dozen per-subdomain arrays.
     """
-    return 8 * (7 * entries + 2 * num_dofs + 12 * num_subdomains)
+    return 8 * (7 * entries + 4 * num_dofs + 12 * num_subdomains)
 
 
 def split_sizes(total: int, parts: int) -> np.ndarray:
@@ -61,10 +62,22 @@ class Decomposition:
     interface_nodes : array of int, optional
         Unknowns at which the interface hat functions peak (one per interface).
     coordinates : array of float, optional
-        Coordinates of the unknowns in (0, 1), used by the hat coarse bases.
+        Coordinates of the unknowns, shape ``(num_dofs,)`` or
+        ``(num_dofs, dim)``; the 1D hat coarse bases read points in (0, 1).
     h : float, optional
         Mesh width, used by the ``"scaled"`` initialisation; defaults to
         ``1 / (num_dofs + 1)``.
+    owner : array of int, optional
+        The non-overlapping partition behind the subdomains: one label in
+        ``[0, N)`` per unknown, and subdomain ``i`` must contain every unknown
+        it owns.  Needed by the GDSW and RGDSW coarse spaces.
+    shared_nodes : array of int, optional
+        Unknowns shared by several parts of an element-based partition (the
+        interface that GDSW classifies); None: GDSW uses the algebraic rule
+        (unknowns coupled through ``A`` to another part).
+    block_size : int
+        Unknowns per node in interleaved vector problems (node ``k`` holds
+        unknowns ``k b, ..., k b + b - 1``); coarse spaces keep them together.
 
     Raises
     ------
@@ -87,6 +100,10 @@ class Decomposition:
         interface_nodes: Any = None,
         coordinates: Any = None,
         h: float | None = None,
+        *,
+        owner: Any = None,
+        shared_nodes: Any = None,
+        block_size: int = 1,
     ) -> None:
         num_dofs = check_int("num_dofs", num_dofs, minimum=1)
         if len(subdomains) < 1:
@@ -108,11 +125,52 @@ class Decomposition:
             if np.asarray(raw).size != a.size:
                 raise ValueError(f"subdomains: subdomain {i} contains repeated indices")
         indices = np.concatenate(arrays)
-        self._init_from_packed(indices, sizes, num_dofs, interface_nodes, coordinates, h)
+        self._init_from_packed(indices, sizes, num_dofs, interface_nodes, coordinates, h,
+                               owner=owner, shared_nodes=shared_nodes, block_size=block_size)
+
+    @classmethod
+    def from_matrix(cls, A: Any, subdomains: int, overlap: int = 1, *,
+                    partitioner: Any = "metis", coordinates: Any = None, block_size: int = 1,
+                    seed: int = 0) -> Decomposition:
+        """Algebraic overlapping decomposition of the unknowns of a sparse matrix.
+
+        A non-overlapping partition (``owner``) by METIS on the graph of ``A``,
+        by recursive coordinate bisection (``partitioner="rcb"`` with
+        ``coordinates``) or from user labels (an integer array), then
+        ``overlap`` layers of the graph of ``A`` added to every part at once.
+        See :func:`ddops.dd.partition.decomposition_from_matrix`.
+
+        Examples
+        --------
+        >>> import ddops
+        >>> A = ddops.problems.poisson_2d(32)
+        >>> d = ddops.Decomposition.from_matrix(A, 16, overlap=1)
+        >>> d.num_subdomains, d.owner.shape
+        (16, (1024,))
+        """
+        from .dd.partition import decomposition_from_matrix
+
+        return decomposition_from_matrix(A, subdomains, overlap, partitioner=partitioner,
+                                         coordinates=coordinates, block_size=block_size,
+                                         seed=seed)
+
+    @classmethod
+    def from_grid(cls, shape: Sequence[int], parts: Sequence[int],
+                  overlap: int = 1) -> Decomposition:
+        """Box decomposition of a structured 2D/3D grid (lexicographic, x fastest).
+
+        The numbering is that of :func:`ddops.problems.poisson_2d` and
+        :func:`~ddops.problems.poisson_3d`; ``overlap`` counts layers of the
+        5/7-point stencil graph.  See :func:`ddops.dd.partition.decomposition_from_grid`.
+        """
+        from .dd.partition import decomposition_from_grid
+
+        return decomposition_from_grid(shape, parts, overlap)
 
     # The packed constructor is shared with Decomposition1D, which builds the
     # index arrays vectorised instead of from a list.
-    def _init_from_packed(self, indices, sizes, num_dofs, interface_nodes, coordinates, h):
+    def _init_from_packed(self, indices, sizes, num_dofs, interface_nodes, coordinates, h, *,
+                          owner=None, shared_nodes=None, block_size=1, owner_checked=False):
         if indices.size and (indices.min() < 0 or indices.max() >= num_dofs):
             raise ValueError(f"subdomains: indices must lie in [0, {num_dofs}), got "
                              f"[{indices.min()}, {indices.max()}]")
@@ -140,12 +198,55 @@ class Decomposition:
         if coordinates is None:
             coordinates = np.arange(1, num_dofs + 1) / (num_dofs + 1)
         self.coordinates = np.asarray(coordinates, dtype=np.float64)
-        if self.coordinates.shape != (num_dofs,):
-            raise ValueError(f"coordinates must have shape ({num_dofs},)")
+        if self.coordinates.ndim not in (1, 2) or self.coordinates.shape[0] != num_dofs:
+            raise ValueError(f"coordinates must have shape ({num_dofs},) or ({num_dofs}, dim), "
+                             f"got {self.coordinates.shape}")
+        self.block_size = check_int("block_size", block_size, minimum=1)
+        if num_dofs % self.block_size:
+            raise ValueError(f"block_size={self.block_size} does not divide num_dofs={num_dofs}")
+        self.shared_nodes = None if shared_nodes is None else self._check_nodes(
+            "shared_nodes", shared_nodes, num_dofs)
         self.h = float(h) if h is not None else 1.0 / (num_dofs + 1)
         self._subdomain_of_entry = np.repeat(np.arange(self.num_subdomains), sizes)
         self._position_in_subdomain = np.arange(indices.size) - np.repeat(self.offsets[:-1], sizes)
         self._cache: dict[Any, Any] = {}
+        # labels built with the subdomains (Decomposition1D) need no membership check
+        self.owner = (None if owner is None
+                      else np.asarray(owner, dtype=np.int64) if owner_checked
+                      else self._check_owner(owner))
+
+    @staticmethod
+    def _check_nodes(name: str, nodes: Any, num_dofs: int) -> np.ndarray:
+        nodes = np.asarray(nodes)
+        if nodes.dtype.kind not in "iu" or nodes.ndim != 1:
+            raise TypeError(f"{name} must be a 1-D integer array, got dtype {nodes.dtype} "
+                            f"and shape {nodes.shape}")
+        nodes = np.unique(nodes.astype(np.int64))
+        if nodes.size and (nodes[0] < 0 or nodes[-1] >= num_dofs):
+            raise ValueError(f"{name} must lie in [0, {num_dofs})")
+        return nodes
+
+    def _check_owner(self, owner: Any) -> np.ndarray:
+        """Validate the non-overlapping labels: one per unknown, each inside its subdomain."""
+        owner = np.asarray(owner)
+        if owner.dtype.kind not in "iu":
+            raise TypeError(f"owner must hold integer labels, got dtype {owner.dtype}")
+        if owner.shape != (self.num_dofs,):
+            raise ValueError(f"owner must have shape ({self.num_dofs},), got {owner.shape}")
+        owner = owner.astype(np.int64)
+        N = self.num_subdomains
+        if owner.size and (owner.min() < 0 or owner.max() >= N):
+            raise ValueError(f"owner labels must lie in [0, {N}), got "
+                             f"[{owner.min()}, {owner.max()}]")
+        # every (owner[j], j) pair must be an entry of the packed subdomains
+        entries = self._subdomain_of_entry * self.num_dofs + self.indices
+        wanted = owner * self.num_dofs + np.arange(self.num_dofs)
+        outside = ~np.isin(wanted, entries)
+        if np.any(outside):
+            j = int(np.flatnonzero(outside)[0])
+            raise ValueError(f"owner: unknown {j} is owned by subdomain {owner[j]}, which does "
+                             f"not contain it ({int(outside.sum())} such unknowns)")
+        return owner
 
     # -- inspection -----------------------------------------------------------------
     @property
@@ -373,9 +474,15 @@ class Decomposition1D(Decomposition):
         self.kind = kind
         self.overlap = overlap
         self.core_bounds = bounds
+        # owner: the core block of each unknown; an element-based interface node (between
+        # blocks k-1 and k) goes to block k, and the interface nodes are the shared nodes
+        unknowns = np.arange(1, n) if kind == "element" else np.arange(n)
+        owner = np.searchsorted(bounds, unknowns, side="right") - 1
         self._init_from_packed(
             indices.astype(np.int64), sizes, num_dofs(n, kind), interface,
             grid_points(n, kind), mesh_size(n, kind),
+            owner=np.minimum(owner, N - 1), owner_checked=True,
+            shared_nodes=interface if kind == "element" else None,
         )
 
     def __repr__(self) -> str:

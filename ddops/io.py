@@ -287,9 +287,15 @@ def _describe(op: LowRankOperator) -> tuple[dict[str, Any], dict[str, np.ndarray
             dmeta = {"type": "Decomposition1D", "n": d.n, "subdomains": d.num_subdomains,
                      "overlap": d.overlap, "kind": d.kind}
         else:
-            dmeta = {"type": "Decomposition", "num_dofs": d.num_dofs, "h": d.h}
+            dmeta = {"type": "Decomposition", "num_dofs": d.num_dofs, "h": d.h,
+                     "block_size": d.block_size}
             arrays.update(dec_indices=d.indices, dec_offsets=d.offsets,
                           dec_interface=d.interface_nodes, dec_coordinates=d.coordinates)
+            # optional (older files lack them): the non-overlapping partition and shared nodes
+            if d.owner is not None:
+                arrays["dec_owner"] = d.owner
+            if d.shared_nodes is not None:
+                arrays["dec_shared_nodes"] = d.shared_nodes
         basis = op.coarse_basis_name
         if basis == "custom":
             Phi = sp.csr_matrix(op.coarse_matrix)
@@ -482,8 +488,13 @@ def _load_schwarz(meta: dict[str, Any], data: dict[str, np.ndarray], name: str, 
         indices, offsets, interface, coordinates = _arrays(
             data, ("dec_indices", "dec_offsets", "dec_interface", "dec_coordinates"), name,
             "the metadata describes a general decomposition")
-        d = Decomposition(_split_subdomains(indices, offsets, name), dm["num_dofs"], interface,
-                          coordinates, dm["h"])
+        try:
+            d = Decomposition(_split_subdomains(indices, offsets, name), dm["num_dofs"],
+                              interface, coordinates, dm["h"], owner=data.get("dec_owner"),
+                              shared_nodes=data.get("dec_shared_nodes"),
+                              block_size=dm.get("block_size", 1))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name}: the stored decomposition is invalid: {exc}") from exc
     basis = meta["coarse_basis"]
     if basis == "custom":
         pdata, pind, pptr, pshape = _arrays(data, ("phi_data", "phi_indices", "phi_indptr",

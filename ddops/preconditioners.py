@@ -33,7 +33,7 @@ import scipy.sparse.linalg as spla
 
 from ._validation import check_choice, check_dtype, check_finite, check_memory, fits_in_memory
 from .backend import asarray, check_backend, to_numpy
-from .coarse import COARSE_BASES, validate_coarse_matrix
+from .coarse import ALL_COARSE_BASES, MATRIX_COARSE_BASES, validate_coarse_matrix
 from .coarse import coarse_basis as build_coarse_basis
 from .decomposition import Decomposition
 from .linop import DENSE_LIMIT_BYTES, BackendLinearOperator
@@ -161,6 +161,26 @@ def _dense_spd_blocks_ok(blocks: np.ndarray) -> np.ndarray:
 
 
 # -- the two-level Schwarz preconditioner ------------------------------------------------------
+class _SingularCoarse:
+    """The error of a failed coarse factorisation, naming the dependent columns when it can."""
+
+    def __init__(self, A: sp.csr_matrix, Phi: sp.csr_matrix, n0: int) -> None:
+        self.A, self.Phi, self.n0 = A, Phi, n0
+
+    def error(self) -> ValueError:
+        from .dd.gdsw import coarse_matrix_checked
+
+        try:  # a rank-revealing pass: its message lists the dependent or zero columns
+            coarse_matrix_checked(self.A, self.Phi)
+        except ValueError as exc:
+            return ValueError(f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is "
+                              f"singular: {exc}")
+        return ValueError(
+            f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is singular or not "
+            "positive definite; the coarse basis Phi must have full column rank (no zero or "
+            "repeated columns) and A must be SPD")
+
+
 class TwoLevelSchwarz(BackendLinearOperator):
     r"""Classical two-level overlapping Schwarz preconditioner ``M ~ A^{-1}``.
 
@@ -186,14 +206,19 @@ class TwoLevelSchwarz(BackendLinearOperator):
         Overlapping decomposition (``R_i``, ``D_i``), e.g.
         :class:`~ddops.Decomposition1D`.
     coarse_basis : str, sparse matrix, array or None
-        A name from :data:`ddops.coarse.COARSE_BASES`, a user ``num_dofs x n0``
-        matrix Phi, or None for a one-level preconditioner.
+        A name from :data:`ddops.coarse.ALL_COARSE_BASES` (``"gdsw"`` and
+        ``"rgdsw"`` are built from ``A`` and ``decomposition.owner``, see
+        :func:`ddops.coarse_basis`), a user ``num_dofs x n0`` matrix Phi, or
+        None for a one-level preconditioner.
     variant : {"additive", "restricted", "symmetric_restricted"}
         See :data:`VARIANTS`.  ``"restricted"`` is not symmetric: use GMRES.
     coarse : bool
         False gives the one-level preconditioner whatever ``coarse_basis`` is.
     coarse_size : int, optional
         Number of coarse functions for ``coarse_basis="grid_hats"``.
+    null_space : array (num_dofs x k), optional
+        Null space for ``"nicolaides"``/``"pou"``, ``"gdsw"`` and ``"rgdsw"``
+        (constants by default; rigid body modes for elasticity).
     dtype : {numpy.float64, numpy.float32}, optional
         Type of the products; default float32 for a float32 ``A``, else
         float64.  Factorisations are always computed in float64.
@@ -258,6 +283,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
         *,
         local_solver: str = "auto",
         backend: str = "numpy",
+        null_space: Any = None,
     ) -> None:
         start = time.perf_counter()
         if not isinstance(decomposition, Decomposition):
@@ -283,15 +309,18 @@ class TwoLevelSchwarz(BackendLinearOperator):
         self.decomposition = d
         self.variant = variant
         self.num_subdomains = d.num_subdomains
-        Phi = self._coarse_matrix(d, coarse_basis, coarse, coarse_size)
+        basis_start = time.perf_counter()
+        Phi = self._coarse_matrix(d, coarse_basis, coarse, coarse_size, A, null_space)
+        self.coarse_basis_seconds = time.perf_counter() - basis_start
         self.coarse_basis_name = None if Phi is None else (
             coarse_basis if isinstance(coarse_basis, str) else "custom")
 
         # local solver: the memory rule of DENSE_LOCAL_LIMIT_BYTES
         N, p = d.num_subdomains, d.max_size
         if local_solver == "auto":
-            # dense when small, and never when its set-up (about 4 N p^2) would not fit in memory
-            small = N * p * p * 8 <= DENSE_LOCAL_LIMIT_BYTES
+            # dense when small (always on the GPU, the only local solver there), and never when
+            # its set-up (about 4 N p^2) would not fit in memory
+            small = N * p * p * 8 <= DENSE_LOCAL_LIMIT_BYTES or backend == "cupy"
             local_solver = "dense" if small and fits_in_memory(4 * N * p * p * 8) else "sparse"
         if backend == "cupy" and local_solver != "dense":
             raise ValueError("backend='cupy' supports only local_solver='dense' (the padded "
@@ -328,12 +357,18 @@ class TwoLevelSchwarz(BackendLinearOperator):
     # -- set-up ----------------------------------------------------------------------------
     @staticmethod
     def _coarse_matrix(d: Decomposition, coarse_basis: Any, coarse: bool,
-                       coarse_size: int | None) -> sp.csr_matrix | None:
+                       coarse_size: int | None, A: sp.csr_matrix,
+                       null_space: Any) -> sp.csr_matrix | None:
         is_grid = isinstance(coarse_basis, str) and coarse_basis == "grid_hats"
         if coarse_size is not None and not is_grid:
             raise ValueError("coarse_size is only used with coarse_basis='grid_hats'")
         if isinstance(coarse_basis, str):
-            check_choice("coarse_basis", coarse_basis, COARSE_BASES)
+            check_choice("coarse_basis", coarse_basis, ALL_COARSE_BASES)
+        takes_null_space = isinstance(coarse_basis, str) and coarse_basis in (
+            "pou", "nicolaides", *MATRIX_COARSE_BASES)
+        if null_space is not None and not takes_null_space:
+            raise ValueError("null_space is only used with coarse_basis in ('pou', "
+                             f"'nicolaides', 'gdsw', 'rgdsw'), not {coarse_basis!r}")
         if not coarse or coarse_basis is None:
             return None
         if isinstance(coarse_basis, str):
@@ -342,7 +377,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
                     "coarse_basis='interface_hats' needs interface nodes (a Decomposition1D with "
                     "at least two subdomains, or Decomposition(..., interface_nodes=...)); use "
                     "'pou', 'grid_hats', a matrix Phi, or coarse=False")
-            return build_coarse_basis(d, coarse_basis, size=coarse_size)
+            matrix = A if coarse_basis in MATRIX_COARSE_BASES else None
+            return build_coarse_basis(d, coarse_basis, size=coarse_size, A=matrix,
+                                      null_space=null_space)
         return validate_coarse_matrix(coarse_basis, d.num_dofs)
 
     @staticmethod
@@ -412,10 +449,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
             return
         A0 = (Phi.T @ A @ Phi).tocsr()
         A0 = (A0 + A0.T) * 0.5
-        singular = ValueError(
-            f"coarse matrix A_0 = Phi^T A Phi ({self.coarse_dim} x {self.coarse_dim}) is "
-            "singular or not positive definite; the coarse basis Phi must have full column "
-            "rank (no zero or repeated columns) and A must be SPD")
+        singular = _SingularCoarse(A, Phi, self.coarse_dim)
         self._Phi = asarray(Phi.astype(self.dtype), backend=self.backend)
         self._PhiT = asarray(Phi.T.tocsr().astype(self.dtype), backend=self.backend)
         if self.coarse_dim <= COARSE_DENSE_MAX or self.backend == "cupy":
@@ -423,9 +457,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
             try:
                 c, lower = sla.cho_factor(A0d, lower=True, check_finite=False)
             except np.linalg.LinAlgError:
-                raise singular from None
+                raise singular.error() from None
             if _bad_pivots(np.diagonal(c) ** 2, np.diagonal(A0d)).any():
-                raise singular
+                raise singular.error()
             self.coarse_solver = "dense"
             self._coarse_cho = (c, lower)
             if self.backend == "cupy":  # no cho_solve on the GPU: ship A_0^{-1}
@@ -434,7 +468,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
         else:
             lu, bad = _sparse_spd_factor(A0)
             if lu is None or bad.size:
-                raise singular
+                raise singular.error()
             self.coarse_solver = "sparse"
             self._coarse_lu = lu
 

@@ -381,15 +381,11 @@ def _grow(G: sp.csr_matrix, labels: np.ndarray, parts: int, overlap: int,
 
 
 def _decomposition(indices: np.ndarray, sizes: np.ndarray, n: int, owner: np.ndarray,
-                   points: np.ndarray | None, h: float | None = None) -> Decomposition:
+                   points: np.ndarray | None, h: float | None = None,
+                   block_size: int = 1) -> Decomposition:
     """A :class:`Decomposition` from packed indices, with the ``owner`` labels attached."""
     d = Decomposition.__new__(Decomposition)
-    one_d = points is not None and points.ndim == 1
-    d._init_from_packed(indices, sizes, n, None, points if one_d else None, h)
-    if points is not None and not one_d:
-        # Decomposition validates one coordinate per unknown only; keep the n x d points.
-        d.coordinates = points
-    d.owner = owner
+    d._init_from_packed(indices, sizes, n, None, points, h, owner=owner, block_size=block_size)
     return d
 
 
@@ -522,7 +518,7 @@ def decomposition_from_matrix(A: Any, subdomains: int, overlap: int = 1, *,
     owner, labels, parts, points = _partition(G, n, b, subdomains, partitioner, coordinates,
                                               seed, "subdomains")
     indices, sizes = _grow(G, labels, parts, overlap, b)
-    return _decomposition(indices, sizes, n, owner, points)
+    return _decomposition(indices, sizes, n, owner, points, block_size=b)
 
 
 def _check_shape(shape: Any) -> tuple[int, ...]:
