@@ -151,6 +151,10 @@ def coarse_basis(
             raise ValueError(f"coarse_basis: {kind!r} needs the non-overlapping partition "
                              "decomposition.owner (build the decomposition with "
                              "Decomposition.from_matrix or from_grid, or pass owner=)")
+        shape = np.shape(A)
+        if shape != (d.num_dofs, d.num_dofs):
+            raise ValueError(f"coarse_basis: A must have shape ({d.num_dofs}, {d.num_dofs}) "
+                             f"(decomposition.num_dofs), got {shape}")
         from .dd.gdsw import gdsw_basis
 
         return gdsw_basis(A, d.owner, null_space=null_space, interface=d.shared_nodes,

@@ -198,7 +198,8 @@ class Decomposition:
         if coordinates is None:
             coordinates = np.arange(1, num_dofs + 1) / (num_dofs + 1)
         self.coordinates = np.asarray(coordinates, dtype=np.float64)
-        if self.coordinates.ndim not in (1, 2) or self.coordinates.shape[0] != num_dofs:
+        if (self.coordinates.ndim not in (1, 2) or self.coordinates.shape[0] != num_dofs
+                or (self.coordinates.ndim == 2 and self.coordinates.shape[1] < 1)):
             raise ValueError(f"coordinates must have shape ({num_dofs},) or ({num_dofs}, dim), "
                              f"got {self.coordinates.shape}")
         self.block_size = check_int("block_size", block_size, minimum=1)
@@ -218,6 +219,8 @@ class Decomposition:
     @staticmethod
     def _check_nodes(name: str, nodes: Any, num_dofs: int) -> np.ndarray:
         nodes = np.asarray(nodes)
+        if nodes.ndim == 1 and nodes.size == 0:  # [] is float64 to numpy: no shared nodes
+            return np.zeros(0, dtype=np.int64)
         if nodes.dtype.kind not in "iu" or nodes.ndim != 1:
             raise TypeError(f"{name} must be a 1-D integer array, got dtype {nodes.dtype} "
                             f"and shape {nodes.shape}")

@@ -221,7 +221,14 @@ def test_bad_block_size(block_size, error, pattern):
         ddops.Decomposition(small_subdomains(), 9, block_size=block_size)
 
 
-@pytest.mark.parametrize("shape", [(8, 2), (9, 2, 1)])
+def test_empty_shared_nodes():
+    # an empty list (float64 to numpy) means no shared nodes, as an empty integer array does
+    for empty in ([], np.array([], dtype=np.int32), np.zeros(0)):
+        d = ddops.Decomposition(small_subdomains(), 9, shared_nodes=empty)
+        assert d.shared_nodes.shape == (0,) and d.shared_nodes.dtype == np.int64
+
+
+@pytest.mark.parametrize("shape", [(8, 2), (9, 2, 1), (9, 0)])
 def test_bad_coordinates_shape(shape):
     with pytest.raises(ValueError, match="coordinates must have shape"):
         ddops.Decomposition(small_subdomains(), 9, coordinates=np.zeros(shape))
@@ -374,6 +381,14 @@ def test_coarse_basis_errors():
         ddops.coarse_basis(g, "pou", A=A)
     with pytest.raises(ValueError, match="kind"):
         ddops.coarse_basis(g, "gdws", A=A)
+
+
+@pytest.mark.parametrize("kind", ["gdsw", "rgdsw"])
+def test_gdsw_matrix_of_another_size_names_A(kind):
+    g = ddops.Decomposition.from_grid((8, 8), (2, 2), overlap=1)
+    for A in [ddops.poisson_2d(7), ddops.poisson_2d(8)[:, :63], np.eye(64)[:, :63]]:
+        with pytest.raises(ValueError, match=r"A must have shape \(64, 64\)"):
+            ddops.coarse_basis(g, kind, A=A)
 
 
 # -- TwoLevelSchwarz on algebraic decompositions ---------------------------------------------------
