@@ -23,6 +23,7 @@ iteration tables (see ``examples/krylov_iterations.py``).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -560,6 +561,16 @@ def jacobi(A: Any, dtype: Any = None, backend: str = "numpy") -> JacobiPrecondit
 
 
 # -- Krylov solves with a residual history -------------------------------------------------------
+def _warn_nonsymmetric_for_cg(M: Any) -> None:
+    """Warn when CG gets a preconditioner that is not symmetric (CG's theory needs SPD ``M``)."""
+    if isinstance(M, TwoLevelSchwarz) and M.variant == "restricted":
+        warnings.warn(
+            "solve_with_history: method='cg' with TwoLevelSchwarz(variant='restricted'), which is "
+            "not symmetric; CG may stagnate or stop early with a wrong count.  Use "
+            "method='gmres', or variant='additive' or 'symmetric_restricted' with CG",
+            UserWarning, stacklevel=3)
+
+
 def solve_with_history(
     A: Any,
     b: Any,
@@ -607,10 +618,19 @@ def solve_with_history(
         so restarts are counted correctly).
     iterations : int
         Number of iterations, ``len(residual_norms) - 1``.
+
+    Warns
+    -----
+    UserWarning
+        With ``method="cg"`` and a non-symmetric preconditioner,
+        :class:`TwoLevelSchwarz` with ``variant="restricted"`` (RAS): use GMRES, or the
+        ``"additive"`` or ``"symmetric_restricted"`` variant with CG.
     """
     check_choice("method", method, SOLVERS)
     if restart is not None and method != "gmres":
         raise ValueError("restart is only used with method='gmres'")
+    if method == "cg":
+        _warn_nonsymmetric_for_cg(M)
     A_op = spla.aslinearoperator(A)
     b = np.asarray(b, dtype=np.float64)
     if b.ndim != 1 or b.shape[0] != A_op.shape[0]:
