@@ -3,7 +3,8 @@
 ``ddops compare`` trains Schwarz attention and global low-rank baselines with
 the flags of the paper's ``compare_global_vs_schwarz.py``; ``ddops sweep`` and
 ``ddops scaling`` reproduce Tables 1 and 2; ``ddops precond`` compares Krylov
-preconditioners.  Plain ``ddops`` prints the help.
+preconditioners on the 1D problem (with the learned ones) and on 2D/3D problems.
+Plain ``ddops`` prints the help.
 
 Every setting and the output location are checked before any training starts.
 Exit status: 0 success; 1 a training run diverged (``sweep`` and ``scaling``
@@ -246,11 +247,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "2048 4096 8192)")
     _add_keep_going(p, "study")
     p = _command(sub, "precond", "Krylov iterations with Schwarz preconditioners",
-                 "Solve one 1D Poisson system with CG or GMRES and classical, paper-trained and "
-                 "learned\nsymmetric Schwarz preconditioners (and pyamg when installed); "
-                 "writes <prefix>_table.md,\n<prefix>_results.json and the residual plots.",
+                 "Solve one system with CG (1D also GMRES) and classical Schwarz preconditioners "
+                 "(and pyamg\nwhen installed): the 1D Poisson problem with paper-trained and "
+                 "learned symmetric\nSchwarz preconditioners (--problem poisson1d, the "
+                 "default), or 2D/3D Poisson, high-contrast\ndiffusion and P1 elasticity with "
+                 "algebraic decompositions and Nicolaides, GDSW or RGDSW\ncoarse spaces, the "
+                 "set-up split into its steps and the peak memory; writes\n"
+                 "<prefix>_table.md, <prefix>_results.json and the residual plots.",
                  "  ddops precond --n 1024 --save-prefix results/precond_n1024\n"
-                 "  ddops precond --n 256 --no-train --no-plots")
+                 "  ddops precond --n 256 --no-train --no-plots\n"
+                 "  ddops precond --problem poisson2d --n 128 --subdomains 16 --coarse all\n"
+                 "  ddops precond --problem elasticity2d --n 64 --null-space translations")
     _add_precond_flags(p)
     return parser
 
