@@ -962,7 +962,10 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
         for key, label, build in builders:
             memory.start_row()
             start = time.perf_counter()
-            M, split, info = build()
+            try:
+                M, split, info = build()
+            except ValueError as exc:  # say which row: with --coarse all there are several
+                raise ValueError(f"{label}: {exc}") from exc
             setup = time.perf_counter() - start
             result = _solve(A, b, M, "cg", c, cap)
             traced = memory.peak()

@@ -388,3 +388,16 @@ def test_cg_with_restricted_schwarz_warns():
         for variant in ("additive", "symmetric_restricted"):
             solve_with_history(A, b, TwoLevelSchwarz(A, d, coarse_basis="gdsw",
                                                      variant=variant), "cg")
+
+
+def test_failing_row_is_named(tmp_path, capsys):
+    # one-point boxes grown by a layer: the 8 Nicolaides functions are linearly dependent
+    d = ddops.Decomposition.from_grid((2, 2, 2), (2, 2, 2), overlap=1)
+    assert np.linalg.matrix_rank(ddops.coarse_basis(d, "nicolaides").toarray()) < 8
+    out = tmp_path / "out"
+    rc = main(["precond", "--problem", "poisson3d", "--n", "2", "--subdomains", "8",
+               "--coarse", "all", "--save-prefix", str(out / "x"), *QUIET])
+    assert rc == 2
+    line = one_line(capsys.readouterr().err)
+    assert "two-level additive Schwarz, Nicolaides: coarse matrix" in line and "singular" in line
+    assert not list(out.iterdir())
