@@ -917,6 +917,8 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
     cap = 2 * n if c.maxiter is None else c.maxiter
     b = np.random.default_rng(c.seed).standard_normal(n)
     pyamg = _pyamg()
+    if c.partitioner == "metis":  # imported now: the first row's partition time is METIS's
+        import pymetis  # noqa: F401
 
     def schwarz(coarse: str | None) -> Callable[[], tuple[Any, dict[str, float], dict]]:
         def build() -> tuple[Any, dict[str, float], dict[str, Any]]:
