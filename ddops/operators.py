@@ -37,7 +37,13 @@ from scipy.sparse.linalg import LinearOperator
 
 from ._validation import check_choice, check_dtype, check_finite, check_int, check_memory
 from .backend import asarray, check_backend, spmm, take_rows, to_numpy
-from .coarse import COARSE_BASES, column_rank, subdomain_blocks, validate_coarse_matrix
+from .coarse import (
+    COARSE_BASES,
+    MATRIX_COARSE_BASES,
+    column_rank,
+    subdomain_blocks,
+    validate_coarse_matrix,
+)
 from .coarse import coarse_basis as build_coarse_basis
 from .decomposition import Decomposition
 from .linop import DENSE_LIMIT_BYTES, BackendLinearOperator
@@ -342,6 +348,10 @@ class SchwarzOperator(LowRankOperator):
         if coarse_basis is None:
             Phi = None
         elif isinstance(coarse_basis, str):
+            if coarse_basis in MATRIX_COARSE_BASES:
+                raise ValueError(
+                    f"coarse_basis={coarse_basis!r} is built from the matrix A: pass the basis, "
+                    f"coarse_basis=ddops.coarse_basis(d, {coarse_basis!r}, A=A)")
             check_choice("coarse_basis", coarse_basis, COARSE_BASES)
             Phi = build_coarse_basis(d, coarse_basis, size=coarse_size)
         else:

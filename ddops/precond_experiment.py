@@ -846,7 +846,7 @@ def _decompose(c: PrecondConfig, prob: _Problem) -> tuple[Decomposition, float, 
     :func:`~ddops.dd.partition.partition`, then :func:`~ddops.dd.partition.grow_overlap`
     (the overlap time includes packing the subdomains into the decomposition).
     """
-    from .dd.partition import _decomposition, grid_partition, grow_overlap, partition
+    from .dd.partition import decomposition_from_labels, grid_partition, grow_overlap, partition
 
     A, b = prob.A, prob.block_size
     start = time.perf_counter()
@@ -861,7 +861,7 @@ def _decompose(c: PrecondConfig, prob: _Problem) -> tuple[Decomposition, float, 
     indices, sizes = grow_overlap(A, owner, c.overlap, block_size=b)
     points = prob.coordinates if b == 1 else np.repeat(prob.coordinates, b, axis=0)
     h = 1.0 / (c.n + 1) if prob.grid_shape is not None else None
-    d = _decomposition(indices, sizes, A.shape[0], owner, points, h=h, block_size=b)
+    d = decomposition_from_labels(indices, sizes, owner, coordinates=points, h=h, block_size=b)
     return d, partition_seconds, time.perf_counter() - start
 
 
@@ -897,11 +897,7 @@ def _superlu_bytes(M: Any) -> int:
     """Estimated bytes of the SuperLU factors of a TwoLevelSchwarz (invisible to tracemalloc)."""
     if not isinstance(M, TwoLevelSchwarz):
         return 0
-    # the factorisations are kept as private attributes; their nnz counts L and U together
-    factors = [getattr(M, "_local_lu", None)]
-    if M.coarse_solver == "sparse":
-        factors.append(getattr(M, "_coarse_lu", None))
-    return SUPERLU_BYTES_PER_NONZERO * sum(int(f.nnz) for f in factors if f is not None)
+    return SUPERLU_BYTES_PER_NONZERO * M.factor_nnz
 
 
 _SPLIT = ("partition", "overlap", "local_factorisation", "coarse_space", "coarse_factorisation",

@@ -473,6 +473,16 @@ class TwoLevelSchwarz(BackendLinearOperator):
             self.coarse_solver = "sparse"
             self._coarse_lu = lu
 
+    @property
+    def factor_nnz(self) -> int:
+        """Stored nonzeros of the sparse (SuperLU) local and coarse factors, L and U together.
+
+        0 for the dense solvers, whose padded inverses are ordinary numpy arrays.
+        """
+        factors = [self._local_lu, getattr(self, "_coarse_lu", None)
+                   if self.coarse_solver == "sparse" else None]
+        return sum(int(f.nnz) for f in factors if f is not None)
+
     # -- application -----------------------------------------------------------------------
     def _apply(self, X: Any, adjoint: bool) -> Any:
         xp = self.xp

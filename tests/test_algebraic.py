@@ -556,3 +556,36 @@ def test_save_load_with_custom_gdsw_basis(tmp_path):
     np.testing.assert_array_equal(back.decomposition.owner, d.owner)
     F = np.random.default_rng(2).standard_normal((144, 2))
     np.testing.assert_array_equal(back @ F, op @ F)
+
+
+def test_decomposition_from_labels_equals_from_matrix():
+    from ddops.dd.partition import decomposition_from_labels, grow_overlap, partition
+
+    A = ddops.poisson_2d(12)
+    owner = partition(A, 6, seed=3)
+    indices, sizes = grow_overlap(A, owner, 2)
+    d = decomposition_from_labels(indices, sizes, owner)
+    ref = ddops.Decomposition.from_matrix(A, 6, 2, seed=3)
+    np.testing.assert_array_equal(d.indices, ref.indices)
+    np.testing.assert_array_equal(d.sizes, ref.sizes)
+    np.testing.assert_array_equal(d.owner, ref.owner)
+
+
+def test_factor_nnz_counts_the_sparse_factors_only():
+    A = ddops.poisson_2d(16)
+    d = ddops.Decomposition.from_grid((16, 16), (2, 2), 1)
+    dense = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", local_solver="dense")
+    sparse = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", local_solver="sparse")
+    assert dense.factor_nnz == 0
+    # SuperLU's factors hold at least the lower triangle of every local block
+    blocks_lower = sum((sp.tril(A[s][:, s]).nnz) for s in d.subdomains)
+    assert sparse.factor_nnz >= blocks_lower
+
+
+def test_schwarz_operator_explains_matrix_coarse_bases():
+    d = ddops.Decomposition.from_grid((8, 8), (2, 2), 1)
+    with pytest.raises(ValueError, match=r"coarse_basis='gdsw' is built from the matrix A"):
+        ddops.SchwarzOperator(d, coarse_basis="gdsw")
+    Phi = ddops.coarse_basis(d, "gdsw", A=ddops.poisson_2d(8))
+    op = ddops.SchwarzOperator(d, coarse_basis=Phi)
+    assert op.coarse_basis_name == "custom"

@@ -39,6 +39,7 @@ from ..decomposition import Decomposition, split_sizes
 __all__ = [
     "PARTITIONERS",
     "decomposition_from_grid",
+    "decomposition_from_labels",
     "decomposition_from_matrix",
     "grid_graph",
     "grid_partition",
@@ -387,6 +388,32 @@ def _decomposition(indices: np.ndarray, sizes: np.ndarray, n: int, owner: np.nda
     d = Decomposition.__new__(Decomposition)
     d._init_from_packed(indices, sizes, n, None, points, h, owner=owner, block_size=block_size)
     return d
+
+
+def decomposition_from_labels(indices: np.ndarray, sizes: np.ndarray, owner: Any, *,
+                              coordinates: Any = None, h: float | None = None,
+                              block_size: int = 1) -> Decomposition:
+    """A :class:`Decomposition` from the output of :func:`grow_overlap` and its labels.
+
+    The last step of :func:`decomposition_from_matrix`, public so that a caller
+    can time the partition and the overlap growth separately.
+
+    Parameters
+    ----------
+    indices, sizes : arrays of int
+        Packed subdomains, as returned by :func:`grow_overlap`.
+    owner : array of int
+        The non-overlapping labels (one per unknown) the overlap was grown from.
+    coordinates : array, optional
+        ``n`` or ``n x d`` coordinates of the unknowns.
+    h : float, optional
+        Mesh width (default ``1 / (n + 1)``).
+    block_size : int
+        Unknowns per node.
+    """
+    owner = np.asarray(owner)
+    return _decomposition(np.asarray(indices, dtype=np.int64), np.asarray(sizes, dtype=np.int64),
+                          owner.shape[0], owner, coordinates, h, block_size)
 
 
 # -- public API --------------------------------------------------------------------------------
