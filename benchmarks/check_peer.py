@@ -9,7 +9,7 @@ For every combination of discretisation kind (element, dof), coarse space
 loss and the gradients of ``ddops.SchwarzOperator`` with
 :class:`TorchSchwarzLoop` and :class:`TorchSchwarzBatched`, and of
 ``ddops.GlobalLowRankOperator`` with :class:`TorchGlobal`.  Then it runs three
-AdamW steps on both sides (``ddops.optim.AdamW`` on ``op.theta`` and
+AdamW steps on both sides (``ddops.learning.optim.AdamW`` on ``op.theta`` and
 ``torch.optim.AdamW``, same lr, ``weight_decay=0``) and compares the losses
 along the way and the final parameters.
 
@@ -34,8 +34,8 @@ import torch  # noqa: E402
 import ddops  # noqa: E402
 from benchmarks import torch_peer as tp  # noqa: E402
 
-try:  # ddops.optim is new; the AdamW comparison is skipped when it is missing
-    from ddops.optim import AdamW as DdopsAdamW
+try:  # ddops.learning.optim is new; the AdamW comparison is skipped when it is missing
+    from ddops.learning.optim import AdamW as DdopsAdamW
 except ImportError:  # pragma: no cover
     DdopsAdamW = None
 
@@ -72,7 +72,7 @@ def dict_diff(a: dict[str, Any], b: dict[str, Any]) -> float:
 
 
 def _data(n: int, kind: str, B: int, dtype: Any, seed: int = 1):
-    m = ddops.problem.num_dofs(n, kind)
+    m = ddops.problems.poisson1d.num_dofs(n, kind)
     F = np.random.default_rng(seed).standard_normal((m, B))
     U = ddops.PoissonSolver(n, kind).solve(F)
     return F.astype(dtype), U.astype(dtype)
@@ -142,7 +142,7 @@ def check(n: int = 256, N: int = 8, B: int = 64, dtype: Any = np.float64,
 
     Keys are ``"<kind> <coarse|global> <loss> <peer> loss|grad"`` for the
     loss/gradient comparisons and ``"<kind> <coarse|global> adamw <peer>
-    losses|params|update"`` for the AdamW runs (absent when ``ddops.optim`` is
+    losses|params|update"`` for the AdamW runs (absent when ``ddops.learning.optim`` is
     not available).
     """
     dtype = np.dtype(dtype)
@@ -176,7 +176,7 @@ def check(n: int = 256, N: int = 8, B: int = 64, dtype: Any = np.float64,
         for key, value in results.items():
             print(f"{key:<{width}}  {value:.3e}")
         if DdopsAdamW is None:
-            print("ddops.optim not available: AdamW comparison skipped")
+            print("ddops.learning.optim not available: AdamW comparison skipped")
     return results
 
 

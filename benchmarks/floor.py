@@ -25,7 +25,7 @@ Two byte counts are given:
     reads ``p, g, m, v`` and writes ``p, m, v``).
 ``implemented``
     the passes ddops makes as written (``ddops/operators.py``,
-    ``ddops/losses.py``): the gathered blocks ``X``, ``Y`` and ``G_l``
+    ``ddops/operators/losses.py``): the gathered blocks ``X``, ``Y`` and ``G_l``
     (``N p`` rows) are materialised (the coarse space rides along in their
     batched GEMMs), and the loss makes five passes (``P - U``, two column
     norms; the column scale goes onto the ``r x B`` intermediates).
@@ -246,7 +246,7 @@ def measure_machine(sizes: tuple[int, ...] = (), dtypes: tuple[str, ...] = ("flo
 def build(n: int, dtype: Any = np.float64, seed: int = 0):
     """Decomposition, operator and sampler of the benchmark configuration."""
     import ddops
-    from ddops.data import FourierRHS
+    from ddops.learning.data import FourierRHS
 
     N = max(n // ELEMENTS_PER_SUBDOMAIN, 1)
     d = ddops.Decomposition1D(n, N, overlap=2, kind="element")
@@ -323,7 +323,7 @@ def spmm_vs_gather(n: int = 8192, dtype: Any = np.float64, B: int = BATCH,
     (:func:`ddops.backend.spmm`: zero the output, then scipy's serial
     ``csr_matvecs``, an axpy over the ``B`` columns per nonzero); ``gather``
     is what ddops runs, :func:`ddops.backend.take_rows` with
-    :meth:`~ddops.decomposition.Decomposition.padded_gather` (the weights
+    :meth:`~ddops.dd.decomposition.Decomposition.padded_gather` (the weights
     ``w`` multiply the factors instead); ``fresh`` is ``S @ F``
     into a newly allocated array (page faults included).
     """
@@ -360,7 +360,7 @@ def spmm_vs_gather(n: int = 8192, dtype: Any = np.float64, B: int = BATCH,
 # -- profile ---------------------------------------------------------------------------------
 def profile_step(n: int = 8192, dtype: Any = np.float64, steps: int = 10, top: int = 15) -> str:
     """cProfile of ``steps`` training steps (after 3 warm-up steps), sorted by own time."""
-    from ddops.training import Trainer, TrainingConfig
+    from ddops.learning.training import Trainer, TrainingConfig
 
     _, op, rhs = build(n, dtype)
     trainer = Trainer(op, rhs, TrainingConfig(steps=10**9, progress=False, val_every=10**9))

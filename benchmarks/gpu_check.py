@@ -103,13 +103,17 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 import ddops  # noqa: E402
 from ddops.backend import asarray, get_sparse_module, spmm, take_rows, to_numpy  # noqa: E402
-from ddops.coarse import COARSE_BASES  # noqa: E402
-from ddops.data import RHS_MODES, FourierRHS  # noqa: E402
+from ddops.dd.coarse import COARSE_BASES  # noqa: E402
+from ddops.dd.decomposition import WEIGHTINGS, Decomposition, Decomposition1D  # noqa: E402
 from ddops.dd.gdsw import GDSW_VARIANTS, gdsw_basis, nicolaides_basis  # noqa: E402
 from ddops.dd.partition import decomposition_from_grid, decomposition_from_matrix  # noqa: E402
-from ddops.decomposition import WEIGHTINGS, Decomposition, Decomposition1D  # noqa: E402
 from ddops.io import atomic_write_json, load_operator, save_operator  # noqa: E402
-from ddops.learned_preconditioner import (  # noqa: E402
+from ddops.learning.data import RHS_MODES, FourierRHS  # noqa: E402
+from ddops.learning.optim import Adam, AdamW, ReduceLROnPlateau  # noqa: E402
+from ddops.learning.training import Trainer, TrainingConfig  # noqa: E402
+from ddops.operators import PARTITIONS, GlobalLowRankOperator, SchwarzOperator  # noqa: E402
+from ddops.operators.losses import LOSSES, loss_and_grad, loss_value  # noqa: E402
+from ddops.precond.learned import (  # noqa: E402
     BASES,
     DISTRIBUTIONS,
     LEARNED_INITS,
@@ -122,13 +126,9 @@ from ddops.learned_preconditioner import (  # noqa: E402
     preconditioner_objective,
     train_preconditioner,
 )
-from ddops.losses import LOSSES, loss_and_grad, loss_value  # noqa: E402
-from ddops.operators import PARTITIONS, GlobalLowRankOperator, SchwarzOperator  # noqa: E402
-from ddops.optim import Adam, AdamW, ReduceLROnPlateau  # noqa: E402
-from ddops.preconditioners import VARIANTS, TwoLevelSchwarz, jacobi  # noqa: E402
-from ddops.problem import KINDS, poisson_1d  # noqa: E402
+from ddops.precond.schwarz import VARIANTS, TwoLevelSchwarz, jacobi  # noqa: E402
 from ddops.problems import diffusion_2d, high_contrast_channels, poisson_2d  # noqa: E402
-from ddops.training import Trainer, TrainingConfig  # noqa: E402
+from ddops.problems.poisson1d import KINDS, poisson_1d  # noqa: E402
 
 SIZES = (8192, 32768, 131072, 262144, 524288, 1048576)
 QUICK_SIZES = (8192, 32768)

@@ -19,7 +19,7 @@ mix), which measures, in this order:
    (basis and its exact solutions), in a fresh process and once more warm,
    with the assembly (decomposition, index arrays, weights, coarse CSR) and
    the draw of the initial factors reported apart;
-2. full training steps per second with :class:`ddops.training.Trainer`
+2. full training steps per second with :class:`ddops.learning.training.Trainer`
    (data generation with exact solutions, forward, hand-derived backward,
    AdamW), split into data time and the rest, and the minor page faults per
    step;
@@ -191,8 +191,8 @@ def profiled_setup(setup) -> tuple[Any, ...]:
 
 def time_training(op, rhs, B: int, min_time: float, chunks: int = 5,
                   workers: int = 1) -> dict[str, Any]:
-    """Full training steps with ddops.training.Trainer, timed in chunks."""
-    from ddops.training import Trainer, TrainingConfig
+    """Full training steps with ddops.learning.training.Trainer, timed in chunks."""
+    from ddops.learning.training import Trainer, TrainingConfig
 
     cfg = TrainingConfig(steps=10**9, batch_size=B, lr=lr_for(op.shape[0] + 1), progress=False,
                          val_every=10**9, workers=min(workers, B))
@@ -289,8 +289,8 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     n, dtype, B = args.n, np.dtype(args.dtype), BATCH
     rss_start = peak_bytes()
     import ddops
-    import ddops.training  # noqa: F401 - loaded before the baseline is read
-    from ddops.data import FourierRHS
+    import ddops.learning.training  # noqa: F401 - loaded before the baseline is read
+    from ddops.learning.data import FourierRHS
 
     rss_imports = peak_bytes()
     res: dict[str, Any] = {"n": n, "dtype": dtype.name, "B": B, "pid": os.getpid(),

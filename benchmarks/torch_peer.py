@@ -70,7 +70,7 @@ __all__ = [
     "COARSE_FORMATS",
 ]
 
-#: Floor of the weighted-MSE denominator, as ``ddops.losses.WMSE_EPS``.
+#: Floor of the weighted-MSE denominator, as ``ddops.operators.losses.WMSE_EPS``.
 WMSE_EPS = 1e-30
 
 
@@ -325,7 +325,7 @@ class TorchGlobal(nn.Module):
 
 # -- losses ------------------------------------------------------------------------------
 def wmse_loss(P: torch.Tensor, U: torch.Tensor, eps: float = WMSE_EPS) -> torch.Tensor:
-    """``(1/B) sum_b (||P_b - U_b||^2 / n) / max(||U_b||^2 / n, eps)`` (as ddops.losses)."""
+    """``(1/B) sum_b (||P_b - U_b||^2 / n) / max(||U_b||^2 / n, eps)`` (ddops losses)."""
     n = P.shape[0]
     err = ((P - U) ** 2).sum(dim=0) / n
     denom = torch.clamp_min((U * U).sum(dim=0) / n, eps)

@@ -2,22 +2,27 @@
 
 from . import problems, testing
 from .backend import cupy_available, get_array_module
-from .coarse import coarse_basis
-from .decomposition import Decomposition, Decomposition1D
+from .dd.coarse import coarse_basis
+from .dd.decomposition import Decomposition, Decomposition1D
+from .learning.data import FourierRHS
+from .learning.spectral import best_rank_error
+from .learning.training import Trainer, TrainingConfig
 from .operators import GlobalLowRankOperator, SchwarzOperator
-from .preconditioners import TwoLevelSchwarz
-from .problem import PoissonSolver, poisson_1d
+from .precond.schwarz import TwoLevelSchwarz
 from .problems import poisson_2d, poisson_3d, rigid_body_modes
-from .spectral import best_rank_error
+from .problems.poisson1d import PoissonSolver, poisson_1d
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Decomposition",
     "Decomposition1D",
+    "FourierRHS",
     "GlobalLowRankOperator",
     "PoissonSolver",
     "SchwarzOperator",
+    "Trainer",
+    "TrainingConfig",
     "TwoLevelSchwarz",
     "best_rank_error",
     "coarse_basis",

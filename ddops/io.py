@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .backend import to_numpy
-from .decomposition import Decomposition, Decomposition1D
+from .dd.decomposition import Decomposition, Decomposition1D
 from .operators import GlobalLowRankOperator, LowRankOperator, SchwarzOperator
 
 __all__ = ["FORMAT_VERSION", "save_operator", "load_operator", "describe_operator", "read_npz",
@@ -171,7 +171,7 @@ def read_npz(path: str | os.PathLike, what: str, required: Iterable[str] = (),
              meta_keys: Iterable[str] = ()) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Read a ddops ``.npz`` file: its JSON ``meta`` entry and its arrays, without pickle.
 
-    Shared by :func:`load_operator` and :meth:`ddops.training.Trainer.load_checkpoint`,
+    Shared by :func:`load_operator` and :meth:`ddops.learning.training.Trainer.load_checkpoint`,
     so every loader refuses damaged and foreign files the same way.
 
     Parameters

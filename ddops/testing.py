@@ -72,7 +72,7 @@ def decompositions(max_n: int = 96, kinds: tuple[str, ...] = ("element", "dof"))
     """
     from hypothesis import strategies as st
 
-    from .decomposition import Decomposition1D
+    from .dd.decomposition import Decomposition1D
 
     @st.composite
     def _build(draw):
@@ -127,7 +127,7 @@ def general_decompositions(max_dofs: int = 40, max_subdomains: int = 6):
     covering every unknown, not only the contiguous blocks of
     :class:`~ddops.Decomposition1D`.
     """
-    from .decomposition import Decomposition
+    from .dd.decomposition import Decomposition
 
     return general_subdomains(max_dofs, max_subdomains).map(
         lambda args: Decomposition(args[0], args[1], interface_nodes=args[2]))

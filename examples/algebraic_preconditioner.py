@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 import ddops
-from ddops.preconditioners import solve_with_history
+from ddops.precond.schwarz import solve_with_history
 
 
 def cg(A, M, b, rtol):

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 import ddops
-from ddops.preconditioners import TwoLevelSchwarz, jacobi, solve_with_history
+from ddops.precond.schwarz import TwoLevelSchwarz, jacobi, solve_with_history
 
 METHODS = {
     # label: (Krylov method, preconditioner factory)

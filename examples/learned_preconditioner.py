@@ -18,12 +18,12 @@ import time
 import numpy as np
 
 import ddops
-from ddops.learned_preconditioner import (
+from ddops.precond.learned import (
     cg_iterations,
     learned_schwarz_preconditioner,
     train_preconditioner,
 )
-from ddops.preconditioners import TwoLevelSchwarz
+from ddops.precond.schwarz import TwoLevelSchwarz
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ddops.losses import loss_value
+from ddops.operators.losses import loss_value
 
 
 def split(total, parts):

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 CPU_USE = textwrap.dedent("""
     import numpy as np
     import ddops
-    from ddops.data import FourierRHS
+    from ddops.learning.data import FourierRHS
     d = ddops.Decomposition1D(32, 4)
     op = ddops.SchwarzOperator(d, local_rank=2)
     x = np.ones(31)

@@ -16,13 +16,17 @@ import scipy.sparse.linalg as spla
 
 import ddops
 from ddops.backend import asarray, cupy_available, spmm, take_rows, to_numpy
-from ddops.coarse import COARSE_BASES
-from ddops.data import RHS_MODES, FourierRHS
+from ddops.dd.coarse import COARSE_BASES
+from ddops.dd.decomposition import WEIGHTINGS
 from ddops.dd.gdsw import GDSW_VARIANTS, gdsw_basis, nicolaides_basis
 from ddops.dd.partition import decomposition_from_grid
-from ddops.decomposition import WEIGHTINGS
 from ddops.io import load_operator, save_operator
-from ddops.learned_preconditioner import (
+from ddops.learning.data import RHS_MODES, FourierRHS
+from ddops.learning.optim import Adam, AdamW
+from ddops.learning.training import Trainer, TrainingConfig
+from ddops.operators import PARTITIONS
+from ddops.operators.losses import LOSSES, loss_and_grad
+from ddops.precond.learned import (
     BASES,
     DISTRIBUTIONS,
     LEARNED_INITS,
@@ -35,13 +39,9 @@ from ddops.learned_preconditioner import (
     preconditioner_objective,
     train_preconditioner,
 )
-from ddops.losses import LOSSES, loss_and_grad
-from ddops.operators import PARTITIONS
-from ddops.optim import Adam, AdamW
-from ddops.preconditioners import VARIANTS, TwoLevelSchwarz, jacobi
-from ddops.problem import KINDS
+from ddops.precond.schwarz import VARIANTS, TwoLevelSchwarz, jacobi
 from ddops.problems import poisson_2d
-from ddops.training import Trainer, TrainingConfig
+from ddops.problems.poisson1d import KINDS
 
 if not cupy_available():
     pytest.skip("CuPy with a GPU is not available", allow_module_level=True)

@@ -65,7 +65,7 @@ def test_operator_base_must_be_passed_again(tmp_path):
 
 def test_learned_preconditioner_roundtrip(tmp_path):
     import ddops
-    from ddops.learned_preconditioner import learned_schwarz_preconditioner
+    from ddops.precond.learned import learned_schwarz_preconditioner
 
     A = ddops.poisson_1d(64)
     op = learned_schwarz_preconditioner(A, Decomposition1D(64, 4), base="jacobi",

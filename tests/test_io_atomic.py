@@ -13,7 +13,6 @@ import pytest
 
 import ddops.io as dio
 from ddops import Decomposition1D, SchwarzOperator
-from ddops.data import FourierRHS
 from ddops.io import (
     atomic_savez,
     atomic_write_json,
@@ -21,7 +20,8 @@ from ddops.io import (
     load_operator,
     save_operator,
 )
-from ddops.training import Trainer, TrainingConfig
+from ddops.learning.data import FourierRHS
+from ddops.learning.training import Trainer, TrainingConfig
 
 
 def make_trainer(version):

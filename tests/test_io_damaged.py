@@ -15,9 +15,9 @@ import pytest
 import scipy.sparse as sp
 
 from ddops import Decomposition, Decomposition1D, GlobalLowRankOperator, SchwarzOperator
-from ddops.data import FourierRHS
 from ddops.io import load_operator, read_npz, save_operator
-from ddops.training import Trainer, TrainingConfig
+from ddops.learning.data import FourierRHS
+from ddops.learning.training import Trainer, TrainingConfig
 
 
 def arrays_of(path):

@@ -10,7 +10,7 @@ An algebraic overlapping decomposition is built in two steps:
    pattern of the matrix plus the identity, one sparse product per layer.
 
 :func:`decomposition_from_matrix` chains both and returns a
-:class:`~ddops.decomposition.Decomposition`; :func:`decomposition_from_grid`
+:class:`~ddops.dd.decomposition.Decomposition`; :func:`decomposition_from_grid`
 does the same for box partitions of structured 2D/3D grids.
 
 The graph of ``A`` is its stored sparsity structure without the diagonal
@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from .._validation import check_int
-from ..decomposition import Decomposition, split_sizes
+from .decomposition import Decomposition, split_sizes
 
 __all__ = [
     "PARTITIONERS",
@@ -578,7 +578,7 @@ def grid_partition(shape: Sequence[int], parts: Sequence[int]) -> np.ndarray:
     """Box partition of a structured grid.
 
     Direction ``k`` (``n_k`` points) is cut into ``parts[k]`` consecutive
-    slabs whose sizes differ by at most one (:func:`~ddops.decomposition.split_sizes`,
+    slabs whose sizes differ by at most one (:func:`~ddops.dd.decomposition.split_sizes`,
     larger slabs first); a box is one slab per direction.
 
     Parameters

@@ -1,6 +1,6 @@
 """Model problems: sparse SPD matrices with their coordinates and null spaces.
 
-- :func:`poisson_1d` (re-exported from :mod:`ddops.problem`): the 1D paper problem.
+- :func:`poisson_1d` (re-exported from :mod:`ddops.problems.poisson1d`): the 1D paper problem.
 - :mod:`ddops.problems.grid`: finite differences on the unit square and cube
   (:func:`poisson_2d`, :func:`poisson_3d`, variable-coefficient :func:`diffusion_2d` /
   :func:`diffusion_3d`, :func:`high_contrast_channels`, :func:`grid_coordinates`).
@@ -10,7 +10,6 @@
   scikit-fem (optional extra ``fem``; imported on first use).
 """
 
-from ..problem import poisson_1d
 from .elasticity import rigid_body_modes
 from .grid import (
     diffusion_2d,
@@ -20,6 +19,7 @@ from .grid import (
     poisson_2d,
     poisson_3d,
 )
+from .poisson1d import poisson_1d
 
 __all__ = [
     "diffusion_2d",

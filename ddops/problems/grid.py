@@ -4,11 +4,11 @@ Conventions shared by every function here:
 
 - ``n`` interior grid points per direction, mesh width ``h = 1/(n + 1)``, homogeneous
   Dirichlet values on the boundary (the ``kind="dof"`` convention of
-  :func:`ddops.problem.poisson_1d`).
+  :func:`ddops.problems.poisson1d.poisson_1d`).
 - Lexicographic numbering with ``x`` fastest: the unknown at the grid point
   ``((i + 1) h, (j + 1) h, (k + 1) h)`` has index ``i + n j + n^2 k``, so a vector ``u`` of
   unknowns reshapes (C order) to ``u.reshape(n, n)[j, i]`` or ``u.reshape(n, n, n)[k, j, i]``.
-- Finite-difference scaling ``h^-2``, as in :func:`ddops.problem.poisson_1d`: the 5-point
+- Finite-difference scaling ``h^-2``, as in :func:`ddops.problems.poisson1d.poisson_1d`: the 5-point
   stencil is ``h^-2 (4, -1, -1, -1, -1)``, the 7-point stencil ``h^-2 (6, -1, ..., -1)``.
 - Matrices are CSR with sorted indices and no explicit zeros; they are assembled with
   Kronecker products and sparse products, never with a loop over the unknowns.

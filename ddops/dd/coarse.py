@@ -1,0 +1,269 @@
+"""Coarse spaces: the interpolation matrix Phi (``num_dofs x n0``, CSR)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import check_choice, check_finite, check_int, check_memory
+from .decomposition import Decomposition
+
+__all__ = ["ALL_COARSE_BASES", "COARSE_BASES", "MATRIX_COARSE_BASES", "coarse_basis",
+           "column_rank", "hat_functions", "subdomain_blocks"]
+
+#: Coarse bases built from the decomposition alone (also by :class:`~ddops.SchwarzOperator`).
+COARSE_BASES = ("interface_hats", "pou", "nicolaides", "grid_hats")
+
+#: Coarse bases that also need the matrix ``A`` (discrete harmonic extensions).
+MATRIX_COARSE_BASES = ("gdsw", "rgdsw")
+
+#: Every name accepted by :func:`coarse_basis`.
+ALL_COARSE_BASES = COARSE_BASES + MATRIX_COARSE_BASES
+
+
+def hat_functions(x: np.ndarray, peaks: np.ndarray, left: float = 0.0, right: float = 1.0):
+    """Piecewise-linear hat functions sampled at the points ``x``.
+
+    Hat ``k`` is 1 at ``peaks[k]`` and falls linearly to 0 at the neighbouring
+    peaks, or at ``left``/``right`` (the Dirichlet boundary) for the first and
+    last hat.  Every point lies in one interval between consecutive nodes and
+    so touches at most two hats; the matrix is assembled in one vectorised step.
+
+    Parameters
+    ----------
+    x : array of float
+        Sorted sample points (the unknowns' coordinates).
+    peaks : array of float
+        Strictly increasing peak positions inside ``(left, right)``.
+    left, right : float
+        Positions where the first and the last hat vanish.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        ``len(x) x len(peaks)`` interpolation matrix.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    peaks = np.asarray(peaks, dtype=np.float64)
+    nodes = np.concatenate([[left], peaks, [right]])
+    if np.any(np.diff(nodes) <= 0):
+        raise ValueError("peaks must be strictly increasing and inside (left, right)")
+    # interval j = [nodes[j], nodes[j+1]); hats j-1 (falling) and j (rising) live on it
+    j = np.clip(np.searchsorted(nodes, x, side="right") - 1, 0, len(nodes) - 2)
+    t = (x - nodes[j]) / (nodes[j + 1] - nodes[j])
+    rows = np.concatenate([np.arange(x.size), np.arange(x.size)])
+    cols = np.concatenate([j - 1, j])
+    vals = np.concatenate([1.0 - t, t])
+    keep = (cols >= 0) & (cols < peaks.size) & (vals != 0.0)
+    Phi = sp.csr_matrix((vals[keep], (rows[keep], cols[keep])), shape=(x.size, peaks.size))
+    Phi.sort_indices()
+    return Phi
+
+
+def coarse_basis(
+    decomposition: Decomposition,
+    kind: str = "interface_hats",
+    size: int | None = None,
+    *,
+    A: Any = None,
+    null_space: Any = None,
+) -> sp.csr_matrix:
+    """Coarse interpolation matrix Phi for a decomposition.
+
+    Parameters
+    ----------
+    decomposition : Decomposition
+        The overlapping decomposition.
+    kind : {"interface_hats", "pou", "nicolaides", "grid_hats", "gdsw", "rgdsw"}
+        ``"interface_hats"``: one hat per interface, 1 at the interface node
+        and linear down to 0 at the neighbouring interface nodes or the
+        Dirichlet boundary (``n0 = N - 1``; 1D coordinates).
+        ``"nicolaides"`` (alias ``"pou"``): the partition-of-unity restriction
+        ``R_i^T D_i R_i z`` of each null-space vector ``z`` to each subdomain
+        (constants by default: ``n0 = N``).  ``"grid_hats"``: ``size`` hats on a
+        uniform coarse grid of (0, 1), independent of the decomposition (1D
+        coordinates).  ``"gdsw"``: one function per interface component
+        (vertex, edge, face of the non-overlapping partition
+        ``decomposition.owner``) and null-space vector, equal to the vector on
+        the component, zero on the rest of the interface and discrete-harmonic
+        (``-A_II^{-1} A_IG``) inside the parts.  ``"rgdsw"``: the reduced
+        variant, functions on the vertex-like components only with the
+        option-1 interface partition of unity.  See :mod:`ddops.dd.gdsw`.
+    size : int, optional
+        Number of hats for ``"grid_hats"`` (default ``N - 1``); not allowed for
+        the other kinds.
+    A : sparse matrix, optional
+        The SPD matrix; required by ``"gdsw"`` and ``"rgdsw"`` only.
+    null_space : array (num_dofs x k), optional
+        Null space of the unassembled operator (constants by default; rigid
+        body modes for elasticity, :func:`ddops.problems.rigid_body_modes`);
+        for ``"nicolaides"``, ``"pou"``, ``"gdsw"`` and ``"rgdsw"``.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        ``num_dofs x n0``.
+
+    Notes
+    -----
+    The interface that GDSW classifies is ``decomposition.shared_nodes`` when
+    the decomposition knows shared nodes (element-based partitions such as
+    ``Decomposition1D(kind="element")``, whose GDSW basis is exactly the
+    interface hats); otherwise it follows the algebraic rule: the unknowns that
+    ``A`` couples to an unknown of another part.
+    """
+    check_choice("kind", kind, ALL_COARSE_BASES)
+    if size is not None and kind != "grid_hats":
+        raise ValueError(f"size is only used with kind='grid_hats', not {kind!r}")
+    if A is not None and kind not in MATRIX_COARSE_BASES:
+        raise ValueError(f"A is only used with kind in {MATRIX_COARSE_BASES}, not {kind!r}")
+    if null_space is not None and kind not in ("pou", "nicolaides", *MATRIX_COARSE_BASES):
+        raise ValueError(f"null_space is not used with kind={kind!r}")
+    d = decomposition
+    if kind in ("interface_hats", "grid_hats") and d.coordinates.ndim != 1:
+        raise ValueError(f"coarse_basis: {kind!r} needs 1D coordinates; this decomposition has "
+                         f"{d.coordinates.shape[1]}-D points (use 'nicolaides', 'gdsw' or "
+                         "'rgdsw')")
+    if kind == "interface_hats":
+        if d.interface_nodes.size == 0:
+            raise ValueError(
+                "coarse_basis: 'interface_hats' needs interface nodes (a Decomposition1D with "
+                "at least two subdomains, or Decomposition(..., interface_nodes=...)); use "
+                "'pou', 'grid_hats', a matrix Phi or no coarse basis")
+        return hat_functions(d.coordinates, d.coordinates[d.interface_nodes])
+    if kind in ("pou", "nicolaides"):
+        if null_space is not None:
+            from .gdsw import nicolaides_basis
+
+            return nicolaides_basis(d, null_space)
+        S = d.stacked_restriction("full", padded=False)
+        cols = np.repeat(np.arange(d.num_subdomains), d.sizes)
+        Phi = sp.csr_matrix((S.data, (d.indices, cols)), shape=(d.num_dofs, d.num_subdomains))
+        Phi.sort_indices()
+        return Phi
+    if kind in MATRIX_COARSE_BASES:
+        if A is None:
+            raise ValueError(f"coarse_basis: {kind!r} needs the matrix A (coarse_basis(d, "
+                             f"{kind!r}, A=A))")
+        if d.owner is None:
+            raise ValueError(f"coarse_basis: {kind!r} needs the non-overlapping partition "
+                             "decomposition.owner (build the decomposition with "
+                             "Decomposition.from_matrix or from_grid, or pass owner=)")
+        shape = np.shape(A)
+        if shape != (d.num_dofs, d.num_dofs):
+            raise ValueError(f"coarse_basis: A must have shape ({d.num_dofs}, {d.num_dofs}) "
+                             f"(decomposition.num_dofs), got {shape}")
+        from .gdsw import gdsw_basis
+
+        return gdsw_basis(A, d.owner, null_space=null_space, interface=d.shared_nodes,
+                          variant=kind, block_size=d.block_size)
+    n0 = d.num_subdomains - 1 if size is None else check_int("size", size, minimum=1)
+    if n0 < 1:
+        raise ValueError("coarse_basis: 'grid_hats' needs size >= 1")
+    return hat_functions(d.coordinates, np.arange(1, n0 + 1) / (n0 + 1))
+
+
+def validate_coarse_matrix(Phi: Any, num_dofs: int) -> sp.csr_matrix:
+    """Check a user-supplied coarse basis and return it as float64 CSR."""
+    if sp.issparse(Phi):  # a copy: the canonicalisation below must not touch the user's matrix
+        Phi = sp.csr_matrix(Phi, dtype=np.float64, copy=True)
+    else:
+        arr = np.asarray(Phi)
+        if arr.dtype.kind not in "fiub":
+            raise TypeError(f"coarse_basis must be a real matrix, got dtype {arr.dtype}")
+        if arr.ndim != 2:
+            raise ValueError(f"coarse_basis must be 2-D (num_dofs x n0), got shape {arr.shape}")
+        Phi = sp.csr_matrix(arr.astype(np.float64))
+    if Phi.shape[0] != num_dofs or Phi.shape[1] < 1:
+        raise ValueError(f"coarse_basis must have shape ({num_dofs}, n0 >= 1), got {Phi.shape}")
+    check_finite("coarse_basis", Phi.data)
+    Phi.sort_indices()
+    return Phi
+
+
+def column_rank(Phi: sp.spmatrix) -> int:
+    """Rank of a sparse tall matrix.
+
+    Cheap exact answer when every column owns a row where it is the only
+    nonzero (true for hats and for partitions of unity with private
+    unknowns); otherwise the rank of the ``n0 x n0`` Gram matrix.
+    """
+    Phi = sp.csr_matrix(Phi, copy=True)  # never modify the caller's matrix
+    Phi.eliminate_zeros()
+    single = np.diff(Phi.indptr) == 1
+    owned = np.unique(Phi.indices[Phi.indptr[:-1][single]])
+    if owned.size == Phi.shape[1]:
+        return int(Phi.shape[1])
+    gram = (Phi.T @ Phi).toarray()
+    return int(np.linalg.matrix_rank(gram))
+
+
+def subdomain_blocks(decomposition: Decomposition, Phi: Any, extra_columns: int = 0):
+    """Split a coarse basis over the subdomains that own its rows.
+
+    Every unknown ``j`` is owned by one subdomain (its first occurrence in
+    :meth:`~ddops.dd.decomposition.Decomposition.scatter_plan`).  With ``O_i``
+    the 0/1 diagonal of the rows subdomain ``i`` owns, ``sum_i R_i^T O_i R_i
+    = I`` exactly, so the coarse restriction and interpolation pass through
+    the subdomain blocks::
+
+        Phi^T F = sum_i (O_i R_i Phi)^T (R_i F)
+        Phi Y   = sum_i R_i^T (O_i R_i Phi) Y
+
+    and need no product with the whole ``n x B`` block of their own.  Block
+    ``i`` keeps only the ``c_i`` columns of ``O_i R_i Phi`` that are not
+    identically zero (two or three for hats), padded with zero columns to
+    ``c = max c_i``.
+
+    Parameters
+    ----------
+    decomposition : Decomposition
+        The subdomains (padded to ``p = max_size`` rows).
+    Phi : sparse matrix or array
+        ``num_dofs x n0`` coarse basis.
+    extra_columns : int
+        Offset of the coarse columns in the stacked ``(N, ., B)`` arrays the
+        returned ``collect`` matrix reads (the local rank ``r`` when the coarse
+        columns follow ``r`` local ones).
+
+    Returns
+    -------
+    blocks : numpy.ndarray
+        ``(N, p, c)`` float64, block ``i`` is ``O_i R_i Phi`` on its ``c``
+        columns (zero on padding rows and padding columns).
+    index : numpy.ndarray
+        ``(N, c)`` coarse index of every block column (0 on padding columns).
+    collect : scipy.sparse.csr_matrix
+        ``n0 x N (extra_columns + c)`` 0/1 matrix that sums the coarse pieces
+        ``Z[i, extra_columns + s]`` of a stacked ``(N, extra_columns + c, B)``
+        array into the rows ``index[i, s]`` (padding columns left out).
+    """
+    d = decomposition
+    N, p = d.num_subdomains, d.max_size
+    Phi = sp.csr_matrix(Phi, copy=True)  # never modify the caller's matrix
+    Phi.sum_duplicates()
+    Phi.eliminate_zeros()
+    n0 = Phi.shape[1]
+    coo = Phi.tocoo()
+    first, _ = d.scatter_plan()
+    position = first[coo.row]                          # padded row of the owning subdomain
+    sub = position // p
+    pairs, which = np.unique(sub * n0 + coo.col, return_inverse=True)
+    pair_sub, pair_col = pairs // n0, pairs % n0
+    slot = np.arange(pairs.size) - np.searchsorted(pair_sub, pair_sub)  # rank within subdomain
+    c = max(int(slot.max()) + 1 if pairs.size else 0, 1)
+    # a dense Phi gives c = n0 columns in every padded block: check before allocating
+    check_memory(f"the coarse blocks of Phi ({n0} columns, up to {c} per subdomain, on {N} "
+                 f"subdomains of up to {p} unknowns)", 8 * N * p * c * 2,
+                 "use a sparser coarse basis")
+    blocks = np.zeros((N * p, c))
+    blocks[position, slot[which]] = coo.data
+    index = np.zeros((N, c), dtype=np.intp)
+    index[pair_sub, slot] = pair_col
+    width = extra_columns + c
+    collect = sp.csr_matrix((np.ones(pairs.size), (pair_col, pair_sub * width + extra_columns
+                                                    + slot)), shape=(n0, N * width))
+    collect.sort_indices()
+    return blocks.reshape(N, p, c), index, collect

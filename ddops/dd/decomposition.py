@@ -1,0 +1,493 @@
+"""Overlapping decompositions of a set of unknowns into subdomains.
+
+A decomposition is stored as one flat, sorted index array per subdomain packed
+back to back (``indices`` with ``offsets``), so that every operator built on
+top of it (restriction, partition-of-unity weights, the stacked and padded
+restriction used by the batched operators) is assembled in one vectorised
+step, without a Python loop over subdomains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import check_choice, check_int, check_memory
+from ..backend import asarray
+from ..problems.poisson1d import KINDS, grid_points, mesh_size, num_dofs
+
+__all__ = ["Decomposition", "Decomposition1D", "split_sizes"]
+
+#: How the rows of the stacked restriction are scaled: ``"none"`` (Boolean
+#: R_i), ``"sqrt"`` (D_i^{1/2} R_i, used by Schwarz attention) or ``"full"``
+#: (D_i R_i, the partition of unity).
+WEIGHTINGS = ("none", "sqrt", "full")
+
+
+def _packed_bytes(entries: int, num_dofs: int, num_subdomains: int) -> int:
+    """Estimated peak memory of building a decomposition with ``entries`` packed indices.
+
+    The packed arrays (indices, subdomain and position of every entry) and
+    their temporaries peak at about seven int64 per entry (measured), plus the
+    per-unknown multiplicity, coordinates and owner labels (and their
+    temporaries) and a dozen per-subdomain arrays.
+    """
+    return 8 * (7 * entries + 4 * num_dofs + 12 * num_subdomains)
+
+
+def split_sizes(total: int, parts: int) -> np.ndarray:
+    """Split ``total`` items into ``parts`` consecutive sizes differing by at most one.
+
+    The remainder is spread over the first ``total % parts`` parts.
+    """
+    sizes = np.full(parts, total // parts, dtype=np.int64)
+    sizes[: total % parts] += 1
+    return sizes
+
+
+class Decomposition:
+    """An overlapping decomposition of ``num_dofs`` unknowns.
+
+    Parameters
+    ----------
+    subdomains : sequence of integer arrays
+        Global indices of the unknowns of each subdomain.  They are sorted and
+        must be unique within a subdomain; together they must cover every
+        unknown at least once.
+    num_dofs : int
+        Number of unknowns.
+    interface_nodes : array of int, optional
+        Unknowns at which the interface hat functions peak (one per interface).
+    coordinates : array of float, optional
+        Coordinates of the unknowns, shape ``(num_dofs,)`` or
+        ``(num_dofs, dim)``; the 1D hat coarse bases read points in (0, 1).
+    h : float, optional
+        Mesh width, used by the ``"scaled"`` initialisation; defaults to
+        ``1 / (num_dofs + 1)``.
+    owner : array of int, optional
+        The non-overlapping partition behind the subdomains: one label in
+        ``[0, N)`` per unknown, and subdomain ``i`` must contain every unknown
+        it owns.  Needed by the GDSW and RGDSW coarse spaces.
+    shared_nodes : array of int, optional
+        Unknowns shared by several parts of an element-based partition (the
+        interface that GDSW classifies); None: GDSW uses the algebraic rule
+        (unknowns coupled through ``A`` to another part).
+    block_size : int
+        Unknowns per node in interleaved vector problems (node ``k`` holds
+        unknowns ``k b, ..., k b + b - 1``); coarse spaces keep them together.
+
+    Raises
+    ------
+    ValueError
+        Invalid subdomains (empty, repeated or out-of-range indices, an
+        unknown left uncovered), or a decomposition whose arrays would not fit
+        in this machine's memory (refused before allocating, with the estimate).
+
+    Notes
+    -----
+    The multiplicity ``m_j`` counts the subdomains that contain unknown ``j``;
+    the weights ``D_i = diag(1 / m_j)`` form the partition of unity
+    ``sum_i R_i^T D_i R_i = I``.
+    """
+
+    def __init__(
+        self,
+        subdomains: Sequence[Any],
+        num_dofs: int,
+        interface_nodes: Any = None,
+        coordinates: Any = None,
+        h: float | None = None,
+        *,
+        owner: Any = None,
+        shared_nodes: Any = None,
+        block_size: int = 1,
+    ) -> None:
+        num_dofs = check_int("num_dofs", num_dofs, minimum=1)
+        if len(subdomains) < 1:
+            raise ValueError("subdomains must contain at least one subdomain")
+        raw_arrays = [np.asarray(s) for s in subdomains]
+        for i, raw in enumerate(raw_arrays):
+            if raw.size and raw.dtype.kind not in "iu":
+                raise TypeError(f"subdomains: subdomain {i} must hold integer indices, "
+                                f"got dtype {raw.dtype}")
+        entries = sum(raw.size for raw in raw_arrays)
+        check_memory(f"Decomposition of {num_dofs} unknowns into {len(raw_arrays)} subdomains "
+                     f"({entries} indices)", _packed_bytes(entries, min(num_dofs, entries),
+                                                           len(raw_arrays)))
+        arrays = [np.unique(raw.astype(np.int64).ravel()) for raw in raw_arrays]
+        sizes = np.array([a.size for a in arrays], dtype=np.int64)
+        if np.any(sizes == 0):
+            raise ValueError(f"subdomains: subdomain {int(np.argmin(sizes))} is empty")
+        for i, (raw, a) in enumerate(zip(subdomains, arrays, strict=False)):
+            if np.asarray(raw).size != a.size:
+                raise ValueError(f"subdomains: subdomain {i} contains repeated indices")
+        indices = np.concatenate(arrays)
+        self._init_from_packed(indices, sizes, num_dofs, interface_nodes, coordinates, h,
+                               owner=owner, shared_nodes=shared_nodes, block_size=block_size)
+
+    @classmethod
+    def from_matrix(cls, A: Any, subdomains: int, overlap: int = 1, *,
+                    partitioner: Any = "metis", coordinates: Any = None, block_size: int = 1,
+                    seed: int = 0) -> Decomposition:
+        """Algebraic overlapping decomposition of the unknowns of a sparse matrix.
+
+        A non-overlapping partition (``owner``) by METIS on the graph of ``A``,
+        by recursive coordinate bisection (``partitioner="rcb"`` with
+        ``coordinates``) or from user labels (an integer array), then
+        ``overlap`` layers of the graph of ``A`` added to every part at once.
+        See :func:`ddops.dd.partition.decomposition_from_matrix`.
+
+        Examples
+        --------
+        >>> import ddops
+        >>> A = ddops.problems.poisson_2d(32)
+        >>> d = ddops.Decomposition.from_matrix(A, 16, overlap=1)
+        >>> d.num_subdomains, d.owner.shape
+        (16, (1024,))
+        """
+        from .partition import decomposition_from_matrix
+
+        return decomposition_from_matrix(A, subdomains, overlap, partitioner=partitioner,
+                                         coordinates=coordinates, block_size=block_size,
+                                         seed=seed)
+
+    @classmethod
+    def from_grid(cls, shape: Sequence[int], parts: Sequence[int],
+                  overlap: int = 1) -> Decomposition:
+        """Box decomposition of a structured 2D/3D grid (lexicographic, x fastest).
+
+        The numbering is that of :func:`ddops.problems.poisson_2d` and
+        :func:`~ddops.problems.poisson_3d`; ``overlap`` counts layers of the
+        5/7-point stencil graph.  See :func:`ddops.dd.partition.decomposition_from_grid`.
+        """
+        from .partition import decomposition_from_grid
+
+        return decomposition_from_grid(shape, parts, overlap)
+
+    # The packed constructor is shared with Decomposition1D, which builds the
+    # index arrays vectorised instead of from a list.
+    def _init_from_packed(self, indices, sizes, num_dofs, interface_nodes, coordinates, h, *,
+                          owner=None, shared_nodes=None, block_size=1, owner_checked=False):
+        if indices.size and (indices.min() < 0 or indices.max() >= num_dofs):
+            raise ValueError(f"subdomains: indices must lie in [0, {num_dofs}), got "
+                             f"[{indices.min()}, {indices.max()}]")
+        if indices.size < num_dofs:
+            # too few indices to cover: name a missing unknown without a num_dofs-sized count
+            present = np.unique(indices)
+            gaps = np.flatnonzero(present != np.arange(present.size))
+            missing = int(gaps[0]) if gaps.size else int(present.size)
+            raise ValueError(f"subdomains do not cover every unknown (index {missing} is missing)")
+        self.num_dofs = int(num_dofs)
+        self.indices = indices
+        self.sizes = sizes
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.num_subdomains = int(sizes.size)
+        self.multiplicity = np.bincount(indices, minlength=num_dofs).astype(np.int64)
+        if np.any(self.multiplicity == 0):
+            missing = int(np.flatnonzero(self.multiplicity == 0)[0])
+            raise ValueError(f"subdomains do not cover every unknown (index {missing} is missing)")
+        if interface_nodes is None:
+            interface_nodes = np.empty(0, dtype=np.int64)
+        self.interface_nodes = np.asarray(interface_nodes, dtype=np.int64)
+        if self.interface_nodes.size and (self.interface_nodes.min() < 0
+                                          or self.interface_nodes.max() >= num_dofs):
+            raise ValueError(f"interface_nodes must lie in [0, {num_dofs})")
+        if coordinates is None:
+            coordinates = np.arange(1, num_dofs + 1) / (num_dofs + 1)
+        self.coordinates = np.asarray(coordinates, dtype=np.float64)
+        if (self.coordinates.ndim not in (1, 2) or self.coordinates.shape[0] != num_dofs
+                or (self.coordinates.ndim == 2 and self.coordinates.shape[1] < 1)):
+            raise ValueError(f"coordinates must have shape ({num_dofs},) or ({num_dofs}, dim), "
+                             f"got {self.coordinates.shape}")
+        self.block_size = check_int("block_size", block_size, minimum=1)
+        if num_dofs % self.block_size:
+            raise ValueError(f"block_size={self.block_size} does not divide num_dofs={num_dofs}")
+        self.shared_nodes = None if shared_nodes is None else self._check_nodes(
+            "shared_nodes", shared_nodes, num_dofs)
+        self.h = float(h) if h is not None else 1.0 / (num_dofs + 1)
+        self._subdomain_of_entry = np.repeat(np.arange(self.num_subdomains), sizes)
+        self._position_in_subdomain = np.arange(indices.size) - np.repeat(self.offsets[:-1], sizes)
+        self._cache: dict[Any, Any] = {}
+        # labels built with the subdomains (Decomposition1D) need no membership check
+        self.owner = (None if owner is None
+                      else np.asarray(owner, dtype=np.int64) if owner_checked
+                      else self._check_owner(owner))
+
+    @staticmethod
+    def _check_nodes(name: str, nodes: Any, num_dofs: int) -> np.ndarray:
+        nodes = np.asarray(nodes)
+        if nodes.ndim == 1 and nodes.size == 0:  # [] is float64 to numpy: no shared nodes
+            return np.zeros(0, dtype=np.int64)
+        if nodes.dtype.kind not in "iu" or nodes.ndim != 1:
+            raise TypeError(f"{name} must be a 1-D integer array, got dtype {nodes.dtype} "
+                            f"and shape {nodes.shape}")
+        nodes = np.unique(nodes.astype(np.int64))
+        if nodes.size and (nodes[0] < 0 or nodes[-1] >= num_dofs):
+            raise ValueError(f"{name} must lie in [0, {num_dofs})")
+        return nodes
+
+    def _check_owner(self, owner: Any) -> np.ndarray:
+        """Validate the non-overlapping labels: one per unknown, each inside its subdomain."""
+        owner = np.asarray(owner)
+        if owner.dtype.kind not in "iu":
+            raise TypeError(f"owner must hold integer labels, got dtype {owner.dtype}")
+        if owner.shape != (self.num_dofs,):
+            raise ValueError(f"owner must have shape ({self.num_dofs},), got {owner.shape}")
+        owner = owner.astype(np.int64)
+        N = self.num_subdomains
+        if owner.size and (owner.min() < 0 or owner.max() >= N):
+            raise ValueError(f"owner labels must lie in [0, {N}), got "
+                             f"[{owner.min()}, {owner.max()}]")
+        # every (owner[j], j) pair must be an entry of the packed subdomains
+        entries = self._subdomain_of_entry * self.num_dofs + self.indices
+        wanted = owner * self.num_dofs + np.arange(self.num_dofs)
+        outside = ~np.isin(wanted, entries)
+        if np.any(outside):
+            j = int(np.flatnonzero(outside)[0])
+            raise ValueError(f"owner: unknown {j} is owned by subdomain {owner[j]}, which does "
+                             f"not contain it ({int(outside.sum())} such unknowns)")
+        return owner
+
+    # -- inspection -----------------------------------------------------------------
+    @property
+    def subdomains(self) -> list[np.ndarray]:
+        """Sorted global indices of each subdomain (views into :attr:`indices`)."""
+        return np.split(self.indices, self.offsets[1:-1])
+
+    @property
+    def max_size(self) -> int:
+        """Size of the largest subdomain (the padded block size)."""
+        return int(self.sizes.max())
+
+    def _check_subdomain(self, i: int) -> int:
+        i = check_int("i", i)
+        if not 0 <= i < self.num_subdomains:
+            raise ValueError(f"subdomain index i must be in [0, {self.num_subdomains}), got {i}")
+        return i
+
+    def restriction(self, i: int) -> sp.csr_matrix:
+        """Boolean restriction ``R_i`` (``n_i x num_dofs`` CSR) onto subdomain ``i``."""
+        i = self._check_subdomain(i)
+        cols = self.indices[self.offsets[i] : self.offsets[i + 1]]
+        data = np.ones(cols.size, dtype=bool)
+        indptr = np.arange(cols.size + 1)
+        return sp.csr_matrix((data, cols, indptr), shape=(cols.size, self.num_dofs))
+
+    def weights(self, i: int) -> np.ndarray:
+        """Diagonal of the partition-of-unity weight ``D_i``: ``1 / m_j`` on subdomain ``i``."""
+        i = self._check_subdomain(i)
+        return 1.0 / self.multiplicity[self.indices[self.offsets[i] : self.offsets[i + 1]]]
+
+    def entry_weights(self, weighting: str = "full") -> np.ndarray:
+        """Weights of every packed entry (``indices`` order) for a weighting name."""
+        check_choice("weighting", weighting, WEIGHTINGS)
+        w = 1.0 / self.multiplicity[self.indices]
+        return {"none": np.ones_like(w), "sqrt": np.sqrt(w), "full": w}[weighting]
+
+    # -- batched assembly -------------------------------------------------------------
+    def stacked_restriction(
+        self,
+        weighting: str = "none",
+        padded: bool = True,
+        dtype: Any = np.float64,
+        backend: str = "numpy",
+    ):
+        """All restrictions stacked into one CSR matrix.
+
+        Row ``i * p + l`` (``p`` the largest subdomain size, when ``padded``)
+        or ``offsets[i] + l`` (unpadded) picks the ``l``-th unknown of
+        subdomain ``i``, scaled according to ``weighting``.  Padding rows are
+        empty, so ``(S @ F).reshape(N, p, B)`` holds every subdomain block and
+        the batched products need no Python loop.  The result is cached.
+
+        Parameters
+        ----------
+        weighting : {"none", "sqrt", "full"}
+            Row scaling: 1, ``D_i^{1/2}`` or ``D_i``.
+        padded : bool
+            Pad every subdomain block to the largest size.
+        dtype : numpy dtype
+            Type of the stored values.
+        backend : {"numpy", "cupy"}
+            Where the matrix lives (scipy or cupyx CSR).
+        """
+        key = ("S", weighting, padded, np.dtype(dtype).str, backend)
+        if key not in self._cache:
+            values = self.entry_weights(weighting).astype(dtype)
+            if padded:
+                rows = self._padded_rows()
+                num_rows = self.num_subdomains * self.max_size
+            else:
+                rows = np.arange(self.indices.size)
+                num_rows = self.indices.size
+            S = sp.csr_matrix((values, (rows, self.indices)), shape=(num_rows, self.num_dofs))
+            S.sort_indices()
+            self._cache[key] = asarray(S, backend=backend)
+        return self._cache[key]
+
+    def padded_gather(self) -> np.ndarray:
+        """Row index of every padded position: ``(S F)[k] = w[k] * F[gather[k]]``.
+
+        The stacked restriction has at most one entry per row, so its product
+        with a block ``F`` is a row gather by this index array (the CSR's own
+        column indices; padding positions read row 0, which the zero weights
+        of the padding then cancel).  Length ``N p``; cached.
+        """
+        key = ("gather",)
+        if key not in self._cache:
+            gather = np.zeros(self.num_subdomains * self.max_size, dtype=np.intp)
+            gather[self._padded_rows()] = self.indices
+            self._cache[key] = gather
+        return self._cache[key]
+
+    def padded_weights(self, weighting: str = "none") -> np.ndarray:
+        """Weight of every padded position (``entry_weights``; 0 on padding), length ``N p``."""
+        w = np.zeros(self.num_subdomains * self.max_size)
+        w[self._padded_rows()] = self.entry_weights(weighting)
+        return w
+
+    def scatter_plan(self) -> tuple[np.ndarray, sp.csr_matrix]:
+        """How to apply ``R^T`` (the unweighted sum of the subdomain blocks) by a gather.
+
+        Returns ``first`` and ``extra``: with ``Y`` the ``N p x B`` stacked
+        blocks and ``R`` the padded stacked restriction
+        (``stacked_restriction("none")``), ``R^T Y = Y[first] + extra @ Y``.
+        ``Y[first]`` takes every unknown's first occurrence; ``extra`` (CSR,
+        ``num_dofs x N p``, unit entries) adds the second, third, ...
+        occurrences, so it holds only the overlap
+        (``sum(multiplicity) - num_dofs`` entries).  Cached.
+        """
+        key = ("scatter",)
+        if key not in self._cache:
+            order = np.argsort(self.indices, kind="stable")
+            source = self._padded_rows()[order]
+            dofs = self.indices[order]
+            start = np.concatenate([[0], np.cumsum(self.multiplicity)[:-1]])
+            repeat = np.ones(order.size, dtype=bool)
+            repeat[start] = False
+            extra = sp.csr_matrix((np.ones(int(repeat.sum())), (dofs[repeat], source[repeat])),
+                                  shape=(self.num_dofs, self.num_subdomains * self.max_size))
+            extra.sort_indices()
+            self._cache[key] = (source[start], extra)
+        return self._cache[key]
+
+    def _padded_rows(self) -> np.ndarray:
+        """Padded position ``i * p + l`` of every packed entry."""
+        return self._subdomain_of_entry * self.max_size + self._position_in_subdomain
+
+    def partition_of_unity(self) -> sp.csr_matrix:
+        """``sum_i R_i^T D_i R_i`` assembled as CSR (the identity, up to rounding)."""
+        S = self.stacked_restriction("full", padded=False)
+        R = self.stacked_restriction("none", padded=False)
+        return (R.T @ S).tocsr()
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(num_dofs={self.num_dofs}, "
+                f"num_subdomains={self.num_subdomains}, "
+                f"sizes={self.sizes.min()}..{self.sizes.max()})")
+
+
+class Decomposition1D(Decomposition):
+    """Overlapping decomposition of the 1D grid of the Poisson model problem.
+
+    Parameters
+    ----------
+    n : int
+        Number of line elements (``kind="element"``) or interior unknowns
+        (``kind="dof"``).
+    subdomains : int
+        Number of subdomains ``N``.
+    overlap : int
+        ``"element"``: line elements added on each interior side of every
+        non-overlapping element block; ``"dof"``: indices added on each side
+        of every disjoint index block.
+    kind : {"element", "dof"}
+        Convention of the newer (element) or the first (dof) paper version.
+
+    Raises
+    ------
+    ValueError
+        Invalid sizes (see the conventions page), or sizes whose arrays would
+        not fit in this machine's memory: the peak (about 56 bytes per packed
+        index, ``n + N (2 overlap + 1)`` indices) is estimated and refused
+        before anything is allocated.
+
+    Notes
+    -----
+    Element-based: the ``n`` elements are split into ``N`` consecutive blocks
+    (sizes differing by at most one), each block is extended by ``overlap``
+    elements on each interior side, and a subdomain holds every node of its
+    elements except the Dirichlet nodes.  For ``n=256, N=8, overlap=2`` the
+    sizes are 34, 37, ..., 37, 34.  Interface ``k`` peaks at the node between
+    blocks ``k-1`` and ``k``.
+
+    DOF-based: the ``n`` unknowns are split into ``N`` disjoint consecutive
+    blocks, each enlarged by ``overlap`` indices on each side; for ``n=256,
+    N=8`` the sizes are 34, 36, ..., 36, 34.  Interface ``k`` peaks at the
+    larger of the two indices nearest the centre of the overlap, which is the
+    first index of block ``k``.
+    """
+
+    def __init__(self, n: int, subdomains: int, overlap: int = 2, kind: str = "element") -> None:
+        check_choice("kind", kind, KINDS)
+        n = check_int("n", n)
+        N = check_int("subdomains", subdomains)
+        overlap = check_int("overlap", overlap)
+        if N < 1:
+            raise ValueError(f"subdomains must be >= 1, got {N}")
+        if overlap < 0:
+            raise ValueError(f"overlap must be >= 0, got {overlap}")
+        minimum_n = 2 if kind == "element" else 1
+        if n < max(N, minimum_n):
+            raise ValueError(
+                f"n must be >= max(subdomains, {minimum_n}) for kind={kind!r}: "
+                f"got n={n}, subdomains={N}"
+            )
+        check_memory(f"Decomposition1D(n={n}, subdomains={N}, overlap={overlap})",
+                     _packed_bytes(n + N * (2 * overlap + 1), n, N), "reduce n")
+        core = split_sizes(n, N)
+        if N > 1 and core.min() < overlap:
+            raise ValueError(
+                f"overlap={overlap} is larger than the smallest subdomain ({core.min()} "
+                f"{'elements' if kind == 'element' else 'unknowns'} for n={n}, subdomains={N}); "
+                "reduce overlap or subdomains"
+            )
+        bounds = np.concatenate([[0], np.cumsum(core)])
+        lo = np.maximum(bounds[:-1] - overlap, 0)
+        hi = np.minimum(bounds[1:] + overlap, n)
+        if kind == "element":
+            # nodes lo..hi inclusive, minus the Dirichlet nodes 0 and n; DOF = node - 1
+            first = np.maximum(lo, 1) - 1
+            last = np.minimum(hi, n - 1) - 1  # inclusive
+            stop = last + 1
+            interface = bounds[1:-1] - 1
+        else:
+            first, stop = lo, hi
+            interface = bounds[1:-1]
+        sizes = (stop - first).astype(np.int64)
+        if np.any(sizes < 1):
+            raise ValueError(f"n={n} with subdomains={N} leaves a subdomain without unknowns")
+        # concatenated aranges, vectorised: first[i] + position within block i
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        indices = np.arange(offsets[-1]) - np.repeat(offsets[:-1] - first, sizes)
+        self.n = n
+        self.kind = kind
+        self.overlap = overlap
+        self.core_bounds = bounds
+        # owner: the core block of each unknown; an element-based interface node (between
+        # blocks k-1 and k) goes to block k, and the interface nodes are the shared nodes
+        unknowns = np.arange(1, n) if kind == "element" else np.arange(n)
+        owner = np.searchsorted(bounds, unknowns, side="right") - 1
+        self._init_from_packed(
+            indices.astype(np.int64), sizes, num_dofs(n, kind), interface,
+            grid_points(n, kind), mesh_size(n, kind),
+            owner=np.minimum(owner, N - 1), owner_checked=True,
+            shared_nodes=interface if kind == "element" else None,
+        )
+
+    def __repr__(self) -> str:
+        return (f"Decomposition1D(n={self.n}, subdomains={self.num_subdomains}, "
+                f"overlap={self.overlap}, kind={self.kind!r})")

@@ -1,0 +1,2 @@
+"""The paper's experiments, the preconditioner comparison, their figures and the
+``ddops`` command."""

@@ -1,0 +1,391 @@
+"""The ``ddops`` command line: the paper's experiments.
+
+``ddops compare`` trains Schwarz attention and global low-rank baselines with
+the flags of the paper's ``compare_global_vs_schwarz.py``; ``ddops sweep`` and
+``ddops scaling`` reproduce Tables 1 and 2; ``ddops precond`` compares Krylov
+preconditioners on the 1D problem (with the learned ones) and on 2D/3D problems.
+Plain ``ddops`` prints the help.
+
+Every setting and the output location are checked before any training starts.
+Exit status: 0 success; 1 a training run diverged (``sweep`` and ``scaling``
+stop there unless ``--keep-going``); 2 invalid input (a bad flag value, an
+unusable ``--save-prefix``, a damaged or mismatched checkpoint), as one line on
+stderr without a traceback; 3 a result could not be written during the run
+(the results computed so far are kept in the directory the message names);
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import fields, replace
+from typing import Any
+
+from ._argtypes import int_at_least, positive_float
+
+__all__ = ["main", "build_parser", "EXIT_DIVERGED", "EXIT_USAGE", "EXIT_OUTPUT"]
+
+COMMANDS = ("compare", "sweep", "scaling", "precond")
+
+#: Exit status when a training run diverged.
+EXIT_DIVERGED = 1
+#: Exit status for invalid input (flags, paths, damaged files).
+EXIT_USAGE = 2
+#: Exit status when writing a result failed during the run (results kept elsewhere).
+EXIT_OUTPUT = 3
+
+_EXIT_STATUS = """\
+exit status: 0 success, 1 a training run diverged, 2 invalid input (one line on stderr),
+3 a result could not be written during the run (the results are kept in the directory
+the message names), 130 interrupted"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageError(f"{self.prog}: error: {message}")
+
+
+class _UsageError(Exception):
+    pass
+
+
+_positive_int = int_at_least(1)
+_nonnegative_int = int_at_least(0)
+_positive_float = positive_float
+
+
+def _defaults(name: str, fmt: Any = str) -> str:
+    """``default X`` of an ExperimentConfig field, with the v1 preset's value when it differs."""
+    from .compare import PRESETS, ExperimentConfig
+
+    text = f"default {fmt(getattr(ExperimentConfig, name))}"
+    if name in PRESETS["v1"]:
+        text += f"; --preset v1: {fmt(PRESETS['v1'][name])}"
+    return text
+
+
+def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
+                          exclude: tuple[str, ...] = ()) -> None:
+    """The flags of compare, sweep and scaling; ``exclude`` names the ones a command sets itself."""
+    from ..dd.coarse import COARSE_BASES
+    from ..learning.data import RHS_MODES
+    from ..learning.metrics import EXACT_FRO_LIMIT
+    from ..learning.training import OPTIMIZERS
+    from ..operators import INITS, PARTITIONS
+    from .compare import REGRESSION_LOSSES
+
+    def add(group: Any, flag: str, **kw: Any) -> None:
+        if flag not in exclude:
+            group.add_argument(flag, **kw)
+
+    def ranks(value: tuple[int, ...]) -> str:
+        return " ".join(map(str, value))
+
+    g = p.add_argument_group("problem and models (defaults: the paper's v2 main setting)")
+    add(g, "--preset", choices=("v2", "v1"), default="v2",
+        help="paper version whose defaults to start from (default %(default)s; v1: dof "
+             "convention, naive initialisation, global ranks 40 5, coarse rank 8, Adam "
+             "without scheduler)")
+    add(g, "--n", type=_positive_int, metavar="N_ELEMENTS",
+        help="problem size: line elements (--kind element, n - 1 unknowns) or unknowns "
+             f"(--kind dof); {_defaults('n')}")
+    add(g, "--subdomains", type=_positive_int,
+        help="number of subdomains N (default 8; n/32 when only --n is given)")
+    add(g, "--overlap", type=_nonnegative_int,
+        help="overlap added on each side of a subdomain, in elements (--kind element) or "
+             f"unknowns (--kind dof); {_defaults('overlap')}")
+    add(g, "--kind", choices=("element", "dof"),
+        help=f"discretisation convention (docs: conventions); {_defaults('kind')}")
+    add(g, "--local-rank", type=_positive_int,
+        help=f"local rank r_l of each subdomain block; {_defaults('local_rank')}")
+    add(g, "--coarse-rank", type=_positive_int,
+        help="coarse rank r0 (default n0 = N - 1, the coarse dimension; --preset v1: 8; "
+             "values above n0 are truncated with a warning)")
+    add(g, "--global-rank", type=_nonnegative_int, nargs="+", metavar="RANK",
+        help="ranks of the global Q K^T baselines, one model each (default 39 5; "
+             "--preset v1: 40 5; 0 for none)")
+    add(g, "--coarse-basis", choices=COARSE_BASES,
+        help=f"coarse interpolation Phi; {_defaults('coarse_basis')}")
+    add(g, "--partition", choices=tuple(PARTITIONS),
+        help=f"placement of the partition-of-unity weight; {_defaults('partition')}")
+    add(g, "--init", choices=INITS,
+        help=f"initialisation of the factors; {_defaults('init')}")
+    add(g, "--dtype", choices=("float64", "float32"),
+        help=f"floating-point type of the models; {_defaults('dtype')}")
+    t = p.add_argument_group("training")
+    add(t, "--rhs-mode", choices=RHS_MODES,
+        help=f"family of training right-hand sides; {_defaults('rhs_mode')}")
+    add(t, "--loss", choices=REGRESSION_LOSSES,
+        help=f"training loss (wmse: weighted MSE of the paper); {_defaults('loss')}")
+    add(t, "--steps", type=_positive_int,
+        help=f"optimisation steps in total (with --resume: including the steps already "
+             f"done); {_defaults('steps')}")
+    add(t, "--lr", type=_positive_float,
+        help=f"initial learning rate; {_defaults('lr', lambda v: f'{v:g}')}")
+    add(t, "--batch-size", type=_positive_int,
+        help=f"right-hand sides per step; {_defaults('batch_size')}")
+    add(t, "--workers", type=_positive_int,
+        help="threads sharing each step on column blocks of the batch (default 1; "
+             "faster for n >= 1024 when cores are free)")
+    add(t, "--optimizer", choices=OPTIMIZERS, help=f"optimiser; {_defaults('optimizer')}")
+    add(t, "--scheduler", action=argparse.BooleanOptionalAction, default=None,
+        help="ReduceLROnPlateau on the training loss (default on; --preset v1: off)")
+    add(t, "--seed", type=_nonnegative_int,
+        help=f"model initialisation seed; {_defaults('seed')}")
+    add(t, "--train-seed", type=_nonnegative_int,
+        help=f"seed of the training stream; {_defaults('train_seed')}")
+    add(t, "--test-seed", type=_nonnegative_int,
+        help=f"seed of the validation and evaluation sets; {_defaults('test_seed')}")
+    add(t, "--checkpoint-every", type=_nonnegative_int, metavar="STEPS",
+        help="write <prefix>_<model>_checkpoint.npz every this many steps (default 0: no "
+             "checkpoints)")
+    add(t, "--resume", action="store_true", default=None,
+        help="continue every model from its <prefix>_<model>_checkpoint.npz; a model "
+             "without one starts fresh (said on the output); a checkpoint written with other "
+             "settings is refused unless --allow-changed-settings (default: train from the start)")
+    add(t, "--allow-changed-settings", action="store_true", default=None,
+        help="with --resume: accept checkpoints written with other settings (for example "
+             "fewer --steps or another --lr) and record the changes in the metrics (default: "
+             "refuse them)")
+    o = p.add_argument_group("output")
+    add(o, "--save-prefix", metavar="PREFIX",
+        help="prefix of every output file; missing directories are created, and the "
+             f"location is checked before training (default {default_prefix})")
+    add(o, "--no-plots", dest="plots", action="store_false", default=None,
+        help="write no PNG figures (default: write them)")
+    add(o, "--no-progress", dest="progress", action="store_false", default=None,
+        help="no progress bars (default: show them)")
+    add(o, "--exact-limit", type=_positive_int, metavar="N",
+        help="largest number of unknowns whose operator error is computed exactly, above it "
+             f"a sampled estimate (default {EXACT_FRO_LIMIT})")
+
+
+def _add_keep_going(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--keep-going", action="store_true",
+                   help=f"continue the {what} past runs that diverge (recorded as 'diverged' "
+                        "in the table and metrics, exit status 0); default: stop there, exit "
+                        "status 1")
+
+
+_FLAG_TO_FIELD = {"global_rank": "global_ranks"}
+
+
+def _config_from_args(args: argparse.Namespace, default_prefix: str):
+    from .compare import PRESETS, ExperimentConfig
+
+    c = ExperimentConfig(save_prefix=default_prefix, **PRESETS[args.preset])
+    names = {f.name for f in fields(ExperimentConfig)}
+    updates: dict[str, Any] = {}
+    for key, value in vars(args).items():
+        key = _FLAG_TO_FIELD.get(key, key)
+        if value is None or key not in names:
+            continue
+        updates[key] = value
+    if "global_ranks" in updates:
+        updates["global_ranks"] = tuple(r for r in updates["global_ranks"] if r > 0)
+    c = replace(c, **updates)
+    if getattr(args, "subdomains", None) is None and getattr(args, "n", None) is not None:
+        c = replace(c, subdomains=max(1, c.n // 32))
+    return c
+
+
+def _command(sub: Any, name: str, summary: str, description: str,
+             examples: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=summary, description=description, allow_abbrev=False,
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=f"examples:\n{examples}\n\n{_EXIT_STATUS}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests)."""
+    from .. import __version__
+
+    parser = _Parser(prog="ddops", description="Sparse operators from overlapping domain "
+                     "decomposition: the paper's experiments.", allow_abbrev=False,
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     epilog="examples:\n  ddops compare\n  ddops compare --help\n\n"
+                            + _EXIT_STATUS)
+    parser.add_argument("--version", action="version", version=f"ddops {__version__}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, title="commands")
+    p = _command(sub, "compare", "train Schwarz attention and global baselines",
+                 "Train the Schwarz attention operator and the global low-rank baselines on "
+                 "the same\nstream of right-hand sides; write <prefix>_metrics.json, "
+                 "<prefix>_history.csv,\nthe trained operators (<prefix>_<model>.npz) and the "
+                 "paper's figures.",
+                 "  ddops compare                                     # the paper's main "
+                 "setting (about a minute)\n"
+                 "  ddops compare --n 64 --steps 200 --no-plots --save-prefix results/small\n"
+                 "  ddops compare --checkpoint-every 100 --save-prefix results/run   # then "
+                 "add --resume")
+    _add_experiment_flags(p, "results/compare")
+    p = _command(sub, "sweep", "learning-rate sweep (Table 1)",
+                 "The comparison at every learning rate (Table 1 of the paper); writes "
+                 "<prefix>_sweep.md,\n<prefix>_sweep_metrics.json, <prefix>_sweep.png and "
+                 "each rate's comparison files\n<prefix>_lr<rate>_*.",
+                 "  ddops sweep --save-prefix results/v2\n"
+                 "  ddops sweep --lrs 1e-3 1e-2 --n 64 --steps 100 --keep-going")
+    _add_experiment_flags(p, "results/sweep", exclude=("--lr",))
+    p.add_argument("--lrs", type=_positive_float, nargs="+", metavar="LR",
+                   help="learning rates (default: the paper's 1e-4 3e-4 1e-3 3e-3 1e-2 3e-2)")
+    _add_keep_going(p, "sweep")
+    p = _command(sub, "scaling", "weak scaling with N = n/32 (Table 2)",
+                 "Schwarz attention for growing n with N = n/32 subdomains (Table 2 of the "
+                 "paper);\nwrites <prefix>_scaling.md, <prefix>_scaling_metrics.json, "
+                 "<prefix>_scaling.png and\neach size's comparison files <prefix>_n<n>_*.",
+                 "  ddops scaling --save-prefix results/v2\n"
+                 "  ddops scaling --ns 64 128 256 --steps 200 --no-plots")
+    _add_experiment_flags(p, "results/scaling",
+                          exclude=("--n", "--subdomains", "--global-rank"))
+    p.add_argument("--ns", type=int_at_least(2), nargs="+", metavar="N_ELEMENTS",
+                   help="problem sizes n, in elements (--kind element) or unknowns (--kind "
+                        "dof); N = n/32 subdomains each (default: the paper's 256 512 1024 "
+                        "2048 4096 8192)")
+    _add_keep_going(p, "study")
+    p = _command(sub, "precond", "Krylov iterations with Schwarz preconditioners",
+                 "Solve one system with CG (1D also GMRES) and classical Schwarz preconditioners "
+                 "(and pyamg\nwhen installed): the 1D Poisson problem with paper-trained and "
+                 "learned symmetric\nSchwarz preconditioners (--problem poisson1d, the "
+                 "default), or 2D/3D Poisson, high-contrast\ndiffusion and P1 elasticity with "
+                 "algebraic decompositions and Nicolaides, GDSW or RGDSW\ncoarse spaces, the "
+                 "set-up split into its steps and the peak memory; writes\n"
+                 "<prefix>_table.md, <prefix>_results.json and the residual plots.",
+                 "  ddops precond --n 1024 --save-prefix results/precond_n1024\n"
+                 "  ddops precond --n 256 --no-train --no-plots\n"
+                 "  ddops precond --problem poisson2d --n 128 --subdomains 16 --coarse all\n"
+                 "  ddops precond --problem elasticity2d --n 64 --null-space translations")
+    _add_precond_flags(p)
+    return parser
+
+
+def _add_precond_flags(p: argparse.ArgumentParser) -> None:
+    try:
+        from .precond import add_arguments
+    except ImportError:  # pragma: no cover - the preconditioning experiment is optional
+        return
+    add_arguments(p)
+
+
+def _flag_words(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Map the settings' names (``batch_size``) to the flags of ``parser`` (``--batch-size``)."""
+    out: dict[str, str] = {}
+    for action in parser._actions:
+        for flag in action.option_strings:
+            if flag.startswith("--") and flag not in ("--help", "--version"):
+                out[flag[2:].replace("-", "_")] = flag
+    if "global_rank" in out:  # the field behind --global-rank
+        out["global_ranks"] = out["global_rank"]
+    return out
+
+
+_QUOTED = re.compile(r"('[^']*'|\"[^\"]*\")")
+
+
+def _with_flags(message: str, words: dict[str, str]) -> str:
+    """Name flags instead of settings: ``n must be`` -> ``--n must be``, ``lr=1`` -> ``--lr=1``.
+
+    Only a setting's name followed by ``=``, ``:``, `` (`` or `` must`` is
+    replaced, and nothing inside quotes (file names).
+    """
+    if not words:
+        return message
+    names = "|".join(sorted(map(re.escape, words), key=len, reverse=True))
+    pattern = re.compile(rf"(?<![\w.-])({names})(?==|:| \(| must)")
+    parts = _QUOTED.split(message)
+    return "".join(p if i % 2 else pattern.sub(lambda m: words[m.group(1)], p)
+                   for i, p in enumerate(parts))
+
+
+def _diverged_line(diverged: list[tuple[str, dict[str, Any]]], where: str) -> str:
+    name, entry = diverged[0]
+    more = f" (and {len(diverged) - 1} more)" if len(diverged) > 1 else ""
+    message = (entry.get("message") or "").splitlines()
+    return (f"training of {name}{where} diverged{more}: {message[0] if message else 'stopped'}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from . import compare as experiments
+
+    if args.command == "compare":
+        c = _config_from_args(args, "results/compare")
+        metrics = experiments.run_compare(c)
+        print(f"wrote {c.save_prefix}_metrics.json")
+        diverged = [(k, e) for k, e in metrics.items() if e.get("status") == "diverged"]
+        if diverged:
+            raise _Diverged(_diverged_line(diverged, "") + f"; see {c.save_prefix}_metrics.json")
+    elif args.command in ("sweep", "scaling"):
+        sweep = args.command == "sweep"
+        c = _config_from_args(args, f"results/{args.command}")
+        if sweep:
+            rows = experiments.run_sweep(c, tuple(args.lrs) if args.lrs
+                                         else experiments.SWEEP_LRS, keep_going=args.keep_going)
+        else:
+            rows = experiments.run_scaling(c, tuple(args.ns) if args.ns
+                                           else experiments.SCALING_NS,
+                                           keep_going=args.keep_going)
+        table = f"{c.save_prefix}_{args.command}.md"
+        print(f"wrote {table}")
+        diverged = [(r.get("model", "schwarz"), r) for r in rows if r.get("status") == "diverged"]
+        if diverged:
+            r = diverged[0][1]
+            where = f" at lr={r['lr']:g}" if sweep else f" at n={r['n']}"
+            line = _diverged_line(diverged, where)
+            if not args.keep_going:
+                raise _Diverged(f"{line}; stopped there (--keep-going continues), see {table}")
+            print(f"{len(diverged)} diverged run(s), marked in {table}: {line}")
+    else:
+        from .precond import run_from_args
+
+        run_from_args(args)
+    return 0
+
+
+class _Diverged(Exception):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ddops`` console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        if not argv:
+            parser.print_help()
+            return 0
+        if argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
+            raise _UsageError(f"ddops: error: the first argument must be a command "
+                              f"({', '.join(COMMANDS)}), got {argv[0]!r}; for example "
+                              f"'ddops compare {argv[0]} ...'")
+        args = parser.parse_args(argv)
+        words = _flag_words(parser._subparsers._group_actions[0].choices[args.command])
+        try:
+            return _run(args)
+        except (ValueError, TypeError) as exc:
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise _UsageError(f"ddops {args.command}: error: {_with_flags(text, words)}") from exc
+    except SystemExit as exc:  # --help and --version
+        return exc.code if isinstance(exc.code, int) else 0
+    except _UsageError as exc:
+        print(str(exc).splitlines()[0], file=sys.stderr)
+        return EXIT_USAGE
+    except _Diverged as exc:
+        print(f"ddops: {exc}", file=sys.stderr)
+        return EXIT_DIVERGED
+    except KeyboardInterrupt:
+        print("ddops: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        from .compare import OutputError
+
+        if not isinstance(exc, OutputError):
+            raise
+        print(f"ddops: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_OUTPUT
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,663 @@
+"""The paper's experiments: model comparison, learning-rate sweep, weak scaling.
+
+Each experiment writes ``<prefix>_metrics.json`` (rewritten atomically after
+every finished model, so finished work is never lost), a CSV of the training
+histories, the trained operators (``.npz``) and PNG figures.
+
+Every setting and the output location are checked before any training starts
+(missing directories are created).  When a write fails later (a full disk, for
+example), everything computed so far goes to a fresh directory under the
+system's temporary directory and :class:`OutputError` says where.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_choice, check_int, check_positive_float
+from ..backend import to_numpy
+from ..dd.coarse import COARSE_BASES
+from ..dd.decomposition import Decomposition1D
+from ..io import atomic_write_json, atomic_write_text, save_operator
+from ..learning.data import RHS_MODES, FourierRHS
+from ..learning.metrics import evaluate
+from ..learning.training import LOSS_ALIASES, OPTIMIZERS, Trainer, TrainingConfig
+from ..operators import INITS, PARTITIONS, GlobalLowRankOperator, LowRankOperator, SchwarzOperator
+from ..problems.poisson1d import KINDS, PoissonSolver, grid_points, num_dofs, poisson_1d
+
+__all__ = ["ExperimentConfig", "OutputError", "PRESETS", "SWEEP_LRS", "SCALING_NS",
+           "check_output_prefix", "checkpoint_path", "model_names", "run_compare", "run_sweep",
+           "run_scaling", "sweep_configs", "scaling_configs"]
+
+#: Losses of the operator-regression experiments (the energy loss needs a weight
+#: matrix and belongs to preconditioner training).
+REGRESSION_LOSSES = tuple(k for k in LOSS_ALIASES if k != "energy")
+
+#: The learning rates of the paper's sweep (v2, Table 1).
+SWEEP_LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+#: The problem sizes of the paper's weak-scaling study (v2, Table 2), N = n / 32.
+SCALING_NS = (256, 512, 1024, 2048, 4096, 8192)
+#: Sine and cosine modes of the training right-hand sides (16 each in the paper); they
+#: need at least as many unknowns.
+RHS_FOURIER_MODES = 16
+
+
+@dataclass
+class ExperimentConfig:
+    """Settings of one comparison run; the defaults are the paper's v2 main setting."""
+
+    n: int = 256
+    subdomains: int = 8
+    overlap: int = 2
+    kind: str = "element"
+    local_rank: int = 4
+    coarse_rank: int | None = None
+    global_ranks: tuple[int, ...] = (39, 5)
+    rhs_mode: str = "mixed_fourier"
+    partition: str = "symmetric"
+    loss: str = "wmse"
+    steps: int = 2000
+    coarse_basis: str = "interface_hats"
+    lr: float = 1e-3
+    save_prefix: str = "results/compare"
+    seed: int = 0
+    train_seed: int = 4711
+    test_seed: int = 4712
+    init: str = "scaled"
+    batch_size: int = 256
+    optimizer: str = "adamw"
+    scheduler: bool = True
+    val_size: int = 256
+    eval_size: int = 16
+    dtype: str = "float64"
+    plots: bool = True
+    progress: bool = True
+    checkpoint_every: int = 0
+    resume: bool = False
+    allow_changed_settings: bool = False
+    exact_limit: int | None = None
+    val_every: int = 50
+    workers: int = 1
+
+    def validated(self) -> ExperimentConfig:
+        """Check every field and their combinations; raise ``ValueError``/``TypeError`` naming them.
+
+        Everything that would stop a run later (the decomposition's constraints,
+        the unknowns the right-hand sides need) is checked here, before any work.
+        """
+        c = replace(self, global_ranks=tuple(self.global_ranks))
+        for name in ("n", "subdomains", "local_rank", "steps", "batch_size", "val_size",
+                     "eval_size", "seed", "train_seed", "test_seed", "workers", "val_every"):
+            check_int(name, getattr(c, name), minimum=0 if "seed" in name else 1)
+        check_int("overlap", c.overlap, minimum=0)
+        check_int("checkpoint_every", c.checkpoint_every, minimum=0)
+        check_choice("kind", c.kind, KINDS)
+        check_choice("rhs_mode", c.rhs_mode, RHS_MODES)
+        check_choice("partition", c.partition, tuple(PARTITIONS))
+        check_choice("loss", c.loss, REGRESSION_LOSSES)
+        check_choice("init", c.init, INITS)
+        check_choice("optimizer", c.optimizer, OPTIMIZERS)
+        check_choice("dtype", c.dtype, ("float64", "float32"))
+        check_choice("coarse_basis", c.coarse_basis, COARSE_BASES)
+        for r in c.global_ranks:
+            check_int("global_rank", r, minimum=1)
+        if c.coarse_rank is not None:
+            check_int("coarse_rank", c.coarse_rank, minimum=1)
+        if c.exact_limit is not None:
+            check_int("exact_limit", c.exact_limit, minimum=1)
+        if not isinstance(c.save_prefix, (str, os.PathLike)):
+            raise TypeError(f"save_prefix must be a string, got {type(c.save_prefix).__name__}")
+        c.save_prefix = os.fspath(c.save_prefix)
+        if not c.save_prefix:
+            raise ValueError("save_prefix must not be empty")
+        if c.workers > c.batch_size:
+            raise ValueError(f"workers ({c.workers}) must not exceed batch_size ({c.batch_size})")
+        if num_dofs(c.n, c.kind) < RHS_FOURIER_MODES:
+            least = RHS_FOURIER_MODES + (c.kind == "element")
+            raise ValueError(
+                f"n must be >= {least} for kind={c.kind!r}, got {c.n} ({num_dofs(c.n, c.kind)} "
+                f"unknowns): the training right-hand sides use {RHS_FOURIER_MODES} sine and "
+                f"{RHS_FOURIER_MODES} cosine frequencies, which need {RHS_FOURIER_MODES} "
+                f"unknowns")
+        Decomposition1D(c.n, c.subdomains, c.overlap, c.kind)  # its own checks, before any work
+        if c.coarse_basis == "interface_hats" and c.subdomains < 2:
+            raise ValueError(f"coarse_basis='interface_hats' needs at least two subdomains, got "
+                             f"subdomains={c.subdomains}; use more subdomains or "
+                             f"coarse_basis='pou'")
+        return c
+
+
+#: Paper versions' default settings: v2 (newer, the default) and v1 (first version:
+#: DOF-based, naive initialisation, global rank 40, requested coarse rank 8, Adam
+#: without a scheduler).
+PRESETS: dict[str, dict[str, Any]] = {
+    "v2": {},
+    "v1": dict(kind="dof", init="naive", global_ranks=(40, 5), coarse_rank=8, optimizer="adam",
+               scheduler=False),
+}
+
+
+@dataclass
+class Problem:
+    """Everything shared by the models of one experiment."""
+
+    decomposition: Decomposition1D
+    A: Any
+    solver: PoissonSolver
+    sampler: FourierRHS
+    validation: tuple[np.ndarray, np.ndarray]
+    evaluation: tuple[np.ndarray, np.ndarray]
+    x: np.ndarray
+
+
+def build_problem(c: ExperimentConfig) -> Problem:
+    """Decomposition, matrix, solver, training stream and the fixed test sets.
+
+    The validation set (``val_size`` right-hand sides) and the evaluation set
+    (``eval_size``) come from two independent streams spawned from ``test_seed``.
+    """
+    d = Decomposition1D(c.n, c.subdomains, c.overlap, c.kind)
+    sampler = FourierRHS(c.n, c.kind, c.rhs_mode, modes=RHS_FOURIER_MODES, dtype=c.dtype)
+    val_rng, eval_rng = (np.random.default_rng(s)
+                         for s in np.random.SeedSequence(c.test_seed).spawn(2))
+    validation = tuple(to_numpy(a) for a in sampler.sample(c.val_size, val_rng))
+    evaluation = tuple(to_numpy(a) for a in sampler.sample(c.eval_size, eval_rng))
+    return Problem(d, poisson_1d(c.n, c.kind), PoissonSolver(c.n, c.kind), sampler,
+                   validation, evaluation, grid_points(c.n, c.kind))
+
+
+def build_models(c: ExperimentConfig, d: Decomposition1D) -> dict[str, LowRankOperator]:
+    """The Schwarz attention model and one global baseline per requested rank."""
+    models: dict[str, LowRankOperator] = {
+        "schwarz": SchwarzOperator(d, c.local_rank, c.coarse_rank, c.coarse_basis, init=c.init,
+                                   seed=c.seed, dtype=c.dtype, partition=c.partition)
+    }
+    for r in c.global_ranks:
+        models[f"global_r{r}"] = GlobalLowRankOperator(d.num_dofs, r, init=c.init, seed=c.seed,
+                                                       dtype=c.dtype, h=d.h)
+    return models
+
+
+def _write_history_csv(path: Path, histories: dict[str, dict[str, np.ndarray]]) -> None:
+    rows = []
+    for model, h in histories.items():
+        val = dict(zip(h["val_step"].tolist(), h["val"].tolist()))
+        for step, loss, lr in zip(h["step"].tolist(), h["train"].tolist(), h["lr"].tolist()):
+            v = val.get(step)
+            rows.append([model, step, repr(loss), "" if v is None else repr(v), repr(lr)])
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["model", "step", "train_loss", "val_loss", "lr"])
+    w.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
+
+
+def _plot_model(name: str, op: LowRankOperator, prob: Problem, prefix: str,
+                dense_limit: int = 2048) -> list[str]:
+    """The per-model figures; the matrix figures (dense ``n x n``) only up to ``dense_limit``."""
+    from . import plotting
+
+    Fe, Ue = prob.evaluation
+    Pe = to_numpy(op.matmat(Fe))
+    out = [plotting.plot_solutions(prob.x, Fe, Ue, Pe, f"{prefix}_{name}_solutions.png",
+                                   title=f"{name}: evaluation right-hand sides")]
+    n = op.shape[0]
+    if n > dense_limit:
+        return out
+    exact = prob.solver.solve(np.eye(n))
+    if isinstance(op, SchwarzOperator):
+        Phi = op.coarse_matrix
+        out.append(plotting.plot_operator_matrices(
+            op.to_dense("local"), op.to_dense("coarse") if Phi is not None else None,
+            op.to_dense(), exact, Phi, f"{prefix}_{name}_matrices.png", title=name))
+        p = op.get_params()
+        blocks = [q @ k.T for q, k in zip(p["Q"], p["K"])]
+        coarse = p["Q0"] @ p["K0"].T if Phi is not None else None
+        out.append(plotting.plot_learned_blocks(blocks, coarse, f"{prefix}_{name}_blocks.png",
+                                                title=f"{name}: learned blocks"))
+        if Phi is not None:
+            out.append(plotting.plot_coarse_basis_transpose(
+                Phi, f"{prefix}_{name}_phiT.png", title="coarse basis $\\Phi^T$"))
+    else:
+        out.append(plotting.plot_operator_matrices(None, None, op.to_dense(), exact, None,
+                                                   f"{prefix}_{name}_matrices.png", title=name))
+    return out
+
+
+# -- output locations ---------------------------------------------------------------------------
+class OutputError(OSError):
+    """A result file could not be written during a run.
+
+    Everything computed so far was written to :attr:`rescue_dir` instead (``None``
+    when that failed too); the message says where.
+    """
+
+    def __init__(self, message: str, rescue_dir: Path | None) -> None:
+        super().__init__(message)
+        self.rescue_dir = rescue_dir
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def check_output_prefix(prefix: str | os.PathLike, suffixes: Iterable[str] = (),
+                        name: str = "save_prefix") -> Path:
+    """Make sure the files ``prefix + suffix`` can be written, before any work starts.
+
+    Missing directories are created.  The directory is probed by creating and
+    removing a temporary file whose name is as long as the longest output's
+    temporary name (what the atomic writers of :mod:`ddops.io` create).
+
+    Parameters
+    ----------
+    prefix : str or path-like
+        The output prefix (``"results/compare"`` writes ``results/compare_*``).
+    suffixes : iterable of str
+        The names the run appends to ``prefix``.
+    name : str
+        The argument's name in error messages.
+
+    Returns
+    -------
+    pathlib.Path
+        The output directory.
+
+    Raises
+    ------
+    ValueError
+        For an empty prefix, a parent that is a file, a directory that cannot
+        be created or written, or an output name that is a directory.
+    """
+    if not isinstance(prefix, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a string, got {type(prefix).__name__}")
+    prefix = os.fspath(prefix)
+    if not prefix:
+        raise ValueError(f"{name} must not be empty")
+    directory = Path(prefix + "_").parent
+    for parent in (directory, *directory.parents):
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                raise ValueError(f"{name}={prefix!r}: {str(parent)!r} is not a directory")
+            break
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{name}={prefix!r}: cannot create the directory {str(directory)!r}: "
+                         f"{exc.strerror or exc}") from None
+    names = [Path(prefix + s).name for s in suffixes] or [Path(prefix + "_").name]
+    for file in names:
+        if (directory / file).is_dir():
+            raise ValueError(f"{name}={prefix!r}: the output {str(directory / file)!r} is a "
+                             f"directory")
+    try:  # the same kind of name as the atomic writers' temporary files
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=max(names, key=len) + ".",
+                                     suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ValueError(f"{name}={prefix!r}: cannot write in {str(directory)!r}: "
+                         f"{exc.strerror or exc}") from None
+    return directory
+
+
+def _rescue(prefix: str, exc: OSError, write: Callable[[str], Any]) -> OutputError:
+    """Write what was computed with ``write(new_prefix)`` into a fresh temporary directory."""
+    what = exc.filename if getattr(exc, "filename", None) else str(Path(prefix + "_").parent)
+    failed = f"cannot write {what}: {exc.strerror or exc}"
+    base = Path(prefix + "_").name[:-1] or "ddops"
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="ddops-rescue-"))
+        write(str(folder / base))
+    except OSError as again:
+        return OutputError(f"{failed}; keeping the results under {tempfile.gettempdir()} failed "
+                           f"too ({again.strerror or again}), so they are lost", None)
+    return OutputError(f"{failed}; the results computed so far were saved in {folder} instead",
+                       folder)
+
+
+def model_names(c: ExperimentConfig) -> list[str]:
+    """The model names of a comparison (the keys of :func:`build_models`)."""
+    return ["schwarz", *(f"global_r{r}" for r in c.global_ranks)]
+
+
+def _compare_suffixes(c: ExperimentConfig) -> list[str]:
+    """Every name a comparison may append to its prefix."""
+    out = ["_metrics.json", "_history.csv", "_training_curves.png", "_schwarz_blocks.png",
+           "_schwarz_phiT.png"]
+    for m in model_names(c):
+        out += [f"_{m}.npz", f"_{m}_checkpoint.npz", f"_{m}_solutions.png",
+                f"_{m}_matrices.png"]
+    return out
+
+
+def checkpoint_path(prefix: str, model: str) -> Path:
+    """Where a comparison keeps the checkpoint of ``model`` (read by ``resume``)."""
+    return Path(f"{prefix}_{model}_checkpoint.npz")
+
+
+def _finite(op: LowRankOperator) -> bool:
+    return bool(np.all(np.isfinite(to_numpy(op.theta))))
+
+
+# -- the comparison ----------------------------------------------------------------------------
+def run_compare(config: ExperimentConfig, log: Any = print) -> dict[str, dict[str, Any]]:
+    """Train the Schwarz model and the global baselines on the same stream; write results.
+
+    The settings, the output location and, with ``resume``, every checkpoint
+    are checked before the first step.  A model whose training diverges is
+    recorded with ``status="diverged"`` and its message; the others still run.
+
+    Returns the metrics per model (also written to ``<save_prefix>_metrics.json``).
+
+    Raises
+    ------
+    ValueError
+        For invalid settings, an unusable output location, or a damaged
+        checkpoint or one written with other settings (unless
+        ``allow_changed_settings``).
+    OutputError
+        When writing a result failed during the run; the results computed so
+        far are in ``OutputError.rescue_dir``.
+    """
+    c = config.validated()
+    prefix = c.save_prefix
+    check_output_prefix(prefix, _compare_suffixes(c))
+    metrics_path = Path(prefix + "_metrics.json")
+    prob = build_problem(c)
+    models = build_models(c, prob.decomposition)
+    tcfg = TrainingConfig(steps=c.steps, batch_size=c.batch_size, lr=c.lr, loss=c.loss,
+                          optimizer=c.optimizer, scheduler=c.scheduler, progress=c.progress,
+                          checkpoint_every=c.checkpoint_every, val_every=c.val_every,
+                          workers=c.workers)
+    # every checkpoint is read before the first step: a damaged one or one with other
+    # settings stops the run before any training time is spent
+    trainers: dict[str, Trainer] = {}
+    resumed: dict[str, tuple[int, dict[str, Any]]] = {}
+    for name, op in models.items():
+        ckpt = checkpoint_path(prefix, name)
+        trainer = Trainer(op, prob.sampler, tcfg, train_seed=c.train_seed,
+                          validation=prob.validation,
+                          checkpoint=ckpt if c.checkpoint_every else None)
+        if c.resume:
+            if ckpt.exists():
+                changed = trainer.load_checkpoint(ckpt,
+                                                  allow_changes=c.allow_changed_settings) or {}
+                resumed[name] = (trainer.step, dict(changed))
+                note = "".join(f"; {k} changed from {old!r} to {new!r}"
+                               for k, (old, new) in changed.items())
+                log(f"{name}: resumed from {ckpt} at step {trainer.step}{note}")
+            else:
+                log(f"{name}: no checkpoint {ckpt}, starting fresh")
+        trainers[name] = trainer
+
+    metrics: dict[str, dict[str, Any]] = {}
+    histories: dict[str, dict[str, np.ndarray]] = {}
+
+    def write_all(new_prefix: str, interrupted: tuple[str, Trainer] | None = None) -> None:
+        for name in metrics:
+            if _finite(models[name]):
+                save_operator(models[name], f"{new_prefix}_{name}.npz")
+        if metrics:
+            _write_metrics(Path(new_prefix + "_metrics.json"), c, metrics, rescued_from=prefix)
+            _write_history_csv(Path(new_prefix + "_history.csv"), histories)
+        if interrupted is not None:
+            trainer = interrupted[1]
+            trainer.save_checkpoint(checkpoint_path(new_prefix, interrupted[0]))
+
+    for name, trainer in trainers.items():
+        op = trainer.op
+        try:
+            result = trainer.run()
+        except OSError as exc:  # a checkpoint could not be written
+            raise _rescue(prefix, exc,
+                          lambda p, it=(name, trainer): write_all(p, it)) from exc
+        histories[name] = result.history
+        entry = evaluate(op, prob.A, prob.solver.solve, prob.validation, prob.evaluation,
+                         exact_limit=c.exact_limit)
+        train = result.history["train"]
+        start, changed = resumed.get(name, (None, {}))
+        entry.update(
+            status=result.status,
+            message=result.message,
+            steps=result.steps,
+            resumed_from_step=start,
+            changed_settings=changed,
+            final_train_loss=float(train[-1]) if train.size else float("nan"),
+            final_train_wmse=float(train[-1]) if train.size and tcfg.loss == "wmse" else None,
+            val_wmse=entry.pop("val_loss"),
+            train_seconds=result.seconds["total"],
+            data_seconds=result.seconds["data"],
+            lr=c.lr,
+        )
+        metrics[name] = entry
+        log(_summary_line(name, entry))
+        if result.status != "finished":
+            log(result.message)
+        try:
+            if _finite(op):  # load_operator refuses non-finite parameters
+                save_operator(op, f"{prefix}_{name}.npz")
+            _write_metrics(metrics_path, c, metrics)
+            _write_history_csv(Path(prefix + "_history.csv"), histories)
+        except OSError as exc:
+            raise _rescue(prefix, exc, write_all) from exc
+    if c.plots:
+        try:
+            _plot_compare(c, prob, models, histories, metrics, prefix)
+        except OSError as exc:
+            raise _rescue(prefix, exc, write_all) from exc
+    return metrics
+
+
+def _plot_compare(c: ExperimentConfig, prob: Problem, models: dict[str, LowRankOperator],
+                  histories: dict[str, dict[str, np.ndarray]],
+                  metrics: dict[str, dict[str, Any]], prefix: str) -> None:
+    from . import plotting
+
+    plotting.plot_training_curves(  # a diverged run's curve is marked
+        {k: {**h, "status": metrics[k]["status"]} for k, h in histories.items()},
+        prefix + "_training_curves.png",
+        title=f"n={c.n}, N={c.subdomains}, lr={c.lr:g}",
+        ylabel="wMSE" if c.loss == "wmse" else "MSE")
+    for name, op in models.items():
+        if _finite(op):
+            _plot_model(name, op, prob, prefix)
+
+
+def _write_metrics(path: Path, c: ExperimentConfig, metrics: dict[str, Any],
+                   rescued_from: str | None = None) -> None:
+    payload: dict[str, Any] = {"config": asdict(c), "models": metrics}
+    if rescued_from is not None:
+        payload["rescued_from"] = rescued_from
+    atomic_write_json(path, payload)
+
+
+def _summary_line(name: str, e: dict[str, Any]) -> str:
+    return (f"{name:>12}: params={e['num_params']:>7d} rank<={e['rank_bound']:>5d} "
+            f"train={e['final_train_loss']:.3e} val={e['val_wmse']:.3e} "
+            f"fro={e['operator_fro_error']:.3e} best={e['best_rank_fro_error']:.3e} "
+            f"time={e['train_seconds']:.1f}s" + ("" if e["status"] == "finished"
+                                                 else f" [{e['status']}]"))
+
+
+def markdown_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> str:
+    """A Markdown table from dict rows; ``columns`` are ``(key, header, format)``."""
+    head = "| " + " | ".join(h for _, h, _ in columns) + " |"
+    sep = "|" + "|".join("---" for _ in columns) + "|"
+    body = []
+    for r in rows:
+        cells = []
+        for key, _, fmt in columns:
+            v = r.get(key)
+            cells.append("-" if v is None else format(v, fmt))
+        body.append("| " + " | ".join(cells) + " |")
+    return "\n".join([head, sep, *body]) + "\n"
+
+
+# -- sweep and scaling -------------------------------------------------------------------------
+def _lr_tag(lr: float) -> str:
+    return f"{lr:.0e}".replace("-0", "m").replace("+0", "")
+
+
+def sweep_configs(config: ExperimentConfig,
+                  lrs: Iterable[float] = SWEEP_LRS) -> list[ExperimentConfig]:
+    """The validated comparison of every learning rate of a sweep (``<prefix>_lr<tag>``)."""
+    lrs = tuple(lrs)
+    if not lrs:
+        raise ValueError("lrs must not be empty")
+    tags: dict[str, float] = {}
+    for lr in lrs:
+        lr = check_positive_float("lrs", lr)
+        tag = _lr_tag(lr)
+        if tag in tags:
+            raise ValueError(f"lrs: {tags[tag]:g} and {lr:g} would write the same files "
+                             f"(tag lr{tag}); give learning rates that differ in the first digit "
+                             f"or the exponent")
+        tags[tag] = lr
+    return [replace(config, lr=lr, save_prefix=f"{config.save_prefix}_lr{tag}").validated()
+            for tag, lr in tags.items()]
+
+
+def scaling_configs(config: ExperimentConfig,
+                    ns: Iterable[int] = SCALING_NS) -> list[ExperimentConfig]:
+    """The validated Schwarz-only comparison of every size of a scaling study (N = n / 32)."""
+    ns = tuple(ns)
+    if not ns:
+        raise ValueError("ns must not be empty")
+    out = []
+    for n in ns:
+        check_int("ns", n, minimum=2)
+        if ns.count(n) > 1:
+            raise ValueError(f"ns={n} is listed twice")
+        N = max(1, n // 32)
+        if N < 2 and config.coarse_basis == "interface_hats":
+            raise ValueError(f"ns={n} gives N = n/32 = {N} subdomain, and "
+                             f"coarse_basis='interface_hats' needs at least two; use n >= 64 or "
+                             f"coarse_basis='pou'")
+        try:
+            out.append(replace(config, n=n, subdomains=N, global_ranks=(),
+                               save_prefix=f"{config.save_prefix}_n{n}").validated())
+        except ValueError as exc:
+            raise ValueError(f"ns={n} (N = n/32 = {N}): {exc}") from exc
+    return out
+
+
+def _diverged(metrics: dict[str, dict[str, Any]]) -> list[str]:
+    return [name for name, e in metrics.items() if e.get("status") == "diverged"]
+
+
+def run_sweep(config: ExperimentConfig, lrs: tuple[float, ...] = SWEEP_LRS,
+              log: Any = print, keep_going: bool = False) -> list[dict[str, Any]]:
+    """Table 1: the comparison at every learning rate; Markdown table and figure.
+
+    Every learning rate's settings and the output location are checked first.
+    A learning rate whose training diverges stops the sweep after its
+    comparison (the table then ends there) unless ``keep_going``; either way
+    its rows carry ``status="diverged"``.
+    """
+    configs = sweep_configs(config, lrs)
+    check_output_prefix(config.save_prefix,
+                        [f"_lr{_lr_tag(c.lr)}{s}" for c in configs for s in _compare_suffixes(c)]
+                        + ["_sweep.md", "_sweep_metrics.json", "_sweep.png"])
+    rows: list[dict[str, Any]] = []
+    extra = {"lrs": [c.lr for c in configs], "keep_going": keep_going}
+    for c in configs:
+        log(f"--- lr = {c.lr:g}")
+        metrics = _run_part(c, log, config, rows, "sweep", extra)
+        rows += [{"lr": c.lr, "model": name, **e} for name, e in metrics.items()]
+        if _diverged(metrics) and not keep_going:
+            log(f"lr = {c.lr:g}: training diverged; the sweep stops here (keep going past "
+                f"diverged runs with keep_going / --keep-going)")
+            break
+    _write_table(config, rows, [("lr", "lr", "g"), ("model", "model", "s"),
+                                ("status", "status", "s"),
+                                ("final_train_loss", "train loss", ".3e"),
+                                ("val_wmse", "val wMSE", ".3e"),
+                                ("operator_fro_error", "Fro error", ".3g"),
+                                ("best_rank_fro_error", "best rank-r", ".3e"),
+                                ("train_seconds", "seconds", ".1f")], "sweep", extra)
+    return rows
+
+
+def run_scaling(config: ExperimentConfig, ns: tuple[int, ...] = SCALING_NS,
+                log: Any = print, keep_going: bool = False) -> list[dict[str, Any]]:
+    """Table 2: Schwarz attention for growing n with N = n / 32; table and figure.
+
+    Every size's settings and the output location are checked first; a
+    diverged run stops the study unless ``keep_going`` (see :func:`run_sweep`).
+    """
+    configs = scaling_configs(config, ns)
+    check_output_prefix(config.save_prefix,
+                        [f"_n{c.n}{s}" for c in configs for s in _compare_suffixes(c)]
+                        + ["_scaling.md", "_scaling_metrics.json", "_scaling.png"])
+    rows: list[dict[str, Any]] = []
+    extra = {"ns": [c.n for c in configs], "keep_going": keep_going}
+    for c in configs:
+        log(f"--- n = {c.n}, N = {c.subdomains}")
+        metrics = _run_part(c, log, config, rows, "scaling", extra)
+        rows.append({"n": c.n, "N": c.subdomains, **metrics["schwarz"]})
+        if _diverged(metrics) and not keep_going:
+            log(f"n = {c.n}: training diverged; the study stops here (keep going past "
+                f"diverged runs with keep_going / --keep-going)")
+            break
+    _write_table(config, rows, [("n", "n", "d"), ("N", "N", "d"),
+                                ("status", "status", "s"),
+                                ("num_params", "#params", "d"),
+                                ("val_wmse", "val wMSE", ".3e"),
+                                ("operator_fro_error", "Fro error", ".3e"),
+                                ("best_rank_fro_error", "best rank-r", ".3e"),
+                                ("rank_bound", "rank bound", "d"),
+                                ("train_seconds", "seconds", ".1f")], "scaling", extra)
+    return rows
+
+
+def _run_part(c: ExperimentConfig, log: Any, config: ExperimentConfig,
+              rows: list[dict[str, Any]], what: str,
+              extra: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """One comparison of a sweep or scaling study; a late write failure keeps the rows too."""
+    try:
+        return run_compare(c, log)
+    except OutputError as exc:
+        if exc.rescue_dir is not None and rows:
+            base = Path(config.save_prefix + "_").name[:-1] or "ddops"
+            with_rows = replace(config, save_prefix=str(exc.rescue_dir / base))
+            try:
+                _write_table(with_rows, rows, [], what, extra, plots=False)
+            except OSError:
+                pass  # the message already names the rescue directory with the run's files
+        raise
+
+
+def _write_table(config: ExperimentConfig, rows: list[dict[str, Any]],
+                 columns: list[tuple[str, str, str]], what: str, extra: dict[str, Any],
+                 plots: bool | None = None) -> None:
+    """``<prefix>_<what>.md``, ``<prefix>_<what>_metrics.json`` and the figure ``plot_<what>``.
+
+    With no ``columns`` only the JSON is written.
+    """
+    prefix = config.save_prefix
+
+    def write(prefix: str) -> None:
+        atomic_write_json(Path(f"{prefix}_{what}_metrics.json"),
+                          {"config": asdict(config), **extra, "rows": rows})
+        if columns:
+            atomic_write_text(Path(f"{prefix}_{what}.md"), markdown_table(rows, columns))
+
+    try:
+        write(prefix)
+        if (config.plots if plots is None else plots) and rows:
+            from . import plotting
+
+            getattr(plotting, f"plot_{what}")(rows, f"{prefix}_{what}.png")
+    except OSError as exc:
+        if not columns:
+            raise
+        raise _rescue(prefix, exc, write) from exc

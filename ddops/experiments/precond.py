@@ -1,0 +1,1035 @@
+"""``ddops precond``: Krylov iterations with classical and learned Schwarz preconditioners.
+
+``--problem poisson1d`` (the default), the 1D Poisson matrix with ``n``
+elements, ``N = n / 32`` subdomains and an overlap of 2: one random
+right-hand side ``b`` is solved to ``rtol`` with
+
+* CG and no preconditioner, Jacobi, one-level and two-level additive Schwarz;
+* GMRES and two-level restricted additive Schwarz (RAS);
+* GMRES and Schwarz attention trained as in the paper (operator regression on
+  32 Fourier modes, weighted MSE, ``lr = 1e-3``);
+* CG and the learned symmetric Schwarz preconditioner
+  (:mod:`ddops.precond.learned`) from a random initialisation and from
+  two-level Schwarz, trained with the iteration safeguard;
+* CG and pyamg's smoothed aggregation, when pyamg is installed.
+
+``--problem poisson2d | poisson3d | diffusion2d | elasticity2d``: the
+finite-difference Poisson matrices of :mod:`ddops.problems` (``n`` interior
+points per direction), high-contrast diffusion
+(:func:`~ddops.problems.high_contrast_channels`) or P1 plane-strain
+elasticity (:func:`~ddops.problems.fem.fem_elasticity_2d`, clamped on one
+side, with a rigid-body, translation or constant null space).  One random
+right-hand side is solved with CG and no preconditioner, Jacobi, one-level
+and two-level additive Schwarz (Nicolaides, GDSW or RGDSW coarse spaces, or
+all three) on a box (``Decomposition.from_grid``), METIS or RCB
+decomposition grown by ``overlap`` layers of the graph of ``A``, and pyamg's
+smoothed aggregation.  Every row reports its set-up split into partition,
+overlap, local factorisation, coarse space and coarse factorisation, its
+solve time and its peak memory (see :data:`MEMORY_METHOD`).
+
+It prints and writes ``<prefix>_table.md``, ``<prefix>_results.json``, a
+residual-history plot ``<prefix>_residuals.png`` and, when some methods need
+many more iterations than others, ``<prefix>_residuals_zoom.png`` with the
+fast ones only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import importlib.util
+import math
+import platform
+import time
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from .._validation import check_choice, check_int, check_positive_float
+from ..dd.decomposition import Decomposition, Decomposition1D
+from ..io import atomic_write_json, atomic_write_text
+from ..learning.training import Trainer, TrainingConfig
+from ..precond.learned import (
+    BASES,
+    OBJECTIVES,
+    PreconditionerTraining,
+    learned_schwarz_preconditioner,
+    train_preconditioner,
+)
+from ..precond.schwarz import TwoLevelSchwarz, jacobi, solve_with_history
+from ..problems.poisson1d import KINDS, poisson_1d
+from ._argtypes import int_at_least, positive_float
+
+__all__ = ["PrecondConfig", "METHODS", "PROBLEMS", "COARSE_SPACES", "COARSE_CHOICES",
+           "PARTITIONER_CHOICES", "NULL_SPACES", "MEMORY_METHOD", "box_grid", "add_arguments",
+           "run_from_args", "run_precond"]
+
+#: Method keys in table order: ``key -> (Krylov method, label)`` (``--problem poisson1d``;
+#: the 2D/3D problems have the rows none, jacobi, one_level, two_level and pyamg).
+METHODS: dict[str, tuple[str, str]] = {
+    "none": ("cg", "no preconditioner"),
+    "jacobi": ("cg", "Jacobi"),
+    "one_level": ("cg", "one-level additive Schwarz"),
+    "two_level": ("cg", "two-level additive Schwarz"),
+    "ras": ("gmres", "two-level RAS"),
+    "paper": ("gmres", "Schwarz attention, paper training"),
+    "learned_random": ("cg", "learned symmetric, random init"),
+    "learned_two_level": ("cg", "learned symmetric, two-level init"),
+    "pyamg": ("cg", "pyamg smoothed aggregation"),
+}
+
+#: Problems of ``--problem``.
+PROBLEMS = ("poisson1d", "poisson2d", "poisson3d", "diffusion2d", "elasticity2d")
+
+#: Space dimension of each problem.
+DIMENSIONS = {"poisson1d": 1, "poisson2d": 2, "poisson3d": 3, "diffusion2d": 2,
+              "elasticity2d": 2}
+
+#: Default ``n`` of each problem: 1D elements, otherwise interior points per direction.
+DEFAULT_N = {"poisson1d": 1024, "poisson2d": 128, "poisson3d": 20, "diffusion2d": 128,
+             "elasticity2d": 64}
+
+#: Default subdomain width in points per direction of the 2D/3D problems (about 32 x 32
+#: in 2D, 10 x 10 x 10 in 3D): ``N = max(2, (n // width)^dim)``.
+SUBDOMAIN_WIDTH = {2: 32, 3: 10}
+
+#: Coarse spaces of the two-level rows of the 2D/3D problems (``--coarse all``: each).
+COARSE_SPACES = ("nicolaides", "gdsw", "rgdsw")
+
+#: Values of ``--coarse``; ``"interface_hats"`` (the 1D default) needs 1D coordinates.
+COARSE_CHOICES = ("interface_hats", *COARSE_SPACES, "all")
+
+#: Names of the coarse spaces in the row labels.
+_COARSE_LABELS = {"interface_hats": "interface hats", "nicolaides": "Nicolaides",
+                  "gdsw": "GDSW", "rgdsw": "RGDSW"}
+
+#: Values of ``--partitioner``: boxes of the grid, METIS, recursive coordinate bisection.
+PARTITIONER_CHOICES = ("grid", "metis", "rcb")
+
+#: Largest ratio of box counts between two directions that the default box grid accepts;
+#: otherwise the finite-difference problems fall back to METIS.
+GRID_ASPECT = 2
+
+#: Null spaces of ``--null-space`` (elasticity): the three rigid body modes, the two
+#: translations, or the constant vector.
+NULL_SPACES = ("rbm", "translations", "constants")
+
+#: Default contrast of ``--problem diffusion2d``.
+DEFAULT_CONTRAST = 1e6
+
+#: The settings that only the 1D problem uses (its learned and GMRES rows).
+ONE_D_ONLY = ("kind", "restart", "local_rank", "coarse_rank", "train_steps", "lr",
+              "batch_size", "check_every", "objective", "learned_base", "paper_steps")
+
+#: How the peak memory of a row of the 2D/3D problems is measured (also in the JSON file).
+MEMORY_METHOD = (
+    "tracemalloc peak of the row's set-up and solve (numpy and scipy arrays, pyamg's "
+    "hierarchy; allocated after the matrix and right-hand side) plus an estimate of the "
+    "SuperLU factors, which tracemalloc does not see: 12 bytes (value and index) per stored "
+    "nonzero of L and U of the sparse local and coarse factorisations.  Not counted: "
+    "SuperLU's and METIS's temporary work space and other C/C++ allocations outside Python's "
+    "allocator hooks.")
+
+#: Bytes per stored nonzero of a SuperLU factor in :data:`MEMORY_METHOD`.
+SUPERLU_BYTES_PER_NONZERO = 12
+
+#: The names a run appends to its prefix.
+_OUTPUTS = ("_table.md", "_results.json", "_residuals.png", "_residuals_zoom.png")
+
+#: Resolution of the residual plots.
+PLOT_DPI = 100
+
+#: The zoomed plot ``<prefix>_residuals_zoom.png`` shows the methods that stop
+#: within this many iterations.
+ZOOM_ITERATIONS = 100
+
+
+def box_grid(subdomains: int, dim: int, points: int) -> tuple[int, ...] | None:
+    """The most nearly square (cubic) grid of ``subdomains`` boxes, or None.
+
+    Parameters
+    ----------
+    subdomains : int
+        Number of boxes ``N``.
+    dim : {2, 3}
+        Space dimension.
+    points : int
+        Grid points per direction; no direction gets more boxes than points.
+
+    Returns
+    -------
+    tuple of int or None
+        Boxes per direction, non-increasing (x first), whose product is ``N`` and
+        whose largest and smallest entries differ by at most a factor
+        :data:`GRID_ASPECT`; None when no such grid exists (for example a prime ``N``
+        above ``GRID_ASPECT``).
+    """
+    def splits(total: int, k: int, most: int):
+        if k == 1:
+            if total <= most:
+                yield (total,)
+            return
+        for f in range(min(total, most), 0, -1):
+            if total % f == 0:
+                for rest in splits(total // f, k - 1, f):
+                    yield (f, *rest)
+
+    best = min(splits(subdomains, dim, min(points, subdomains)),
+               key=lambda parts: parts[0] / parts[-1], default=None)
+    if best is None or best[0] > GRID_ASPECT * best[-1]:
+        return None
+    return best
+
+
+@dataclass
+class PrecondConfig:
+    """Settings of :func:`run_precond` (the defaults of ``ddops precond``).
+
+    Attributes
+    ----------
+    problem : {"poisson1d", "poisson2d", "poisson3d", "diffusion2d", "elasticity2d"}
+        The matrix (see :data:`PROBLEMS` and the module docstring).
+    n : int, optional
+        ``poisson1d``: line elements (``kind="element"``) or unknowns (``"dof"``).
+        Otherwise interior grid points per direction (``elasticity2d``: the
+        structured mesh of :func:`~ddops.problems.fem.unit_square_mesh` with ``n``
+        interior points per direction, ``2 (n + 2)(n + 1)`` unknowns).  Default
+        :data:`DEFAULT_N` of the problem.
+    subdomains : int, optional
+        ``N``; default ``max(2, n // 32)`` in 1D (the two-level methods need an
+        interface), ``max(2, (n // w)^dim)`` with ``w`` from :data:`SUBDOMAIN_WIDTH`
+        otherwise.
+    overlap : int, optional
+        Overlap of the decomposition: elements or unknowns added on each side in 1D
+        (default 2), layers of the graph of ``A`` otherwise (default 1).
+    kind : {"element", "dof"}
+        Discretisation convention (1D only).
+    coarse : str, optional
+        Coarse space of the two-level rows, one of :data:`COARSE_CHOICES`; default
+        ``"interface_hats"`` in 1D, ``"gdsw"`` otherwise; ``"all"`` gives one row per
+        coarse space.
+    partitioner : {"grid", "metis", "rcb"}, optional
+        Non-overlapping partition of the 2D/3D problems.  Default ``"grid"`` for the
+        finite-difference problems when ``N`` has a box grid (:func:`box_grid`),
+        otherwise ``"metis"``; ``"metis"`` for elasticity.
+    null_space : {"rbm", "translations", "constants"}, optional
+        Null space of the elasticity coarse spaces and of pyamg's aggregation
+        (default ``"rbm"``); elasticity only.
+    contrast : float, optional
+        Channel contrast of ``diffusion2d`` (default :data:`DEFAULT_CONTRAST`).
+    memory : bool
+        Measure the peak memory of every row of the 2D/3D problems (tracemalloc
+        hooks slow allocation-heavy set-ups slightly; see :data:`MEMORY_METHOD`).
+    local_rank, coarse_rank : int
+        Ranks of the learned operators (``coarse_rank=None``: ``n0 = N - 1``); 1D only.
+    rtol : float
+        Relative residual tolerance of every solve.
+    maxiter : int, optional
+        Iteration cap of every solve (default ``2 n``; GMRES counts inner iterations).
+    restart : int
+        GMRES restart length (1D only).
+    train_steps : int
+        Training steps of each learned symmetric preconditioner (1D only, as the
+        other learned settings below).
+    lr : float
+        Their learning rate, relative to
+        :func:`~ddops.precond.learned.parameter_scale`.
+    batch_size : int
+        Their batch size.
+    check_every : int
+        Steps between two CG safeguard checks.
+    objective : {"energy", "mse"}
+        Their training objective.
+    learned_base : {"one_level", "jacobi", "identity"}
+        Their fixed SPD term.
+    paper_steps : int
+        Training steps of the paper-trained Schwarz attention.
+    seed : int
+        Seed of the right-hand sides, of the model initialisations and of METIS.
+    blas_threads : int or None
+        BLAS threads for the whole run (``None``: the library's setting); the
+        products are small, and on a few shared cores one thread is fastest
+        (see :class:`~ddops.learning.training.TrainingConfig`).
+    save_prefix : str
+        Prefix of the output files.
+    plots : bool
+        Write the residual-history plot.
+    progress : bool
+        Show progress bars while training.
+    """
+
+    problem: str = "poisson1d"
+    n: int | None = None
+    subdomains: int | None = None
+    overlap: int | None = None
+    kind: str = "element"
+    coarse: str | None = None
+    partitioner: str | None = None
+    null_space: str | None = None
+    contrast: float | None = None
+    memory: bool = True
+    local_rank: int = 4
+    coarse_rank: int | None = None
+    rtol: float = 1e-8
+    maxiter: int | None = None
+    restart: int = 20
+    train_steps: int = 500
+    lr: float = 0.1
+    batch_size: int = 32
+    check_every: int = 50
+    objective: str = "energy"
+    learned_base: str = "one_level"
+    paper_steps: int = 2000
+    seed: int = 0
+    blas_threads: int | None = 1
+    save_prefix: str = "results/precond"
+    plots: bool = True
+    progress: bool = True
+
+    def validated(self) -> PrecondConfig:
+        """A checked copy with the defaults resolved; ValueError/TypeError name the field."""
+        c = replace(self)
+        check_choice("problem", c.problem, PROBLEMS)
+        if c.problem == "poisson1d":
+            _resolve_1d(c)
+        else:
+            _resolve_nd(c)
+        c.rtol = check_positive_float("rtol", c.rtol)
+        if c.rtol >= 1:
+            raise ValueError(f"rtol must be below 1, got {c.rtol:g}")
+        if c.maxiter is not None:
+            c.maxiter = check_int("maxiter", c.maxiter, minimum=1)
+        c.restart = check_int("restart", c.restart, minimum=1)
+        for name in ("train_steps", "paper_steps", "seed"):
+            setattr(c, name, check_int(name, getattr(c, name), minimum=0))
+        if c.blas_threads is not None:
+            c.blas_threads = check_int("blas_threads", c.blas_threads, minimum=1)
+        c.lr = check_positive_float("lr", c.lr)
+        c.batch_size = check_int("batch_size", c.batch_size, minimum=1)
+        c.check_every = check_int("check_every", c.check_every, minimum=1)
+        check_choice("objective", c.objective, OBJECTIVES)
+        check_choice("learned_base", c.learned_base, tuple(b for b in BASES if b != "none"))
+        for name in ("memory", "plots", "progress"):
+            if not isinstance(getattr(c, name), (bool, np.bool_)):
+                raise TypeError(f"{name} must be a bool, got {type(getattr(c, name)).__name__}")
+        if not isinstance(c.save_prefix, str):
+            raise TypeError(f"save_prefix must be a string, got {type(c.save_prefix).__name__}")
+        if not c.save_prefix:
+            raise ValueError("save_prefix must not be empty")
+        if c.problem == "poisson1d":
+            _paper_config(c)  # the paper model's constraints (size, decomposition), before any work
+        return c
+
+
+def _check_subdomains(c: PrecondConfig, default: int) -> None:
+    if c.subdomains is None:
+        c.subdomains = default
+    c.subdomains = check_int("subdomains", c.subdomains, minimum=1)
+    if c.subdomains < 2:
+        raise ValueError(f"subdomains must be >= 2 (the two-level methods need an "
+                         f"interface), got {c.subdomains}")
+
+
+def _resolve_1d(c: PrecondConfig) -> None:
+    """Defaults and checks of ``problem="poisson1d"`` (today's 1D experiment)."""
+    for name, what in (("partitioner", "the 2D/3D problems (poisson1d uses Decomposition1D)"),
+                       ("null_space", "problem='elasticity2d'"),
+                       ("contrast", "problem='diffusion2d'")):
+        if getattr(c, name) is not None:
+            raise ValueError(f"{name}: only used with {what}, not with problem='poisson1d'")
+    c.n = check_int("n", DEFAULT_N["poisson1d"] if c.n is None else c.n, minimum=2)
+    _check_subdomains(c, max(2, c.n // 32))
+    c.overlap = check_int("overlap", 2 if c.overlap is None else c.overlap, minimum=0)
+    check_choice("kind", c.kind, KINDS)
+    c.coarse = "interface_hats" if c.coarse is None else c.coarse
+    check_choice("coarse", c.coarse, COARSE_CHOICES)
+    c.local_rank = check_int("local_rank", c.local_rank, minimum=1)
+    if c.coarse_rank is not None:
+        c.coarse_rank = check_int("coarse_rank", c.coarse_rank, minimum=1)
+
+
+def _resolve_nd(c: PrecondConfig) -> None:
+    """Defaults and checks of the 2D/3D problems."""
+    for name in ONE_D_ONLY:  # the learned and GMRES rows exist for the 1D problem only
+        default = getattr(PrecondConfig, name)
+        if getattr(c, name) != default:
+            raise ValueError(f"{name}: only used with problem='poisson1d' (the learned "
+                             f"preconditioners and the GMRES rows are 1D only), not with "
+                             f"problem={c.problem!r}")
+    dim = DIMENSIONS[c.problem]
+    c.n = check_int("n", DEFAULT_N[c.problem] if c.n is None else c.n, minimum=2)
+    elasticity = c.problem == "elasticity2d"
+    nodes = (c.n + 2) * (c.n + 1) if elasticity else c.n ** dim
+    _check_subdomains(c, max(2, (c.n // SUBDOMAIN_WIDTH[dim]) ** dim))
+    if c.subdomains > nodes:
+        raise ValueError(f"subdomains must be <= the {nodes} nodes of problem={c.problem!r} "
+                         f"with n={c.n}, got {c.subdomains}")
+    c.overlap = check_int("overlap", 1 if c.overlap is None else c.overlap, minimum=0)
+    c.coarse = "gdsw" if c.coarse is None else c.coarse
+    check_choice("coarse", c.coarse, COARSE_CHOICES)
+    if c.coarse == "interface_hats":
+        raise ValueError("coarse: 'interface_hats' needs 1D coordinates (problem='poisson1d'); "
+                         f"use one of {(*COARSE_SPACES, 'all')}")
+    if c.partitioner is not None:
+        check_choice("partitioner", c.partitioner, PARTITIONER_CHOICES)
+    if elasticity:
+        if c.partitioner == "grid":
+            raise ValueError("partitioner: 'grid' is for the finite-difference problems; "
+                             "problem='elasticity2d' takes 'metis' or 'rcb'")
+        c.partitioner = c.partitioner or "metis"
+        c.null_space = "rbm" if c.null_space is None else c.null_space
+        check_choice("null_space", c.null_space, NULL_SPACES)
+        if importlib.util.find_spec("skfem") is None:
+            raise ValueError("problem: 'elasticity2d' needs scikit-fem (pip install "
+                             "'ddops[fem]')")
+    else:
+        if c.null_space is not None:
+            raise ValueError(f"null_space: only used with problem='elasticity2d', not with "
+                             f"problem={c.problem!r}")
+        boxes = box_grid(c.subdomains, dim, c.n)
+        if c.partitioner == "grid" and boxes is None:
+            raise ValueError(
+                f"partitioner: 'grid' needs subdomains = a product of {dim} box counts, each "
+                f"at most n = {c.n} and within a factor {GRID_ASPECT} of each other; "
+                f"{c.subdomains} is not (use 'metis' or 'rcb')")
+        c.partitioner = c.partitioner or ("grid" if boxes is not None else "metis")
+    if c.problem == "diffusion2d":
+        c.contrast = check_positive_float(
+            "contrast", DEFAULT_CONTRAST if c.contrast is None else c.contrast)
+    elif c.contrast is not None:
+        raise ValueError(f"contrast: only used with problem='diffusion2d', not with "
+                         f"problem={c.problem!r}")
+
+
+# -- command line ------------------------------------------------------------------------------
+class _Given(argparse.Action):
+    """Store a flag's value and remember that it was given (1D-only flags are refused)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        given = set(getattr(namespace, "precond_given", ()))
+        given.add(self.dest)
+        namespace.precond_given = given
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the flags of ``ddops precond`` to ``parser``."""
+    d = PrecondConfig()
+    pos, nonneg = int_at_least(1), int_at_least(0)
+    sizes = ", ".join(f"{k} {v}" for k, v in DEFAULT_N.items())
+    g = parser.add_argument_group("problem")
+    g.add_argument("--problem", choices=PROBLEMS, default=d.problem,
+                   help="the matrix: 1D Poisson (the paper's problem, with the learned "
+                        "preconditioners), 2D/3D finite-difference Poisson, 2D high-contrast "
+                        "diffusion, 2D P1 elasticity (scikit-fem); default %(default)s")
+    g.add_argument("--n", type=int_at_least(2), metavar="N",
+                   help="problem size: poisson1d line elements (--kind element, n - 1 "
+                        "unknowns) or unknowns (--kind dof); otherwise interior grid points "
+                        f"per direction (defaults: {sizes})")
+    g.add_argument("--subdomains", type=pos,
+                   help="number of subdomains N (default: n/32 in 1D, at least 2; about "
+                        "32 x 32 points each in 2D and 10 x 10 x 10 in 3D, at least 2)")
+    g.add_argument("--overlap", type=nonneg,
+                   help="poisson1d: elements (--kind element) or unknowns (--kind dof) added "
+                        "on each side of a subdomain (default 2); otherwise layers of the "
+                        "graph of A (default 1)")
+    g.add_argument("--kind", choices=KINDS, default=d.kind, action=_Given,
+                   help="discretisation convention of poisson1d; default %(default)s")
+    g.add_argument("--contrast", type=positive_float,
+                   help="diffusion2d: coefficient in the channels over the background "
+                        "(default 1e6)")
+    g.add_argument("--seed", type=nonneg, default=d.seed,
+                   help="seed of the right-hand sides, initialisations and METIS; "
+                        "default %(default)s")
+    g.add_argument("--blas-threads", type=nonneg, default=d.blas_threads,
+                   help="BLAS threads; 0 leaves the library's setting; default %(default)s")
+    dd = parser.add_argument_group("decomposition and coarse space")
+    dd.add_argument("--partitioner", choices=PARTITIONER_CHOICES,
+                    help="2D/3D: boxes of the grid (Decomposition.from_grid), METIS or "
+                         "recursive coordinate bisection (Decomposition.from_matrix); default "
+                         "grid for the finite-difference problems when N has a box grid "
+                         f"with at most {GRID_ASPECT}:1 box counts, else metis; metis for "
+                         "elasticity2d")
+    dd.add_argument("--coarse", choices=COARSE_CHOICES,
+                    help="coarse space of the two-level rows, or all three (nicolaides, gdsw, "
+                         "rgdsw; 1D: also interface_hats); default interface_hats for "
+                         "poisson1d, gdsw otherwise")
+    dd.add_argument("--null-space", choices=NULL_SPACES,
+                    help="elasticity2d: null space of the coarse spaces and of pyamg's "
+                         "aggregation: rigid body modes, translations or constants "
+                         "(default rbm)")
+    s = parser.add_argument_group("solvers")
+    s.add_argument("--rtol", type=positive_float, default=d.rtol,
+                   help="relative residual tolerance of every solve, below 1; "
+                        "default %(default)g")
+    s.add_argument("--maxiter", type=pos,
+                   help="iteration cap of every solve (GMRES: inner iterations); default 2 "
+                        "times the number of unknowns")
+    s.add_argument("--restart", type=pos, default=d.restart, action=_Given,
+                   help="GMRES restart length in iterations (poisson1d); default %(default)s")
+    t = parser.add_argument_group("learned preconditioners (poisson1d only)")
+    t.add_argument("--local-rank", type=pos, default=d.local_rank, action=_Given,
+                   help="local rank of the learned operators; default %(default)s")
+    t.add_argument("--coarse-rank", type=pos, action=_Given,
+                   help="coarse rank of the learned operators (default n0 = N - 1)")
+    t.add_argument("--train-steps", type=nonneg, default=d.train_steps, action=_Given,
+                   help="training steps of each learned symmetric preconditioner; "
+                        "default %(default)s")
+    t.add_argument("--lr", type=positive_float, default=d.lr, action=_Given,
+                   help="their learning rate, relative to mean(diag A)^-1/2; "
+                        "default %(default)s")
+    t.add_argument("--batch-size", type=pos, default=d.batch_size, action=_Given,
+                   help="their right-hand sides per step; default %(default)s")
+    t.add_argument("--check-every", type=pos, default=d.check_every, action=_Given,
+                   help="steps between two CG safeguard checks; default %(default)s")
+    t.add_argument("--objective", choices=OBJECTIVES, default=d.objective, action=_Given,
+                   help="training objective: error in the A-norm (energy) or Euclidean (mse); "
+                        "default %(default)s")
+    t.add_argument("--learned-base", choices=("one_level", "jacobi", "identity"),
+                   default=d.learned_base, action=_Given,
+                   help="fixed SPD term of the learned preconditioners; default %(default)s")
+    t.add_argument("--paper-steps", type=nonneg, default=d.paper_steps, action=_Given,
+                   help="training steps of the paper-trained Schwarz attention (learning rate "
+                        "1e-3, batch 256); default %(default)s")
+    t.add_argument("--no-train", dest="train", action="store_false",
+                   help="no training at all: learned models are reported at initialisation "
+                        "(default: train)")
+    o = parser.add_argument_group("output")
+    o.add_argument("--save-prefix", default=d.save_prefix, metavar="PREFIX",
+                   help="prefix of the output files; missing directories are created, and "
+                        "the location is checked first; default %(default)s")
+    o.add_argument("--no-plots", dest="plots", action="store_false",
+                   help="write no residual plots (default: write them)")
+    o.add_argument("--no-memory", dest="memory", action="store_false", default=None,
+                   help="2D/3D: do not measure peak memory (tracemalloc's hooks slow "
+                        "allocation-heavy set-ups slightly; default: measure it)")
+    o.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress bars (default: show them)")
+
+
+def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """Run ``ddops precond`` from parsed arguments (see :func:`add_arguments`)."""
+    learned = dict(kind=args.kind, local_rank=args.local_rank, coarse_rank=args.coarse_rank,
+                   restart=args.restart, train_steps=args.train_steps if args.train else 0,
+                   lr=args.lr, batch_size=args.batch_size, check_every=args.check_every,
+                   objective=args.objective, learned_base=args.learned_base,
+                   paper_steps=args.paper_steps if args.train else 0)
+    if args.problem != "poisson1d":
+        # the 1D-only flags keep their defaults; one given explicitly is refused
+        given = sorted(getattr(args, "precond_given", set()) & set(ONE_D_ONLY))
+        if given:
+            raise ValueError(f"{given[0]}: only used with problem='poisson1d' (the learned "
+                             f"preconditioners and the GMRES rows are 1D only), not with "
+                             f"problem={args.problem!r}")
+        learned = {}
+    c = PrecondConfig(
+        problem=args.problem, n=args.n, subdomains=args.subdomains, overlap=args.overlap,
+        coarse=args.coarse, partitioner=args.partitioner, null_space=args.null_space,
+        contrast=args.contrast, memory=args.memory is not False, rtol=args.rtol,
+        maxiter=args.maxiter, seed=args.seed, blas_threads=args.blas_threads or None,
+        save_prefix=args.save_prefix, plots=args.plots, progress=args.progress, **learned)
+    return run_precond(c)
+
+
+# -- the experiment ----------------------------------------------------------------------------
+def _solve(A: Any, b: np.ndarray, M: Any, method: str, c: PrecondConfig,
+           cap: int) -> dict[str, Any]:
+    start = time.perf_counter()
+    if method == "cg":
+        _, info, history, its = solve_with_history(A, b, M, "cg", rtol=c.rtol, maxiter=cap)
+    else:
+        cycles = max(1, math.ceil(cap / c.restart))
+        _, info, history, its = solve_with_history(A, b, M, "gmres", rtol=c.rtol,
+                                                   maxiter=cycles, restart=c.restart)
+    return {"iterations": its, "converged": info == 0, "final_residual": float(history[-1]),
+            "solve_seconds": time.perf_counter() - start, "history": history}
+
+
+def _paper_config(c: PrecondConfig) -> Any:
+    """The validated experiment settings of the paper-trained Schwarz attention."""
+    from .compare import ExperimentConfig
+
+    return ExperimentConfig(n=c.n, subdomains=c.subdomains, overlap=c.overlap, kind=c.kind,
+                            local_rank=c.local_rank, coarse_rank=c.coarse_rank, global_ranks=(),
+                            steps=max(1, c.paper_steps), lr=1e-3, loss="wmse", seed=c.seed,
+                            progress=c.progress, save_prefix=c.save_prefix).validated()
+
+
+def _paper_model(c: PrecondConfig) -> tuple[Any, float, dict[str, Any]]:
+    """Schwarz attention trained as in the paper; returns (operator, seconds, info)."""
+    from .compare import build_models, build_problem
+
+    ec = _paper_config(c)
+    prob = build_problem(ec)
+    op = build_models(ec, prob.decomposition)["schwarz"]
+    cfg = TrainingConfig(steps=ec.steps, batch_size=ec.batch_size, lr=ec.lr, loss=ec.loss,
+                         optimizer=ec.optimizer, scheduler=ec.scheduler, progress=ec.progress,
+                         val_every=ec.val_every)
+    result = Trainer(op, prob.sampler, cfg, train_seed=ec.train_seed,
+                     validation=prob.validation).run(c.paper_steps)
+    train = result.history["train"]
+    info = {"steps": result.steps, "status": result.status, "loss": "wmse", "lr": ec.lr,
+            "batch_size": ec.batch_size,
+            "final_train_wmse": float(train[-1]) if train.size else None,
+            "val_wmse": float(result.history["val"][-1]) if result.history["val"].size
+            else None}
+    return op, result.seconds["total"], info
+
+
+def _training_info(t: PreconditionerTraining) -> dict[str, Any]:
+    return {
+        "objective": t.objective, "steps": t.steps, "status": t.status, "lr_absolute": t.lr,
+        "best_step": t.best.step, "initial_iterations": t.initial.iterations,
+        "initial_converged": t.initial.converged, "best_iterations": t.best.iterations,
+        "final_iterations": t.final.iterations, "initial_objective": t.initial.objective,
+        "best_objective": t.best.objective, "final_objective": t.final.objective,
+        "checks": [asdict(k) for k in t.checks],
+        "train_seconds": t.seconds["train"], "check_seconds": t.seconds["checks"],
+    }
+
+
+def _format_iterations(r: dict[str, Any]) -> str:
+    if r["converged"]:
+        return str(r["iterations"])
+    return f"not converged ({r['iterations']})"
+
+
+def _markdown(rows: list[dict[str, Any]], title: str) -> str:
+    head = ("| method | Krylov | iterations | iterations, 2nd b | set-up [s] | training [s] "
+            "| solve [s] | trained params |")
+    lines = [title, "", head, "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        params = "-" if r.get("num_params") is None else str(r["num_params"])
+        lines.append(
+            f"| {r['label']} | {r['krylov'].upper()} | {_format_iterations(r)} | "
+            f"{_format_iterations(r['second'])} | {r['setup_seconds']:.3f} | "
+            f"{r['train_seconds']:.1f} | {r['solve_seconds']:.3f} | {params} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_precond(config: PrecondConfig, log: Callable[[str], Any] = print) -> dict[str, Any]:
+    """Build, train and compare the preconditioners; write the table, JSON and plot.
+
+    Parameters
+    ----------
+    config : PrecondConfig
+        Settings (validated here).
+    log : callable
+        Receives one progress line per method and the final table.
+
+    Returns
+    -------
+    dict
+        The payload of ``<prefix>_results.json``: ``config``, ``rows`` (one
+        per method, with iterations, convergence, timings and, in 1D, training
+        details; for the 2D/3D problems the set-up split, coarse dimension and
+        peak memory), ``residual_histories`` and ``files``.
+    """
+    from .compare import check_output_prefix
+
+    c = config.validated()
+    check_output_prefix(c.save_prefix, _OUTPUTS)
+    limits = (threadpool_limits(limits=c.blas_threads, user_api="blas")
+              if c.blas_threads is not None else contextlib.nullcontext())
+    with limits:
+        if c.problem == "poisson1d":
+            return _run(c, log)
+        return _run_nd(c, config, log)
+
+
+def _coarse_list(c: PrecondConfig) -> tuple[str, ...]:
+    if c.coarse != "all":
+        return (c.coarse,)
+    return (("interface_hats",) if c.problem == "poisson1d" else ()) + COARSE_SPACES
+
+
+def _two_level_rows(c: PrecondConfig, base: str, label: str) -> list[tuple[str, str, str]]:
+    """``(key, label, coarse)`` of the two-level rows: ``two_level`` or ``two_level_<coarse>``."""
+    names = _coarse_list(c)
+    out = []
+    for name in names:
+        key = base if len(names) == 1 else f"{base}_{name}"
+        suffix = "" if name == "interface_hats" else f", {_COARSE_LABELS[name]}"
+        out.append((key, label + suffix, name))
+    return out
+
+
+def _pyamg() -> Any:
+    try:
+        import pyamg
+    except ImportError:
+        return None
+    return pyamg
+
+
+def _run(c: PrecondConfig, log: Callable[[str], Any]) -> dict[str, Any]:
+    t_start = time.perf_counter()
+    d = Decomposition1D(c.n, c.subdomains, c.overlap, c.kind)
+    A = poisson_1d(c.n, c.kind)
+    n = A.shape[0]
+    cap = 2 * n if c.maxiter is None else c.maxiter
+    b, b2 = np.random.default_rng(c.seed).standard_normal((2, n))
+
+    def learned(init: str) -> Callable[[], tuple[Any, float, dict[str, Any]]]:
+        def build() -> tuple[Any, float, dict[str, Any]]:
+            op = learned_schwarz_preconditioner(A, d, c.local_rank, c.coarse_rank,
+                                                base=c.learned_base, init=init, seed=c.seed)
+            return op, 0.0, {}
+        return build
+
+    def classical(factory: Callable[[], Any]) -> Callable[[], tuple[Any, float, dict]]:
+        return lambda: (factory(), 0.0, {})
+
+    def schwarz(coarse: str, variant: str) -> Callable[[], Any]:
+        return lambda: TwoLevelSchwarz(A, d, coarse_basis=coarse, variant=variant)
+
+    # (key, Krylov, label, builder) in table order; the two-level rows take --coarse
+    builders: list[tuple[str, str, str, Callable[[], tuple[Any, float, dict[str, Any]]]]] = [
+        ("none", *METHODS["none"], classical(lambda: None)),
+        ("jacobi", *METHODS["jacobi"], classical(lambda: jacobi(A))),
+        ("one_level", *METHODS["one_level"],
+         classical(lambda: TwoLevelSchwarz(A, d, coarse=False))),
+    ]
+    two_level = _two_level_rows(c, "two_level", METHODS["two_level"][1])
+    builders += [(key, "cg", label, classical(schwarz(coarse, "additive")))
+                 for key, label, coarse in two_level]
+    _, ras_label, ras_coarse = _two_level_rows(replace(c, coarse=two_level[0][2]), "ras",
+                                               METHODS["ras"][1])[0]
+    builders += [
+        ("ras", "gmres", ras_label, classical(schwarz(ras_coarse, "restricted"))),
+        ("paper", *METHODS["paper"], lambda: _paper_model(c)),
+        ("learned_random", *METHODS["learned_random"], learned("scaled")),
+        ("learned_two_level", *METHODS["learned_two_level"], learned("classical")),
+    ]
+    pyamg = _pyamg()
+    if pyamg is not None:
+        builders.append(("pyamg", *METHODS["pyamg"], classical(
+            lambda: pyamg.smoothed_aggregation_solver(A).aspreconditioner())))
+
+    rows: list[dict[str, Any]] = []
+    histories: dict[str, list[float]] = {}
+    for key, krylov, label, build in builders:
+        start = time.perf_counter()
+        M, train_seconds, info = build()
+        setup = time.perf_counter() - start - train_seconds
+        if key.startswith("learned"):
+            t = train_preconditioner(M, A, c.train_steps, c.lr, c.batch_size, c.check_every,
+                                     objective=c.objective, b=b, rtol=c.rtol, maxiter=cap,
+                                     train_seed=c.seed + 4711, test_seed=c.seed + 4712,
+                                     progress=c.progress)
+            train_seconds = t.seconds["train"] + t.seconds["checks"]
+            info = _training_info(t)
+            info.update(base=c.learned_base, init=M.init)
+        first = _solve(A, b, M, krylov, c, cap)
+        second = _solve(A, b2, M, krylov, c, cap)
+        histories[label] = first.pop("history")
+        second.pop("history")
+        row = {"method": key, "label": label, "krylov": krylov, **first, "second": second,
+               "setup_seconds": setup, "train_seconds": train_seconds,
+               "coarse_basis": getattr(M, "coarse_basis_name", None)
+               if isinstance(M, TwoLevelSchwarz) else None,
+               "coarse_dim": getattr(M, "coarse_dim", None)
+               if isinstance(M, TwoLevelSchwarz) else None,
+               "num_params": getattr(M, "num_params", None) if key in (
+                   "paper", "learned_random", "learned_two_level") else None,
+               "training": info or None}
+        rows.append(row)
+        log(f"{label:>36} ({krylov}): {_format_iterations(row):>22} iterations, set-up "
+            f"{setup:.3f} s, training {train_seconds:.1f} s, solve {row['solve_seconds']:.3f} s")
+
+    title = (f"n = {c.n} ({c.kind}, {n} unknowns), N = {c.subdomains}, overlap {c.overlap}, "
+             f"rtol {c.rtol:g}, cap {cap} iterations")
+    payload = {
+        "config": asdict(c), "unknowns": n, "iteration_cap": cap,
+        "pyamg": getattr(pyamg, "__version__", "installed") if pyamg is not None else None,
+        "machine": _machine(), "rows": rows, "residual_histories": histories,
+    }
+    short = f"n = {c.n}, N = {c.subdomains}, overlap {c.overlap}"
+    return _write_outputs(c, payload, _markdown(rows, title), short, t_start, log)
+
+
+def _machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "processor": platform.machine(),
+            "numpy": np.__version__}
+
+
+def _write_outputs(c: PrecondConfig, payload: dict[str, Any], table: str, short: str,
+                   t_start: float, log: Callable[[str], Any]) -> dict[str, Any]:
+    """Write the table, the JSON file and the residual plots; log the table."""
+    prefix = c.save_prefix
+    rows, histories = payload["rows"], payload["residual_histories"]
+    files = {"table": prefix + "_table.md", "results": prefix + "_results.json"}
+    payload["files"] = files
+
+    def write(prefix: str) -> None:
+        payload["total_seconds"] = time.perf_counter() - t_start
+        atomic_write_text(prefix + "_table.md", table)
+        atomic_write_json(prefix + "_results.json", payload, indent=1)
+
+    try:  # the results first: a failing plot must not cost them
+        write(prefix)
+        if c.plots:
+            from .plotting import plot_residual_histories
+
+            converged = {r["label"]: r["converged"] for r in rows}  # others are marked
+            files["plot"] = str(plot_residual_histories(histories, prefix + "_residuals.png",
+                                                        title=short, dpi=PLOT_DPI,
+                                                        converged=converged))
+            fast = {k: h for k, h in histories.items() if len(h) - 1 <= ZOOM_ITERATIONS}
+            if fast and len(fast) < len(histories):
+                files["plot_zoom"] = str(plot_residual_histories(
+                    fast, prefix + "_residuals_zoom.png", dpi=PLOT_DPI,
+                    title=f"{short}: within {ZOOM_ITERATIONS} iterations",
+                    converged={k: converged[k] for k in fast}))
+            write(prefix)  # again, with the figures' names
+    except OSError as exc:
+        from .compare import _rescue
+
+        raise _rescue(prefix, exc, write) from exc
+    log("")
+    log(table)
+    for path in files.values():
+        log(f"wrote {path}")
+    return payload
+
+
+# -- the 2D/3D problems --------------------------------------------------------------------------
+@dataclass
+class _Problem:
+    """A 2D/3D problem of ``ddops precond``: the matrix and what the decompositions need."""
+
+    A: Any
+    coordinates: np.ndarray  # one row per node (per unknown when block_size is 1)
+    block_size: int
+    null_space: np.ndarray | None  # None: the constants
+    grid_shape: tuple[int, ...] | None  # points per direction of the grid problems
+    description: str
+
+
+def _build_problem(c: PrecondConfig) -> _Problem:
+    from .. import problems
+
+    dim = DIMENSIONS[c.problem]
+    if c.problem == "elasticity2d":
+        from ..problems.fem import fem_elasticity_2d
+
+        A, X = fem_elasticity_2d(c.n)
+        Z = problems.rigid_body_modes(X)
+        Z = {"rbm": Z, "translations": Z[:, :2], "constants": None}[c.null_space]
+        return _Problem(A, X, 2, Z, None,
+                        f"P1 plane-strain elasticity (E = 1, nu = 0.3, clamped at x = 0) on "
+                        f"the structured mesh with {c.n} interior points per direction, "
+                        f"null space {c.null_space}")
+    if c.problem == "diffusion2d":
+        A, X = problems.diffusion_2d(problems.high_contrast_channels(c.n, c.contrast),
+                                     return_coordinates=True)
+        what = f"high-contrast diffusion (contrast {c.contrast:g}, channels along x)"
+    else:
+        build = problems.poisson_2d if dim == 2 else problems.poisson_3d
+        A, X = build(c.n, return_coordinates=True)
+        what = f"{dim}D Poisson (finite differences)"
+    return _Problem(A, X, 1, None, (c.n,) * dim,
+                    f"{what}, {c.n}^{dim} interior points")
+
+
+def _decompose(c: PrecondConfig, prob: _Problem) -> tuple[Decomposition, float, float]:
+    """The overlapping decomposition, with the seconds of the partition and of the overlap.
+
+    The two steps of :meth:`Decomposition.from_grid` / :meth:`Decomposition.from_matrix`,
+    timed separately: :func:`~ddops.dd.partition.grid_partition` or
+    :func:`~ddops.dd.partition.partition`, then :func:`~ddops.dd.partition.grow_overlap`
+    (the overlap time includes packing the subdomains into the decomposition).
+    """
+    from ..dd.partition import decomposition_from_labels, grid_partition, grow_overlap, partition
+
+    A, b = prob.A, prob.block_size
+    start = time.perf_counter()
+    if c.partitioner == "grid":
+        parts = box_grid(c.subdomains, len(prob.grid_shape), c.n)
+        owner = grid_partition(prob.grid_shape, parts)
+    else:
+        owner = partition(A, c.subdomains, partitioner=c.partitioner,
+                          coordinates=prob.coordinates, block_size=b, seed=c.seed)
+    partition_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    indices, sizes = grow_overlap(A, owner, c.overlap, block_size=b)
+    points = prob.coordinates if b == 1 else np.repeat(prob.coordinates, b, axis=0)
+    h = 1.0 / (c.n + 1) if prob.grid_shape is not None else None
+    d = decomposition_from_labels(indices, sizes, owner, coordinates=points, h=h, block_size=b)
+    return d, partition_seconds, time.perf_counter() - start
+
+
+class _PeakMemory:
+    """tracemalloc's peak of one row at a time (see :data:`MEMORY_METHOD`)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._started = False
+        self._base = 0
+
+    def __enter__(self) -> _PeakMemory:
+        if self.enabled and not tracemalloc.is_tracing():
+            tracemalloc.start()
+            self._started = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._started:
+            tracemalloc.stop()
+
+    def start_row(self) -> None:
+        if self.enabled:
+            gc.collect()  # the previous row's objects are gone before the baseline is read
+            tracemalloc.reset_peak()
+            self._base = tracemalloc.get_traced_memory()[0]
+
+    def peak(self) -> int | None:
+        return tracemalloc.get_traced_memory()[1] - self._base if self.enabled else None
+
+
+def _superlu_bytes(M: Any) -> int:
+    """Estimated bytes of the SuperLU factors of a TwoLevelSchwarz (invisible to tracemalloc)."""
+    if not isinstance(M, TwoLevelSchwarz):
+        return 0
+    return SUPERLU_BYTES_PER_NONZERO * M.factor_nnz
+
+
+_SPLIT = ("partition", "overlap", "local_factorisation", "coarse_space", "coarse_factorisation",
+          "other")
+
+
+def _run_nd(c: PrecondConfig, config: PrecondConfig,
+            log: Callable[[str], Any]) -> dict[str, Any]:
+    t_start = time.perf_counter()
+    prob = _build_problem(c)
+    A, Z = prob.A, prob.null_space
+    n = A.shape[0]
+    cap = 2 * n if c.maxiter is None else c.maxiter
+    b = np.random.default_rng(c.seed).standard_normal(n)
+    pyamg = _pyamg()
+    if c.partitioner == "metis":  # imported now: the first row's partition time is METIS's
+        import pymetis  # noqa: F401
+
+    def schwarz(coarse: str | None) -> Callable[[], tuple[Any, dict[str, float], dict]]:
+        def build() -> tuple[Any, dict[str, float], dict[str, Any]]:
+            d, t_part, t_overlap = _decompose(c, prob)
+            if coarse is None:
+                M = TwoLevelSchwarz(A, d, coarse=False)
+            else:
+                M = TwoLevelSchwarz(A, d, coarse_basis=coarse, null_space=Z)
+            split = {"partition": t_part, "overlap": t_overlap,
+                     "local_factorisation": M.local_setup_seconds,
+                     "coarse_space": M.coarse_basis_seconds,
+                     "coarse_factorisation": M.coarse_setup_seconds}
+            split["other"] = max(0.0, M.setup_seconds - split["local_factorisation"]
+                                 - split["coarse_space"] - split["coarse_factorisation"])
+            info = {"coarse_basis": M.coarse_basis_name, "coarse_dim": M.coarse_dim,
+                    "local_solver": M.local_solver, "coarse_solver": M.coarse_solver,
+                    "subdomain_sizes": {"min": int(d.sizes.min()), "mean": float(d.sizes.mean()),
+                                        "max": int(d.sizes.max())}}
+            return M, split, info
+        return build
+
+    def amg() -> tuple[Any, dict[str, float], dict[str, Any]]:
+        ml = pyamg.smoothed_aggregation_solver(A, B=Z)
+        info = {"levels": len(ml.levels), "coarsest": int(ml.levels[-1].A.shape[0]),
+                "operator_complexity": float(ml.operator_complexity()),
+                "near_null_space": c.null_space or "constants"}
+        return ml.aspreconditioner(), {}, info
+
+    builders: list[tuple[str, str, Callable[[], tuple[Any, dict[str, float], dict]]]] = [
+        ("none", METHODS["none"][1], lambda: (None, {}, {})),
+        ("jacobi", METHODS["jacobi"][1], lambda: (jacobi(A), {}, {})),
+        ("one_level", METHODS["one_level"][1], schwarz(None)),
+    ]
+    builders += [(key, label, schwarz(coarse))
+                 for key, label, coarse in _two_level_rows(c, "two_level",
+                                                           METHODS["two_level"][1])]
+    if pyamg is not None:
+        builders.append(("pyamg", METHODS["pyamg"][1], amg))
+
+    rows: list[dict[str, Any]] = []
+    histories: dict[str, list[float]] = {}
+    with _PeakMemory(c.memory) as memory:
+        for key, label, build in builders:
+            memory.start_row()
+            start = time.perf_counter()
+            try:
+                M, split, info = build()
+            except ValueError as exc:  # say which row: with --coarse all there are several
+                raise ValueError(f"{label}: {exc}") from exc
+            setup = time.perf_counter() - start
+            result = _solve(A, b, M, "cg", c, cap)
+            traced = memory.peak()
+            superlu = _superlu_bytes(M)
+            del M
+            histories[label] = result.pop("history")
+            row = {"method": key, "label": label, "krylov": "cg", **result,
+                   "setup_seconds": setup, "setup": split or None,
+                   "coarse_basis": info.pop("coarse_basis", None),
+                   "coarse_dim": info.pop("coarse_dim", None),
+                   "traced_peak_bytes": traced,
+                   "superlu_factor_bytes": superlu if c.memory else None,
+                   "peak_memory_bytes": traced + superlu if c.memory else None,
+                   **info}
+            rows.append(row)
+            mem = (f", peak {row['peak_memory_bytes'] / 2**20:.1f} MiB" if c.memory else "")
+            log(f"{label:>40} (cg): {_format_iterations(row):>22} iterations, set-up "
+                f"{setup:.3f} s, solve {row['solve_seconds']:.3f} s{mem}")
+
+    sizes = next((r["subdomain_sizes"] for r in rows if "subdomain_sizes" in r), None)
+    fallback = (config.partitioner is None and c.partitioner == "metis"
+                and prob.grid_shape is not None)
+    decomposition = {
+        "partitioner": c.partitioner,
+        "boxes": box_grid(c.subdomains, len(prob.grid_shape), c.n)
+        if c.partitioner == "grid" else None,
+        "fallback_to_metis": fallback, "subdomains": c.subdomains, "overlap": c.overlap,
+        "block_size": prob.block_size, "subdomain_sizes": sizes,
+    }
+    if fallback:
+        log(f"N = {c.subdomains} has no box grid with at most {GRID_ASPECT}:1 box counts: "
+            "partitioned by METIS")
+    boxes = decomposition["boxes"]
+    parts = (f"{' x '.join(map(str, boxes))} boxes" if boxes else c.partitioner)
+    title = (f"{prob.description}: {n} unknowns, {A.nnz} nonzeros; N = {c.subdomains} "
+             f"({parts}), overlap {c.overlap}; CG to rtol {c.rtol:g}, cap {cap} iterations")
+    payload = {
+        "config": asdict(c), "problem": prob.description, "unknowns": n, "nonzeros": int(A.nnz),
+        "iteration_cap": cap, "decomposition": decomposition,
+        "memory": {"measured": c.memory, "method": MEMORY_METHOD,
+                   "superlu_bytes_per_nonzero": SUPERLU_BYTES_PER_NONZERO},
+        "pyamg": getattr(pyamg, "__version__", "installed") if pyamg is not None else None,
+        "machine": _machine(), "rows": rows, "residual_histories": histories,
+    }
+    short = f"{c.problem}, n = {c.n}, N = {c.subdomains}, overlap {c.overlap}"
+    return _write_outputs(c, payload, _markdown_nd(rows, title, c.memory), short, t_start, log)
+
+
+def _seconds(split: dict[str, float] | None, key: str) -> str:
+    return "-" if not split else f"{split[key]:.3f}"
+
+
+def _markdown_nd(rows: list[dict[str, Any]], title: str, memory: bool) -> str:
+    head = ("| method | iterations | converged | coarse dim | partition [s] | overlap [s] "
+            "| local fact. [s] | coarse space [s] | coarse fact. [s] | set-up [s] | solve [s] "
+            "| peak memory [MiB] |")
+    lines = [title, "", head, "|---|---:|---|---:|" + "---:|" * 8]
+    for r in rows:
+        dim = "-" if r["coarse_dim"] is None else str(r["coarse_dim"])
+        mem = "-" if not memory else f"{r['peak_memory_bytes'] / 2**20:.1f}"
+        split = r["setup"]
+        lines.append(
+            f"| {r['label']} | {_format_iterations(r)} | {'yes' if r['converged'] else 'no'} "
+            f"| {dim} | " + " | ".join(_seconds(split, k) for k in _SPLIT[:-1])
+            + f" | {r['setup_seconds']:.3f} | {r['solve_seconds']:.3f} | {mem} |")
+    notes = ("set-up = partition + overlap + local and coarse factorisation + coarse space + "
+             "checks and restrictions; peak memory: tracemalloc peak of set-up and solve plus "
+             "the SuperLU factors (12 bytes per nonzero)")
+    return "\n".join(lines) + "\n\n" + notes + "\n"

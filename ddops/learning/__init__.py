@@ -1,0 +1,1 @@
+"""Learning: optimisers, training data, the training loop and evaluation metrics."""

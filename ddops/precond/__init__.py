@@ -1,0 +1,1 @@
+"""Preconditioners: classical one- and two-level Schwarz, and learned Schwarz attention."""

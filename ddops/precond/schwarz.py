@@ -1,0 +1,674 @@
+"""Classical overlapping Schwarz preconditioners for scipy's Krylov solvers.
+
+:class:`TwoLevelSchwarz` is the textbook two-level method built on the same
+decompositions and coarse bases as Schwarz attention, with exact local solves
+``A_i^{-1}`` (``A_i = R_i A R_i^T``) and a Galerkin coarse solve
+``A_0^{-1}`` (``A_0 = Phi^T A Phi``) in place of the learned low-rank blocks::
+
+    additive               M = sum_i R_i^T A_i^{-1} R_i                     + Phi A_0^{-1} Phi^T
+    restricted (RAS)       M = sum_i R_i^T D_i A_i^{-1} R_i                 + Phi A_0^{-1} Phi^T
+    symmetric_restricted   M = sum_i R_i^T D_i^{1/2} A_i^{-1} D_i^{1/2} R_i + Phi A_0^{-1} Phi^T
+
+Every ``A_i`` is extracted and factorised once, all subdomains together, and
+one application is a fixed number of whole-array operations (no Python loop
+over subdomains).  With ``S_in`` and ``S_out`` the stacked, weighted
+restrictions of :meth:`ddops.Decomposition.stacked_restriction`::
+
+    M X = S_out^T blockdiag(A_i^{-1}) S_in X  +  Phi A_0^{-1} Phi^T X
+
+:func:`jacobi` and :func:`solve_with_history` complete the set needed for
+iteration tables (see ``examples/krylov_iterations.py``).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from .._validation import check_choice, check_dtype, check_finite, check_memory, fits_in_memory
+from ..backend import asarray, check_backend, to_numpy
+from ..dd.coarse import ALL_COARSE_BASES, MATRIX_COARSE_BASES, validate_coarse_matrix
+from ..dd.coarse import coarse_basis as build_coarse_basis
+from ..dd.decomposition import Decomposition
+from ..operators.linop import DENSE_LIMIT_BYTES, BackendLinearOperator
+
+__all__ = [
+    "VARIANTS",
+    "LOCAL_SOLVERS",
+    "SOLVERS",
+    "DENSE_LOCAL_LIMIT_BYTES",
+    "COARSE_DENSE_MAX",
+    "SINGULAR_PIVOT_RTOL",
+    "DENSE_LIMIT_BYTES",
+    "TwoLevelSchwarz",
+    "JacobiPreconditioner",
+    "jacobi",
+    "solve_with_history",
+]
+
+#: Preconditioner variants: how the partition of unity ``D_i`` enters the local sum.
+VARIANTS = ("additive", "restricted", "symmetric_restricted")
+
+#: Local solvers: ``"dense"`` (batched inverses, one batched GEMM per
+#: application), ``"sparse"`` (one SuperLU factorisation of the block-diagonal
+#: matrix, one triangular solve per application) or ``"auto"``.
+LOCAL_SOLVERS = ("auto", "dense", "sparse")
+
+#: Krylov methods of :func:`solve_with_history`.
+SOLVERS = ("cg", "gmres")
+
+#: ``local_solver="auto"`` picks the dense solver when the padded inverses
+#: ``N * p * p`` (``p`` the largest subdomain size) take at most this many bytes
+#: in float64; the set-up peak is about four times this.
+DENSE_LOCAL_LIMIT_BYTES = 2**26
+
+#: Largest coarse dimension ``n0`` factorised densely (``scipy.linalg.cho_factor``);
+#: above it the sparse Galerkin matrix is factorised with SuperLU.
+COARSE_DENSE_MAX = 2000
+
+#: A Cholesky pivot below this fraction of its diagonal entry marks the matrix
+#: as numerically singular.  The ratio is invariant under diagonal scaling and
+#: bounded below by ``1 / cond(D A D)``, so this flags condition numbers of the
+#: diagonally scaled matrix above ``1e12``.
+SINGULAR_PIVOT_RTOL = 1e-12
+
+
+
+# -- validation helpers ----------------------------------------------------------------------
+def _check_matrix(A: Any, name: str = "A") -> tuple[sp.csr_matrix, np.dtype]:
+    """Return a square, finite matrix as float64 CSR and its original dtype."""
+    A = to_numpy(A)
+    if sp.issparse(A):
+        A = sp.csr_matrix(A)
+    else:
+        arr = np.asarray(A)
+        if arr.dtype.kind not in "fiub" or arr.ndim != 2:
+            raise ValueError(f"{name} must be a real 2-D matrix, got dtype {arr.dtype} and "
+                             f"shape {arr.shape}")
+        A = sp.csr_matrix(arr)
+    if A.dtype.kind not in "fiub":
+        raise ValueError(f"{name} must be a real matrix, got dtype {A.dtype}")
+    if A.shape[0] != A.shape[1]:
+        raise ValueError(f"{name} must be square, got shape {A.shape}")
+    original = A.dtype
+    A = A.astype(np.float64)
+    A.sum_duplicates()
+    check_finite(name, A.data)
+    return A, original
+
+
+def _check_symmetric(A: sp.csr_matrix, name: str = "A") -> None:
+    """Raise unless ``max |A - A^T| <= sqrt(eps) * max |A|`` (one sparse subtraction)."""
+    diff = abs(A - A.T)
+    scale = abs(A).max() if A.nnz else 0.0
+    asym = diff.max() if diff.nnz else 0.0
+    if asym > np.sqrt(np.finfo(np.float64).eps) * scale:
+        raise ValueError(f"{name} is not symmetric: max |{name} - {name}^T| = {asym:.3e} against "
+                         f"max |{name}| = {scale:.3e}; the Schwarz preconditioner needs an SPD "
+                         "matrix")
+
+
+def _bad_pivots(pivots: np.ndarray, diagonal: np.ndarray) -> np.ndarray:
+    """Mask of Cholesky pivots that are not safely positive relative to their diagonal."""
+    ok = (pivots > 0) & (diagonal > 0)
+    ratio = np.divide(pivots, diagonal, out=np.zeros_like(pivots), where=ok)
+    return ~ok | (ratio <= SINGULAR_PIVOT_RTOL)
+
+
+def _sparse_spd_factor(K: sp.spmatrix) -> tuple[Any, np.ndarray | None]:
+    """SuperLU factorisation of a symmetric matrix with diagonal pivoting only.
+
+    With ``SymmetricMode`` and ``diag_pivot_thresh=0`` SuperLU keeps the
+    diagonal pivots of a symmetric ordering, so ``U``'s diagonal holds the
+    ``LDL^T`` pivots and positive definiteness is checked for free.
+
+    Returns
+    -------
+    lu : SuperLU or None
+        The factorisation, or None when SuperLU hit an exactly zero pivot.
+    bad : array of int or None
+        Original indices of non-positive or tiny pivots (empty when SPD).
+    """
+    K = sp.csc_matrix(K)
+    try:
+        lu = spla.splu(K, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                       options={"SymmetricMode": True})
+    except RuntimeError:  # "Factor is exactly singular"
+        return None, None
+    if not np.array_equal(lu.perm_r, lu.perm_c):  # an off-diagonal pivot: not SPD
+        return lu, np.arange(K.shape[0])
+    pivots = lu.U.diagonal()[lu.perm_c]  # pivot of original index k sits at perm_c[k]
+    return lu, np.flatnonzero(_bad_pivots(pivots, K.diagonal()))
+
+
+def _dense_spd_blocks_ok(blocks: np.ndarray) -> np.ndarray:
+    """Which dense blocks are numerically SPD (used only to name a failing block)."""
+    ok = np.ones(blocks.shape[0], dtype=bool)
+    for i, block in enumerate(blocks):
+        try:
+            L = np.linalg.cholesky(block)
+        except np.linalg.LinAlgError:
+            ok[i] = False
+            continue
+        ok[i] = not _bad_pivots(np.diagonal(L) ** 2, np.diagonal(block)).any()
+    return ok
+
+
+# -- the two-level Schwarz preconditioner ------------------------------------------------------
+class _SingularCoarse:
+    """The error of a failed coarse factorisation, naming the dependent columns when it can."""
+
+    def __init__(self, A: sp.csr_matrix, Phi: sp.csr_matrix, n0: int) -> None:
+        self.A, self.Phi, self.n0 = A, Phi, n0
+
+    def error(self) -> ValueError:
+        from ..dd.gdsw import coarse_matrix_checked
+
+        try:  # a rank-revealing pass: its message lists the dependent or zero columns
+            coarse_matrix_checked(self.A, self.Phi)
+        except ValueError as exc:
+            return ValueError(f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is "
+                              f"singular: {exc}")
+        return ValueError(
+            f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is singular or not "
+            "positive definite; the coarse basis Phi must have full column rank (no zero or "
+            "repeated columns) and A must be SPD")
+
+
+class TwoLevelSchwarz(BackendLinearOperator):
+    r"""Classical two-level overlapping Schwarz preconditioner ``M ~ A^{-1}``.
+
+    .. math::
+
+        M = \sum_{i=1}^N R_i^T W_i^{out} A_i^{-1} W_i^{in} R_i + \Phi A_0^{-1} \Phi^T,
+        \qquad A_i = R_i A R_i^T, \quad A_0 = \Phi^T A \Phi,
+
+    with ``(W_in, W_out) = (I, I)`` (``"additive"``), ``(I, D_i)``
+    (``"restricted"``, RAS) or ``(D_i^{1/2}, D_i^{1/2})``
+    (``"symmetric_restricted"``).  The coarse term is added in every variant.
+    A :class:`scipy.sparse.linalg.LinearOperator` with a true adjoint, usable
+    as ``M=`` in :func:`scipy.sparse.linalg.cg` (symmetric variants) or
+    :func:`~scipy.sparse.linalg.gmres` (any variant).
+
+    Parameters
+    ----------
+    A : sparse matrix or array
+        Symmetric positive definite ``num_dofs x num_dofs`` matrix.  It is
+        symmetrised as ``(A + A^T) / 2`` after the symmetry check so that both
+        local solvers see the same matrix.
+    decomposition : Decomposition
+        Overlapping decomposition (``R_i``, ``D_i``), e.g.
+        :class:`~ddops.Decomposition1D`.
+    coarse_basis : str, sparse matrix, array or None
+        A name from :data:`ddops.dd.coarse.ALL_COARSE_BASES` (``"gdsw"`` and
+        ``"rgdsw"`` are built from ``A`` and ``decomposition.owner``, see
+        :func:`ddops.coarse_basis`), a user ``num_dofs x n0`` matrix Phi, or
+        None for a one-level preconditioner.
+    variant : {"additive", "restricted", "symmetric_restricted"}
+        See :data:`VARIANTS`.  ``"restricted"`` is not symmetric: use GMRES.
+    coarse : bool
+        False gives the one-level preconditioner whatever ``coarse_basis`` is.
+    coarse_size : int, optional
+        Number of coarse functions for ``coarse_basis="grid_hats"``.
+    null_space : array (num_dofs x k), optional
+        Null space for ``"nicolaides"``/``"pou"``, ``"gdsw"`` and ``"rgdsw"``
+        (constants by default; rigid body modes for elasticity).
+    dtype : {numpy.float64, numpy.float32}, optional
+        Type of the products; default float32 for a float32 ``A``, else
+        float64.  Factorisations are always computed in float64.
+    local_solver : {"auto", "dense", "sparse"}
+        ``"dense"``: the padded blocks ``(N, p, p)`` are Cholesky-factorised
+        and inverted in one batched call and applied with one batched GEMM.
+        ``"sparse"``: the block-diagonal matrix ``diag(A_1, ..., A_N)`` is
+        factorised once by SuperLU and applied with one solve.  ``"auto"``
+        takes ``"dense"`` when ``N p^2`` float64 values fit in
+        :data:`DENSE_LOCAL_LIMIT_BYTES` (and its set-up in memory), else
+        ``"sparse"``.  Both agree to
+        rounding.  An explicit ``"dense"`` whose set-up (about ``4 N p^2``
+        float64) would not fit in memory is refused before allocating.
+    backend : {"numpy", "cupy"}
+        Where the products run.  With ``"cupy"`` the factorisations are
+        computed on the host and the dense local inverses and ``A_0^{-1}``
+        are moved to the GPU (dense local solver only); inputs and outputs
+        are CuPy arrays, for :mod:`cupyx.scipy.sparse.linalg` solvers.
+
+    Attributes
+    ----------
+    setup_seconds : float
+        Wall time of the set-up (validation, extraction, factorisations).
+    local_setup_seconds, coarse_setup_seconds : float
+        The parts of it spent on the local and on the coarse factorisation.
+    num_subdomains : int
+        Number of subdomains ``N``.
+    coarse_dim : int
+        Coarse dimension ``n0`` (0 for one level).
+    local_solver : str
+        The local solver in use, ``"dense"`` or ``"sparse"``.
+    coarse_solver : str or None
+        ``"dense"`` or ``"sparse"`` (None for one level).
+
+    Raises
+    ------
+    ValueError
+        Non-square, non-symmetric or non-finite ``A``; a size different from
+        ``decomposition.num_dofs``; a singular (or indefinite) subdomain or
+        coarse matrix; an unknown variant, coarse basis or solver name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse.linalg as spla
+    >>> import ddops
+    >>> from ddops.precond.schwarz import TwoLevelSchwarz
+    >>> A = ddops.poisson_1d(1024)
+    >>> M = TwoLevelSchwarz(A, ddops.Decomposition1D(1024, 32, overlap=2))
+    >>> x, info = spla.cg(A, A @ np.ones(A.shape[0]), rtol=1e-8, M=M)
+    """
+
+    def __init__(
+        self,
+        A: Any,
+        decomposition: Decomposition,
+        coarse_basis: Any = "interface_hats",
+        variant: str = "additive",
+        coarse: bool = True,
+        coarse_size: int | None = None,
+        dtype: Any = None,
+        *,
+        local_solver: str = "auto",
+        backend: str = "numpy",
+        null_space: Any = None,
+    ) -> None:
+        start = time.perf_counter()
+        if not isinstance(decomposition, Decomposition):
+            raise TypeError("decomposition must be a ddops Decomposition, got "
+                            f"{type(decomposition).__name__}")
+        check_choice("variant", variant, VARIANTS)
+        check_choice("local_solver", local_solver, LOCAL_SOLVERS)
+        if not isinstance(coarse, (bool, np.bool_)):
+            raise TypeError(f"coarse must be a bool, got {type(coarse).__name__}")
+        check_backend(backend)
+        A, a_dtype = _check_matrix(A)
+        d = decomposition
+        if A.shape[0] != d.num_dofs:
+            raise ValueError(f"A has size {A.shape[0]} but the decomposition has "
+                             f"num_dofs={d.num_dofs}")
+        _check_symmetric(A)
+        A = ((A + A.T) * 0.5).tocsr()
+        if dtype is None:
+            dtype = np.float32 if a_dtype == np.float32 else np.float64
+        dt = check_dtype(dtype)
+        super().__init__(d.num_dofs, dt, backend)
+
+        self.decomposition = d
+        self.variant = variant
+        self.num_subdomains = d.num_subdomains
+        basis_start = time.perf_counter()
+        Phi = self._coarse_matrix(d, coarse_basis, coarse, coarse_size, A, null_space)
+        self.coarse_basis_seconds = time.perf_counter() - basis_start
+        self.coarse_basis_name = None if Phi is None else (
+            coarse_basis if isinstance(coarse_basis, str) else "custom")
+
+        # local solver: the memory rule of DENSE_LOCAL_LIMIT_BYTES
+        N, p = d.num_subdomains, d.max_size
+        if local_solver == "auto":
+            # dense when small (always on the GPU, the only local solver there), and never when
+            # its set-up (about 4 N p^2) would not fit in memory
+            small = N * p * p * 8 <= DENSE_LOCAL_LIMIT_BYTES or backend == "cupy"
+            local_solver = "dense" if small and fits_in_memory(4 * N * p * p * 8) else "sparse"
+        if backend == "cupy" and local_solver != "dense":
+            raise ValueError("backend='cupy' supports only local_solver='dense' (the padded "
+                             f"inverses need {N * p * p * 8 / 2**20:.1f} MiB)")
+        if local_solver == "dense":  # the padded blocks, their factors and inverses
+            check_memory(f"TwoLevelSchwarz(local_solver='dense') on {N} subdomains of up to {p} "
+                         "unknowns", 4 * N * p * p * 8, "use local_solver='sparse'")
+        self.local_solver = local_solver
+        padded = local_solver == "dense"
+
+        # S_in / S_out: the weighted stacked restrictions of the chosen variant
+        w_in, w_out = {"additive": ("none", "none"), "restricted": ("none", "full"),
+                       "symmetric_restricted": ("sqrt", "sqrt")}[variant]
+        host_in = d.stacked_restriction(w_in, padded=padded, dtype=dt)
+        host_out = d.stacked_restriction(w_out, padded=padded, dtype=dt)
+        self._S_in = asarray(host_in, backend=backend)
+        self._S_out = asarray(host_out, backend=backend)
+        self._S_inT = asarray(host_in.T.tocsr(), backend=backend)
+        self._S_outT = asarray(host_out.T.tocsr(), backend=backend)
+
+        local_start = time.perf_counter()
+        blocks = self._local_blocks(A, d, padded)
+        if padded:
+            self._factor_dense(blocks, d)
+        else:
+            self._factor_sparse(blocks, d)
+        self.local_setup_seconds = time.perf_counter() - local_start
+
+        coarse_start = time.perf_counter()
+        self._factor_coarse(A, Phi)
+        self.coarse_setup_seconds = time.perf_counter() - coarse_start
+        self.setup_seconds = time.perf_counter() - start
+
+    # -- set-up ----------------------------------------------------------------------------
+    @staticmethod
+    def _coarse_matrix(d: Decomposition, coarse_basis: Any, coarse: bool,
+                       coarse_size: int | None, A: sp.csr_matrix,
+                       null_space: Any) -> sp.csr_matrix | None:
+        is_grid = isinstance(coarse_basis, str) and coarse_basis == "grid_hats"
+        if coarse_size is not None and not is_grid:
+            raise ValueError("coarse_size is only used with coarse_basis='grid_hats'")
+        if isinstance(coarse_basis, str):
+            check_choice("coarse_basis", coarse_basis, ALL_COARSE_BASES)
+        takes_null_space = isinstance(coarse_basis, str) and coarse_basis in (
+            "pou", "nicolaides", *MATRIX_COARSE_BASES)
+        if null_space is not None and not takes_null_space:
+            raise ValueError("null_space is only used with coarse_basis in ('pou', "
+                             f"'nicolaides', 'gdsw', 'rgdsw'), not {coarse_basis!r}")
+        if not coarse or coarse_basis is None:
+            return None
+        if isinstance(coarse_basis, str):
+            if coarse_basis == "interface_hats" and d.interface_nodes.size == 0:
+                raise ValueError(
+                    "coarse_basis='interface_hats' needs interface nodes (a Decomposition1D with "
+                    "at least two subdomains, or Decomposition(..., interface_nodes=...)); use "
+                    "'pou', 'grid_hats', a matrix Phi, or coarse=False")
+            matrix = A if coarse_basis in MATRIX_COARSE_BASES else None
+            return build_coarse_basis(d, coarse_basis, size=coarse_size, A=matrix,
+                                      null_space=null_space)
+        return validate_coarse_matrix(coarse_basis, d.num_dofs)
+
+    @staticmethod
+    def _local_blocks(A: sp.csr_matrix, d: Decomposition, padded: bool) -> sp.coo_matrix:
+        """All ``A_i`` at once: the diagonal blocks of ``S A S^T`` (``S`` Boolean, stacked)."""
+        S = d.stacked_restriction("none", padded=padded, dtype=np.float64)
+        C = (S @ A @ S.T).tocoo()
+        if padded:
+            block_row, block_col = C.row // d.max_size, C.col // d.max_size
+        else:
+            block_row = d._subdomain_of_entry[C.row]
+            block_col = d._subdomain_of_entry[C.col]
+        # S A S^T also couples overlapping subdomains; only the diagonal blocks are A_i
+        keep = block_row == block_col
+        return sp.coo_matrix((C.data[keep], (C.row[keep], C.col[keep])), shape=C.shape)
+
+    def _singular_block_error(self, i: int, d: Decomposition) -> ValueError:
+        return ValueError(
+            f"subdomain matrix A_{i} = R_{i} A R_{i}^T (subdomain {i}, {int(d.sizes[i])} "
+            "unknowns) is singular or not positive definite; the Schwarz preconditioner needs "
+            "a symmetric positive definite A")
+
+    def _factor_dense(self, blocks: sp.coo_matrix, d: Decomposition) -> None:
+        N, p = d.num_subdomains, d.max_size
+        dense = np.zeros((N, p, p))
+        dense[blocks.row // p, blocks.row % p, blocks.col % p] = blocks.data
+        # identity on padding rows keeps every padded block nonsingular; S has empty
+        # rows there, so the padding never reaches the result
+        pad_block, pad_pos = np.nonzero(np.arange(p)[None, :] >= d.sizes[:, None])
+        dense[pad_block, pad_pos, pad_pos] = 1.0
+        try:
+            L = np.linalg.cholesky(dense)
+            bad = _bad_pivots(np.diagonal(L, axis1=1, axis2=2) ** 2,
+                              np.diagonal(dense, axis1=1, axis2=2)).any(axis=1)
+        except np.linalg.LinAlgError:
+            bad = ~_dense_spd_blocks_ok(dense)
+        if bad.any():
+            raise self._singular_block_error(int(np.flatnonzero(bad)[0]), d)
+        # explicit inverses A_i^{-1} = L^{-T} L^{-1}: one batched GEMM per application
+        Linv = np.linalg.inv(L)
+        inv = np.matmul(Linv.transpose(0, 2, 1), Linv)
+        inv = 0.5 * (inv + inv.transpose(0, 2, 1))  # exactly symmetric, so M^T = M bitwise
+        self._local_inv = self.xp.asarray(inv.astype(self.dtype))
+        self._local_lu = None
+
+    def _factor_sparse(self, blocks: sp.coo_matrix, d: Decomposition) -> None:
+        lu, bad = _sparse_spd_factor(blocks)
+        if lu is None:
+            # exactly singular: find the block by factorising them one by one (error path)
+            K = blocks.tocsr()
+            for i in range(d.num_subdomains):
+                s = slice(int(d.offsets[i]), int(d.offsets[i + 1]))
+                lu_i, bad_i = _sparse_spd_factor(K[s, s])
+                if lu_i is None or bad_i.size:
+                    raise self._singular_block_error(i, d)
+            raise self._singular_block_error(0, d)  # pragma: no cover - defensive
+        if bad.size:
+            raise self._singular_block_error(int(d._subdomain_of_entry[bad[0]]), d)
+        self._local_lu = lu
+        self._local_inv = None
+
+    def _factor_coarse(self, A: sp.csr_matrix, Phi: sp.csr_matrix | None) -> None:
+        self._coarse_matrix_host = Phi
+        self.coarse_dim = 0 if Phi is None else int(Phi.shape[1])
+        self.coarse_solver = None
+        if Phi is None:
+            return
+        A0 = (Phi.T @ A @ Phi).tocsr()
+        A0 = (A0 + A0.T) * 0.5
+        singular = _SingularCoarse(A, Phi, self.coarse_dim)
+        self._Phi = asarray(Phi.astype(self.dtype), backend=self.backend)
+        self._PhiT = asarray(Phi.T.tocsr().astype(self.dtype), backend=self.backend)
+        if self.coarse_dim <= COARSE_DENSE_MAX or self.backend == "cupy":
+            A0d = A0.toarray()
+            try:
+                c, lower = sla.cho_factor(A0d, lower=True, check_finite=False)
+            except np.linalg.LinAlgError:
+                raise singular.error() from None
+            if _bad_pivots(np.diagonal(c) ** 2, np.diagonal(A0d)).any():
+                raise singular.error()
+            self.coarse_solver = "dense"
+            self._coarse_cho = (c, lower)
+            if self.backend == "cupy":  # no cho_solve on the GPU: ship A_0^{-1}
+                inv = sla.cho_solve((c, lower), np.eye(self.coarse_dim), check_finite=False)
+                self._coarse_inv = self.xp.asarray(inv.astype(self.dtype))
+        else:
+            lu, bad = _sparse_spd_factor(A0)
+            if lu is None or bad.size:
+                raise singular.error()
+            self.coarse_solver = "sparse"
+            self._coarse_lu = lu
+
+    @property
+    def factor_nnz(self) -> int:
+        """Stored nonzeros of the sparse (SuperLU) local and coarse factors, L and U together.
+
+        0 for the dense solvers, whose padded inverses are ordinary numpy arrays.
+        """
+        factors = [self._local_lu, getattr(self, "_coarse_lu", None)
+                   if self.coarse_solver == "sparse" else None]
+        return sum(int(f.nnz) for f in factors if f is not None)
+
+    # -- application -----------------------------------------------------------------------
+    def _apply(self, X: Any, adjoint: bool) -> Any:
+        xp = self.xp
+        S_in, S_outT = (self._S_out, self._S_inT) if adjoint else (self._S_in, self._S_outT)
+        Xl = S_in @ X
+        if self._local_inv is not None:
+            N, p = self.decomposition.num_subdomains, self.decomposition.max_size
+            B = X.shape[1]
+            # A_i^{-1} is stored exactly symmetric, so the adjoint uses the same blocks
+            Yl = xp.matmul(self._local_inv, Xl.reshape(N, p, B)).reshape(N * p, B)
+        else:
+            Yl = self._local_lu.solve(np.asarray(Xl, dtype=np.float64),
+                                      trans="T" if adjoint else "N").astype(self.dtype)
+        out = S_outT @ Yl
+        if self.coarse_dim:
+            C = self._PhiT @ X
+            if self.coarse_solver == "sparse":
+                Y0 = self._coarse_lu.solve(np.asarray(C, dtype=np.float64),
+                                           trans="T" if adjoint else "N")
+            elif self.backend == "cupy":
+                Y0 = self._coarse_inv @ C
+            else:
+                Y0 = sla.cho_solve(self._coarse_cho, np.asarray(C, dtype=np.float64),
+                                   check_finite=False)
+            out = out + self._Phi @ xp.asarray(Y0, dtype=self.dtype)
+        return xp.asarray(out, dtype=self.dtype)
+
+    @property
+    def coarse_matrix(self) -> sp.csr_matrix | None:
+        """The coarse interpolation Phi (scipy CSR, ``num_dofs x n0``), or None."""
+        return self._coarse_matrix_host
+
+    def __repr__(self) -> str:
+        return (f"TwoLevelSchwarz(n={self.shape[0]}, N={self.num_subdomains}, "
+                f"variant={self.variant!r}, coarse_basis={self.coarse_basis_name!r}, "
+                f"coarse_dim={self.coarse_dim}, local_solver={self.local_solver!r}, "
+                f"dtype={self.dtype}, backend={self.backend!r})")
+
+
+# -- Jacobi --------------------------------------------------------------------------------------
+class JacobiPreconditioner(BackendLinearOperator):
+    """The diagonal preconditioner ``M = diag(A)^{-1}`` (built by :func:`jacobi`)."""
+
+    def __init__(self, inverse_diagonal: np.ndarray, dtype: Any, backend: str = "numpy") -> None:
+        super().__init__(inverse_diagonal.size, dtype, backend)
+        self.inverse_diagonal = self.xp.asarray(inverse_diagonal, dtype=self.dtype)
+        self.setup_seconds = 0.0
+
+    def _apply(self, X: Any, adjoint: bool) -> Any:
+        return self.inverse_diagonal[:, None] * X
+
+
+def jacobi(A: Any, dtype: Any = None, backend: str = "numpy") -> JacobiPreconditioner:
+    """Jacobi (diagonal) preconditioner ``diag(A)^{-1}`` as a LinearOperator.
+
+    Parameters
+    ----------
+    A : sparse matrix or array
+        Square matrix with a finite, nonzero diagonal.
+    dtype : {numpy.float64, numpy.float32}, optional
+        Type of the products; default as in :class:`TwoLevelSchwarz`.
+    backend : {"numpy", "cupy"}
+        Where the products run.
+
+    Returns
+    -------
+    JacobiPreconditioner
+
+    Raises
+    ------
+    ValueError
+        Non-square or non-finite ``A``, or a zero diagonal entry.
+    """
+    start = time.perf_counter()
+    A, a_dtype = _check_matrix(A)
+    diagonal = A.diagonal()
+    zero = np.flatnonzero(diagonal == 0)
+    if zero.size:
+        raise ValueError(f"A has a zero diagonal entry at index {int(zero[0])}; the Jacobi "
+                         "preconditioner needs a nonzero diagonal")
+    if dtype is None:
+        dtype = np.float32 if a_dtype == np.float32 else np.float64
+    op = JacobiPreconditioner(1.0 / diagonal, check_dtype(dtype), backend)
+    op.setup_seconds = time.perf_counter() - start
+    return op
+
+
+# -- Krylov solves with a residual history -------------------------------------------------------
+def _warn_nonsymmetric_for_cg(M: Any) -> None:
+    """Warn when CG gets a preconditioner that is not symmetric (CG's theory needs SPD ``M``)."""
+    if isinstance(M, TwoLevelSchwarz) and M.variant == "restricted":
+        warnings.warn(
+            "solve_with_history: method='cg' with TwoLevelSchwarz(variant='restricted'), which is "
+            "not symmetric; CG may stagnate or stop early with a wrong count.  Use "
+            "method='gmres', or variant='additive' or 'symmetric_restricted' with CG",
+            UserWarning, stacklevel=3)
+
+
+def solve_with_history(
+    A: Any,
+    b: Any,
+    M: Any = None,
+    method: str = "cg",
+    rtol: float = 1e-8,
+    maxiter: int | None = None,
+    x0: Any = None,
+    restart: int | None = None,
+) -> tuple[np.ndarray, int, list[float], int]:
+    """Run scipy's CG or GMRES and record one residual norm per iteration.
+
+    Parameters
+    ----------
+    A : sparse matrix, array or LinearOperator
+        System matrix.
+    b : array, shape (n,)
+        Right-hand side.
+    M : LinearOperator, optional
+        Preconditioner (``M ~ A^{-1}``), passed as ``M=`` to scipy.
+    method : {"cg", "gmres"}
+        Krylov method.
+    rtol : float
+        Relative tolerance: stop when ``||b - A x|| <= rtol ||b||``.
+    maxiter : int, optional
+        Passed to scipy; for GMRES it counts restart cycles, as in scipy.
+    x0 : array, optional
+        Initial guess (default zero).
+    restart : int, optional
+        GMRES restart length (scipy's default 20); not allowed for CG.
+
+    Returns
+    -------
+    x : numpy.ndarray
+        The approximate solution.
+    info : int
+        scipy's exit code (0: converged).
+    residual_norms : list of float
+        Relative residual norms, starting with the initial one (1.0 for a
+        zero ``x0``), then one per iteration.  CG: the true residual
+        ``||b - A x_k|| / ||b||`` (one extra product with ``A`` per
+        iteration).  GMRES: the left-preconditioned residual
+        ``||M (b - A x_k)|| / ||M (b - A x_0)||`` tracked by the Arnoldi
+        process (``callback_type="pr_norm"``, one call per inner iteration,
+        so restarts are counted correctly).
+    iterations : int
+        Number of iterations, ``len(residual_norms) - 1``.
+
+    Warns
+    -----
+    UserWarning
+        With ``method="cg"`` and a non-symmetric preconditioner,
+        :class:`TwoLevelSchwarz` with ``variant="restricted"`` (RAS): use GMRES, or the
+        ``"additive"`` or ``"symmetric_restricted"`` variant with CG.
+    """
+    check_choice("method", method, SOLVERS)
+    if restart is not None and method != "gmres":
+        raise ValueError("restart is only used with method='gmres'")
+    if method == "cg":
+        _warn_nonsymmetric_for_cg(M)
+    A_op = spla.aslinearoperator(A)
+    b = np.asarray(b, dtype=np.float64)
+    if b.ndim != 1 or b.shape[0] != A_op.shape[0]:
+        raise ValueError(f"b must have shape ({A_op.shape[0]},), got {b.shape}")
+    check_finite("b", b)
+    bnorm = float(np.linalg.norm(b))
+    if bnorm == 0.0:
+        return np.zeros_like(b), 0, [0.0], 0
+    start = np.zeros_like(b) if x0 is None else np.asarray(x0, dtype=np.float64)
+    r0 = b - A_op.matvec(start)
+    norms: list[float] = []
+    callback: Callable[[Any], None]
+    if method == "cg":
+        norms.append(float(np.linalg.norm(r0)) / bnorm)
+
+        def callback(xk: np.ndarray) -> None:
+            norms.append(float(np.linalg.norm(b - A_op.matvec(xk))) / bnorm)
+
+        x, info = spla.cg(A, b, x0=x0, rtol=rtol, maxiter=maxiter, M=M, callback=callback)
+    else:
+        # scipy reports ||M r_k|| / ||b||; rescale to the initial preconditioned residual
+        pr0 = float(np.linalg.norm(r0 if M is None else spla.aslinearoperator(M).matvec(r0)))
+        scale = bnorm / pr0 if pr0 > 0 else 1.0
+        norms.append(1.0)
+
+        def callback(pr_norm: float) -> None:
+            norms.append(float(pr_norm) * scale)
+
+        x, info = spla.gmres(A, b, x0=x0, rtol=rtol, restart=restart, maxiter=maxiter, M=M,
+                             callback=callback, callback_type="pr_norm")
+    return x, int(info), norms, len(norms) - 1
