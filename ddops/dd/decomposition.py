@@ -244,7 +244,10 @@ class Decomposition:
         # every (owner[j], j) pair must be an entry of the packed subdomains
         entries = self._subdomain_of_entry * self.num_dofs + self.indices
         wanted = owner * self.num_dofs + np.arange(self.num_dofs)
-        outside = ~np.isin(wanted, entries)
+        # the packed entries are strictly increasing (subdomain-major, sorted indices within),
+        # so one binary search per unknown replaces a sort-based isin
+        at = np.minimum(np.searchsorted(entries, wanted), entries.size - 1)
+        outside = entries[at] != wanted
         if np.any(outside):
             j = int(np.flatnonzero(outside)[0])
             raise ValueError(f"owner: unknown {j} is owned by subdomain {owner[j]}, which does "

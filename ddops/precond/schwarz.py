@@ -451,8 +451,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
         A0 = (Phi.T @ A @ Phi).tocsr()
         A0 = (A0 + A0.T) * 0.5
         singular = _SingularCoarse(A, Phi, self.coarse_dim)
-        self._Phi = asarray(Phi.astype(self.dtype), backend=self.backend)
-        self._PhiT = asarray(Phi.T.tocsr().astype(self.dtype), backend=self.backend)
+        # no copy when Phi already has the product dtype (it is float64 CSR from the basis)
+        self._Phi = asarray(Phi.astype(self.dtype, copy=False), backend=self.backend)
+        self._PhiT = asarray(Phi.T.tocsr().astype(self.dtype, copy=False), backend=self.backend)
         if self.coarse_dim <= COARSE_DENSE_MAX or self.backend == "cupy":
             A0d = A0.toarray()
             try:
