@@ -156,12 +156,16 @@ def dense_two_level(A, subdomains, num_dofs, variant, Phi=None):
         R[np.arange(len(s)), s] = 1.0
         Ai_inv = np.linalg.inv(R @ A @ R.T)
         D = np.diag(1.0 / m[s])
-        if variant == "additive":
+        if variant in ("additive", "hybrid"):
             M += R.T @ Ai_inv @ R
         elif variant == "restricted":
             M += R.T @ D @ Ai_inv @ R
         else:
             M += R.T @ np.sqrt(D) @ Ai_inv @ np.sqrt(D) @ R
     if Phi is not None:
-        M += Phi @ np.linalg.inv(Phi.T @ A @ Phi) @ Phi.T
+        P0 = Phi @ np.linalg.inv(Phi.T @ A @ Phi) @ Phi.T
+        if variant == "hybrid":  # multiplicative coarse correction around the local sum
+            eye = np.eye(num_dofs)
+            return P0 + (eye - P0 @ A) @ M @ (eye - A @ P0)
+        M += P0
     return M

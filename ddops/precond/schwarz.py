@@ -53,8 +53,10 @@ __all__ = [
     "solve_with_history",
 ]
 
-#: Preconditioner variants: how the partition of unity ``D_i`` enters the local sum.
-VARIANTS = ("additive", "restricted", "symmetric_restricted")
+#: Preconditioner variants: how the partition of unity ``D_i`` enters the local sum, and
+#: ``"hybrid"``: the additive local sum with the coarse correction applied multiplicatively,
+#: ``M = P_0 + (I - P_0 A) M_1 (I - A P_0)`` with ``P_0 = Phi A_0^{-1} Phi^T`` (symmetric).
+VARIANTS = ("additive", "restricted", "symmetric_restricted", "hybrid")
 
 #: Local solvers: ``"dense"`` (batched inverses, one batched GEMM per
 #: application), ``"sparse"`` (one SuperLU factorisation of the block-diagonal
@@ -213,6 +215,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
         None for a one-level preconditioner.
     variant : {"additive", "restricted", "symmetric_restricted"}
         See :data:`VARIANTS`.  ``"restricted"`` is not symmetric: use GMRES.
+        ``"hybrid"`` is symmetric (for CG) and costs two products with ``A``
+        and two coarse solves per application; it usually needs fewer
+        iterations than ``"additive"`` with the same coarse space.
     coarse : bool
         False gives the one-level preconditioner whatever ``coarse_basis`` is.
     coarse_size : int, optional
@@ -334,7 +339,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
         # S_in / S_out: the weighted stacked restrictions of the chosen variant
         w_in, w_out = {"additive": ("none", "none"), "restricted": ("none", "full"),
-                       "symmetric_restricted": ("sqrt", "sqrt")}[variant]
+                       "symmetric_restricted": ("sqrt", "sqrt"),
+                       "hybrid": ("none", "none")}[variant]
+        # the hybrid form applies A twice per application (coarse residual and projection)
+        self._A = asarray(A.astype(dt), backend=backend) if variant == "hybrid" else None
         host_in = d.stacked_restriction(w_in, padded=padded, dtype=dt)
         host_out = d.stacked_restriction(w_out, padded=padded, dtype=dt)
         self._S_in = asarray(host_in, backend=backend)
@@ -487,6 +495,19 @@ class TwoLevelSchwarz(BackendLinearOperator):
     # -- application -----------------------------------------------------------------------
     def _apply(self, X: Any, adjoint: bool) -> Any:
         xp = self.xp
+        if self._A is not None and self.coarse_dim:
+            # hybrid: X0 = P0 X;  Y = M1 (X - A X0);  M X = X0 + Y - P0 A Y  (symmetric)
+            X0 = self._coarse(X, adjoint)
+            Y = self._local(X - self._A @ X0, adjoint)
+            return xp.asarray(X0 + Y - self._coarse(self._A @ Y, adjoint), dtype=self.dtype)
+        out = self._local(X, adjoint)
+        if self.coarse_dim:
+            out = out + self._coarse(X, adjoint)
+        return xp.asarray(out, dtype=self.dtype)
+
+    def _local(self, X: Any, adjoint: bool) -> Any:
+        """The one-level sum ``sum_i R_i^T W_out A_i^{-1} W_in R_i X`` (or its adjoint)."""
+        xp = self.xp
         S_in, S_outT = (self._S_out, self._S_inT) if adjoint else (self._S_in, self._S_outT)
         Xl = S_in @ X
         if self._local_inv is not None:
@@ -497,19 +518,20 @@ class TwoLevelSchwarz(BackendLinearOperator):
         else:
             Yl = self._local_lu.solve(np.asarray(Xl, dtype=np.float64),
                                       trans="T" if adjoint else "N").astype(self.dtype)
-        out = S_outT @ Yl
-        if self.coarse_dim:
-            C = self._PhiT @ X
-            if self.coarse_solver == "sparse":
-                Y0 = self._coarse_lu.solve(np.asarray(C, dtype=np.float64),
-                                           trans="T" if adjoint else "N")
-            elif self.backend == "cupy":
-                Y0 = self._coarse_inv @ C
-            else:
-                Y0 = sla.cho_solve(self._coarse_cho, np.asarray(C, dtype=np.float64),
-                                   check_finite=False)
-            out = out + self._Phi @ xp.asarray(Y0, dtype=self.dtype)
-        return xp.asarray(out, dtype=self.dtype)
+        return S_outT @ Yl
+
+    def _coarse(self, X: Any, adjoint: bool) -> Any:
+        """The coarse correction ``Phi A_0^{-1} Phi^T X``."""
+        C = self._PhiT @ X
+        if self.coarse_solver == "sparse":
+            Y0 = self._coarse_lu.solve(np.asarray(C, dtype=np.float64),
+                                       trans="T" if adjoint else "N")
+        elif self.backend == "cupy":
+            Y0 = self._coarse_inv @ C
+        else:
+            Y0 = sla.cho_solve(self._coarse_cho, np.asarray(C, dtype=np.float64),
+                               check_finite=False)
+        return self._Phi @ self.xp.asarray(Y0, dtype=self.dtype)
 
     @property
     def coarse_matrix(self) -> sp.csr_matrix | None:
