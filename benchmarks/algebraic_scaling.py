@@ -257,40 +257,15 @@ def run_schwarz(A, b, d, basis, dsplit, null_space=None, repeat: int = 1, keep=N
     return res
 
 
-class HybridSchwarz(spla.LinearOperator):
-    r"""Hybrid (balanced) two-level Schwarz: the coarse correction applied multiplicatively.
-
-    .. math::
-
-        M = P_0 + (I - P_0 A) M_1 (I - A P_0), \qquad P_0 = \Phi A_0^{-1} \Phi^T,
-
-    with ``M_1`` one-level additive Schwarz: symmetric positive definite like the additive
-    form, one more product with ``A`` and one more coarse solve per application.  Built here
-    from a one-level :class:`ddops.TwoLevelSchwarz` and the ``Phi`` of a two-level one.
-    """
-
-    def __init__(self, A, one_level, Phi):
-        super().__init__(dtype=np.float64, shape=A.shape)
-        self.A, self.M1 = A, one_level
-        self.Phi = Phi.tocsr()
-        self.PhiT = self.Phi.T.tocsr()
-        self.lu = spla.splu((self.PhiT @ A @ self.Phi).tocsc())
-
-    def _P0(self, x):
-        return self.Phi @ self.lu.solve(self.PhiT @ x)
-
-    def _matvec(self, x):
-        x = np.ravel(x)
-        c = self._P0(x)
-        y = self.M1 @ (x - self.A @ c)
-        return c + y - self._P0(self.A @ y)
-
-
 def run_hybrid(A, b, kept: dict, bases=("gdsw", "rgdsw")) -> dict[str, Any]:
-    """CG iterations with the hybrid form of each kept two-level preconditioner."""
+    """CG iterations with the hybrid form (``TwoLevelSchwarz(variant="hybrid")``) of each kept
+    two-level preconditioner, on the same decomposition and coarse basis."""
+    import ddops
+
     out = {}
     for basis in bases:
-        H = HybridSchwarz(A, kept[None], kept[basis].coarse_matrix)
+        H = ddops.TwoLevelSchwarz(A, kept[None].decomposition, variant="hybrid",
+                                  coarse_basis=kept[basis].coarse_matrix)
         out[basis] = cg_solve(A, b, H)
     return out
 
