@@ -5,6 +5,7 @@ Run the experiments first (see docs/reproduction.md), then::
     python examples/paper_tables.py results/repro
 """
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -84,4 +85,13 @@ def main(folder):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "results/repro")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", default="results/repro",
+                        help="folder with the v2 sweep and scaling metrics (default: %(default)s)")
+    folder = Path(parser.parse_args().folder)
+    missing = [f.name for f in (folder / "v2_sweep_metrics.json",
+                                folder / "v2_scaling_metrics.json") if not f.exists()]
+    if missing:
+        sys.exit(f"paper_tables.py: {', '.join(missing)} not found in {folder}; run the "
+                 "experiments first (docs/reproduction.md)")
+    main(folder)
