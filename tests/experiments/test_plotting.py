@@ -10,7 +10,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 import ddops
-from ddops import plotting
+from ddops.experiments import plotting
 
 # matplotlib's user-facing warnings (empty legend, log axis without positive data, ...)
 # point at a plotting bug here, so they fail the tests.
