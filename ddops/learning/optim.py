@@ -18,6 +18,12 @@ per parameter), in the same floating-point order as PyTorch's CPU kernels::
     denom <- sqrt(v) / sqrt(1 - beta2^t) + eps
     p     <- p + ((-lr / (1 - beta1^t)) * m) / denom
 
+An optional per-entry multiplier ``lr_scale = s`` of the learning rate gives
+every entry its own rate ``lr * s`` (as one PyTorch parameter group per
+distinct value of ``s`` would): the decoupled decay becomes
+``p * (1 - lr * wd * s)`` and the step ``((-lr / (1 - beta1^t)) * m) * s / denom``.
+Without it (the default) the update is exactly the one above.
+
 Bitwise equality with PyTorch is not attainable from numpy: PyTorch's vectorised
 CPU kernels fuse some multiply-adds (``lerp``, ``addcmul``, ``add(alpha=)``) into
 FMA instructions and its vectorised ``sqrt`` is not always correctly rounded.
@@ -95,15 +101,22 @@ def _item(state: Mapping[str, Any], key: str) -> Any:
     return value.item()
 
 
-def _adam_update(xp: Any, p: Any, g: Any, m: Any, v: Any, a: Any, b: Any, c: tuple) -> None:
+def _adam_update(xp: Any, p: Any, g: Any, m: Any, v: Any, a: Any, b: Any, c: tuple,
+                 s: Any = None) -> None:
     """One Adam/AdamW update of ``p, m, v`` (same-shaped views) in torch's order.
 
     ``a`` and ``b`` are scratch arrays of the same shape; ``c`` holds the
-    dtype-cast scalars (see :meth:`Adam.step`).
+    dtype-cast scalars (see :meth:`Adam.step`); ``s`` is the per-entry
+    learning-rate multiplier (same shape) or ``None``.
     """
-    decay, l2, small_w, w_minus_1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step = c
-    if decay is not None:  # AdamW: p <- p * (1 - lr wd)
-        p *= decay
+    decay, l2, small_w, w_minus_1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step, neg_lr_wd = c
+    if decay is not None:  # AdamW: p <- p * (1 - lr wd), with s: p * (1 - lr wd s)
+        if s is None:
+            p *= decay
+        else:
+            xp.multiply(s, neg_lr_wd, out=a)
+            a += 1
+            p *= a
     if l2 is not None:  # Adam: g <- g + wd p (into scratch; the caller's g is untouched)
         xp.multiply(p, l2, out=a)
         xp.add(g, a, out=a)
@@ -126,6 +139,8 @@ def _adam_update(xp: Any, p: Any, g: Any, m: Any, v: Any, a: Any, b: Any, c: tup
     b /= bc2_sqrt
     b += eps
     xp.multiply(m, neg_step, out=a)
+    if s is not None:
+        a *= s
     a /= b
     p += a
 
@@ -147,6 +162,13 @@ class Adam:
     weight_decay : float, default 0.0
         ``>= 0``. In :class:`Adam` it is an L2 penalty added to the gradient
         (``g + wd * p``); in :class:`AdamW` it is decoupled (``p *= 1 - lr * wd``).
+    lr_scale : array or sequence of arrays, optional
+        Per-entry multipliers ``s >= 0`` of the learning rate, one finite array
+        per parameter of the same shape and array library: entry ``j`` is
+        updated with the rate ``lr * s_j`` (decoupled decay included; the L2
+        penalty of :class:`Adam` is a gradient term and is not scaled).  A
+        scheduler still changes the common ``lr``.  ``None`` (default): the
+        plain update.  Saved and restored with the state.
 
     Attributes
     ----------
@@ -156,6 +178,8 @@ class Adam:
         First and second moment estimates ``m`` and ``v``, one per parameter.
     step_count : int
         Number of :meth:`step` calls so far (PyTorch's ``state["step"]``).
+    lr_scale : list of arrays or None
+        The learning-rate multipliers (see :meth:`set_lr_scale`).
 
     Raises
     ------
@@ -181,6 +205,7 @@ class Adam:
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        lr_scale: Any = None,
     ) -> None:
         params = _as_list(params, "params")
         if not params:
@@ -214,6 +239,42 @@ class Adam:
                 self._chunks.append(None)
                 self._scratch.append((xp.empty_like(p), xp.empty_like(p)))
         self.step_count = 0
+        self.lr_scale: list[Any] | None = None
+        self.set_lr_scale(lr_scale)
+
+    def set_lr_scale(self, lr_scale: Any) -> None:
+        """Set (or with ``None`` remove) the per-entry learning-rate multipliers.
+
+        The arrays are copied into the parameters' array library and dtype.
+
+        Raises
+        ------
+        TypeError
+            For non-arrays, or arrays of another array library than the parameters.
+        ValueError
+            For a wrong number of arrays, a shape mismatch, or negative or
+            non-finite multipliers.
+        """
+        if lr_scale is None:
+            self.lr_scale = None
+            return
+        scales = _as_list(lr_scale, "lr_scale")
+        if len(scales) != len(self.params):
+            raise ValueError(f"lr_scale must hold one array per parameter ({len(self.params)}), "
+                             f"got {len(scales)}")
+        out = []
+        for i, (s, p, xp) in enumerate(zip(scales, self.params, self._xps)):
+            if s.shape != p.shape:
+                raise ValueError(f"lr_scale[{i}] has shape {s.shape}, expected {p.shape}")
+            if get_array_module(s) is not xp:
+                raise TypeError(f"lr_scale[{i}] is a {type(s).__module__} array but params[{i}] "
+                                f"is a {type(p).__module__} array")
+            if np.dtype(s.dtype).kind not in "fiu":
+                raise TypeError(f"lr_scale[{i}] must be real, got dtype {s.dtype}")
+            if not bool(xp.all(xp.isfinite(s))) or bool(xp.any(s < 0)):
+                raise ValueError(f"lr_scale[{i}] must be finite and >= 0")
+            out.append(xp.array(s, dtype=p.dtype, copy=True))
+        self.lr_scale = out
 
     # ------------------------------------------------------------------ lr
     @property
@@ -287,18 +348,22 @@ class Adam:
                 dt(bias_correction2_sqrt),
                 dt(self.eps),
                 dt(-step_size),
+                dt(-lr * wd),
             )
+            s = None if self.lr_scale is None else self.lr_scale[i]
             chunk = self._chunks[i]
             if chunk is None:
-                _adam_update(xp, p, g, m, v, a, b, coeffs)
+                _adam_update(xp, p, g, m, v, a, b, coeffs, s)
                 continue
             # cache blocking: one pass over p, g, m, v instead of a dozen
             pf, gf, mf, vf = p.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1)
+            sf = None if s is None else s.reshape(-1)
             size = pf.shape[0]
             for lo in range(0, size, chunk):
                 hi = min(lo + chunk, size)
                 k = hi - lo
-                _adam_update(xp, pf[lo:hi], gf[lo:hi], mf[lo:hi], vf[lo:hi], a[:k], b[:k], coeffs)
+                _adam_update(xp, pf[lo:hi], gf[lo:hi], mf[lo:hi], vf[lo:hi], a[:k], b[:k], coeffs,
+                             None if sf is None else sf[lo:hi])
 
     # --------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
@@ -309,8 +374,9 @@ class Adam:
         dict
             Keys ``optimizer`` (class name), ``decoupled_weight_decay``, ``lr``,
             ``beta1``, ``beta2``, ``eps``, ``weight_decay``, ``step`` (int),
-            ``num_params`` and, for each parameter ``i``, ``exp_avg_{i}`` and
-            ``exp_avg_sq_{i}`` (numpy copies). Suitable for ``np.savez``.
+            ``num_params``, ``lr_scaled`` (bool) and, for each parameter ``i``,
+            ``exp_avg_{i}`` and ``exp_avg_sq_{i}`` and, when the learning rate
+            is scaled, ``lr_scale_{i}`` (numpy copies). Suitable for ``np.savez``.
         """
         state: dict[str, Any] = {
             "optimizer": self._name,
@@ -322,17 +388,22 @@ class Adam:
             "weight_decay": self.weight_decay,
             "step": int(self.step_count),
             "num_params": len(self.params),
+            "lr_scaled": self.lr_scale is not None,
         }
         for i, (m, v) in enumerate(zip(self.exp_avg, self.exp_avg_sq)):
             state[f"exp_avg_{i}"] = np.array(to_numpy(m), copy=True)
             state[f"exp_avg_sq_{i}"] = np.array(to_numpy(v), copy=True)
+            if self.lr_scale is not None:
+                state[f"lr_scale_{i}"] = np.array(to_numpy(self.lr_scale[i]), copy=True)
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a state produced by :meth:`state_dict` (or loaded with ``np.load``).
 
-        Hyper-parameters, the step count and the moment estimates are replaced
-        (as in PyTorch); the parameters themselves are not touched. The moments
+        Hyper-parameters, the step count, the moment estimates and the
+        learning-rate multipliers are replaced (as in PyTorch); the parameters
+        themselves are not touched.  A state without ``lr_scaled`` (written
+        before the multipliers existed) has none. The moments
         are copied into the existing buffers, on the parameters' backend and
         dtype. Everything is validated before anything is changed.
 
@@ -371,6 +442,21 @@ class Adam:
                     raise ValueError(f"state dict entry {key!r} must be floating, got {arr.dtype}")
                 pair.append(arr)
             moments.append(pair)
+        scaled = bool(_item(state, "lr_scaled")) if "lr_scaled" in state else False
+        scales = None
+        if scaled:
+            scales = []
+            for i, (p, xp) in enumerate(zip(self.params, self._xps)):
+                key = f"lr_scale_{i}"
+                if key not in state:
+                    raise ValueError(f"state dict is missing the key {key!r}")
+                arr = np.asarray(to_numpy(state[key]))
+                if arr.shape != p.shape or arr.dtype.kind not in "fiu":
+                    raise ValueError(f"state dict entry {key!r} must be a real array of shape "
+                                     f"{p.shape}, got dtype {arr.dtype} and shape {arr.shape}")
+                if not (np.all(np.isfinite(arr)) and np.all(arr >= 0)):
+                    raise ValueError(f"state dict entry {key!r} must be finite and >= 0")
+                scales.append(xp.asarray(arr, dtype=p.dtype))
         self.lr = lr
         self.betas = betas
         self.eps = eps
@@ -379,6 +465,7 @@ class Adam:
         for (m_arr, v_arr), m, v, xp in zip(moments, self.exp_avg, self.exp_avg_sq, self._xps):
             m[...] = xp.asarray(m_arr, dtype=m.dtype)
             v[...] = xp.asarray(v_arr, dtype=v.dtype)
+        self.lr_scale = scales
 
 
 class AdamW(Adam):
@@ -399,8 +486,10 @@ class AdamW(Adam):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
+        lr_scale: Any = None,
     ) -> None:
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         lr_scale=lr_scale)
 
 
 class ReduceLROnPlateau:
