@@ -40,10 +40,11 @@ from ..io import (
 from ..operators import LowRankOperator
 from ..operators.losses import loss_value
 from .data import FourierRHS
+from .initialisation import LR_SCALINGS, lr_scales
 from .optim import Adam, AdamW, ReduceLROnPlateau
 
 __all__ = ["OPTIMIZERS", "TrainingConfig", "TrainingResult", "Trainer", "LOSS_ALIASES",
-           "RESUME_SETTINGS", "CHECKPOINT_FORMAT"]
+           "RESUME_SETTINGS", "INIT_SETTINGS", "CHECKPOINT_FORMAT"]
 
 OPTIMIZERS = ("adamw", "adam")
 
@@ -61,7 +62,16 @@ CHECKPOINT_FORMAT = 2
 #: count only when either run uses the scheduler.
 RESUME_SETTINGS = ("steps", "batch_size", "lr", "loss", "optimizer", "weight_decay", "betas",
                    "eps", "scheduler", "plateau_factor", "plateau_patience", "log_every",
-                   "workers", "divergence_factor", "divergence_window")
+                   "workers", "divergence_factor", "divergence_window", "lr_scaling")
+
+#: The operator's initialisation switches (its ``coarse_init`` and ``local_init``,
+#: see :func:`ddops.learning.initialisation.problem_init`), which a checkpoint also
+#: records and a resumed run must share.
+INIT_SETTINGS = ("coarse_init", "local_init")
+
+#: What a checkpoint of an older version that lacks one of the switches was
+#: necessarily written with (the switches did not exist, so it had the defaults).
+_DEFAULT_IF_UNRECORDED = {"lr_scaling": "none", "coarse_init": "random", "local_init": "random"}
 
 _PLATEAU = ("plateau_factor", "plateau_patience")
 _MISSING = object()  # a setting that a checkpoint does not record
@@ -88,6 +98,12 @@ class TrainingConfig:
     weight_decay : float
         Weight decay (decoupled for AdamW, L2 for Adam).
     betas, eps : optimiser constants.
+    lr_scaling : {"none", "problem"}
+        ``"problem"``: every entry's step is multiplied by the natural size of
+        its block (:func:`ddops.learning.initialisation.lr_scales`; needs the
+        trainer's ``A``), so that ``lr`` is a fraction of the entries' size
+        at every number of subdomains and mesh width.  ``"none"``: the
+        paper's Adam, ``lr`` for every entry.
     scheduler : bool
         Use ``ReduceLROnPlateau`` on the training loss.
     plateau_factor, plateau_patience : scheduler constants.
@@ -152,6 +168,7 @@ class TrainingConfig:
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
+    lr_scaling: str = "none"
     scheduler: bool = True
     plateau_factor: float = 0.5
     plateau_patience: int = 200
@@ -174,6 +191,7 @@ class TrainingConfig:
             raise ValueError(f"loss must be one of {tuple(LOSS_ALIASES)}, got {c.loss!r}")
         c.loss = LOSS_ALIASES[c.loss]
         check_choice("optimizer", c.optimizer, OPTIMIZERS)
+        check_choice("lr_scaling", c.lr_scaling, LR_SCALINGS)
         c.weight_decay = check_positive_float("weight_decay", c.weight_decay, allow_zero=True)
         c.val_every = check_int("val_every", c.val_every, minimum=1)
         c.log_every = check_int("log_every", c.log_every, minimum=1)
@@ -263,11 +281,15 @@ class Trainer:
         Where periodic checkpoints go.
     loss_weight : sparse matrix or array, optional
         The SPD weight of ``loss="energy"`` (on the operator's backend).
+    A : sparse matrix or array, optional
+        The system matrix whose scales ``lr_scaling="problem"`` uses
+        (required there and only used there).
     """
 
     def __init__(self, op: LowRankOperator, sampler: Any, config: TrainingConfig | None = None,
                  train_seed: int = 4711, validation: tuple[Any, Any] | None = None,
-                 checkpoint: str | Path | None = None, loss_weight: Any = None) -> None:
+                 checkpoint: str | Path | None = None, loss_weight: Any = None,
+                 A: Any = None) -> None:
         if not isinstance(op, LowRankOperator):
             raise TypeError(f"op must be a ddops trainable operator, got {type(op).__name__}")
         self.op = op
@@ -285,11 +307,15 @@ class Trainer:
         if (self.config.loss == "energy") != (loss_weight is not None):
             raise ValueError("loss_weight is required with loss='energy' and only used there")
         self.loss_weight = loss_weight
+        if (self.config.lr_scaling == "problem") != (A is not None):
+            raise ValueError("A is required with lr_scaling='problem' and only used there")
         self.checkpoint_path = None if checkpoint is None else Path(checkpoint)
         c = self.config
         opt_cls = AdamW if c.optimizer == "adamw" else Adam
+        #: The learning-rate multipliers of ``lr_scaling`` (``None`` for ``"none"``).
+        self.lr_scale = None if A is None else [lr_scales(op, A)]
         self.optimizer = opt_cls([op.theta], lr=c.lr, betas=c.betas, eps=c.eps,
-                                 weight_decay=c.weight_decay)
+                                 weight_decay=c.weight_decay, lr_scale=self.lr_scale)
         self.scheduler = (ReduceLROnPlateau(self.optimizer, mode="min", factor=c.plateau_factor,
                                             patience=c.plateau_patience)
                           if c.scheduler else None)
@@ -522,6 +548,7 @@ class Trainer:
         """What a checkpoint records and a resumed run must match (JSON values)."""
         config = asdict(self.config)
         settings = {key: config[key] for key in RESUME_SETTINGS}
+        settings.update({key: getattr(self.op, key) for key in INIT_SETTINGS})
         settings.update(train_seed=self.train_seed, sampler=_describe_sampler(self.sampler),
                         operator=describe_operator(self.op))
         return json.loads(json.dumps(settings, default=_json_default))
@@ -530,7 +557,8 @@ class Trainer:
         """Write parameters, optimiser, scheduler, random stream and history, atomically.
 
         The metadata also records the settings of :data:`RESUME_SETTINGS`, the
-        training seed, the sampler and the operator's architecture
+        operator's :data:`INIT_SETTINGS`, the training seed, the sampler and the
+        operator's architecture
         (:func:`~ddops.io.describe_operator`), which :meth:`load_checkpoint`
         compares, and the changes accepted so far (``changed_settings``).
 
@@ -555,6 +583,7 @@ class Trainer:
                 "seconds": self.seconds, "config": asdict(self.config),
                 "num_params": int(self.op.theta.size), "sampler": settings.pop("sampler"),
                 "operator": settings.pop("operator"),
+                **{key: settings.pop(key) for key in INIT_SETTINGS},
                 "changed_settings": self.changed_settings}
         arrays["meta"] = np.array(json.dumps(meta, default=_json_default))
         return atomic_savez(path, **arrays)
@@ -563,13 +592,15 @@ class Trainer:
         """Restore a checkpoint written by :meth:`save_checkpoint` (validated, no pickle).
 
         The checkpoint must have been written with this run's settings: every
-        field of :data:`RESUME_SETTINGS` (``steps`` included), ``train_seed``,
+        field of :data:`RESUME_SETTINGS` (``steps`` included), the operator's
+        :data:`INIT_SETTINGS`, ``train_seed``,
         the sampler (its ``repr``, or its class when it has none) and the
         operator's architecture (:func:`~ddops.io.describe_operator`: class,
         decomposition, ranks, coarse basis, partition, tying, base, dtype,
         initialisation, seed, number of parameters).  A setting that a
         checkpoint does not record (a file of an older version) counts as
-        changed.
+        changed, except ``lr_scaling`` and the :data:`INIT_SETTINGS`, which
+        such a file can only have had at their defaults.
 
         With ``allow_changes=True`` differing settings are accepted and
         recorded: this run's settings apply from the checkpoint's step on
@@ -661,7 +692,10 @@ class Trainer:
         mine = self._settings()
         config = meta.get("config")
         config = config if isinstance(config, dict) else {}
-        saved = {key: config.get(key, _MISSING) for key in RESUME_SETTINGS}
+        saved = {key: config.get(key, _DEFAULT_IF_UNRECORDED.get(key, _MISSING))
+                 for key in RESUME_SETTINGS}
+        for key in INIT_SETTINGS:
+            saved[key] = meta.get(key, _DEFAULT_IF_UNRECORDED[key])
         for key in ("train_seed", "sampler", "operator"):
             saved[key] = meta.get(key, _MISSING)
         if not (mine["scheduler"] or saved["scheduler"] is True):
@@ -689,6 +723,8 @@ class Trainer:
             state["decoupled_weight_decay"] = np.asarray(opt.decoupled_weight_decay)
         opt.load_state_dict(state)
         opt.betas, opt.eps, opt.weight_decay = tuple(c.betas), c.eps, c.weight_decay
+        if "lr_scaling" in differing:  # this run's multipliers from here on
+            opt.set_lr_scale(self.lr_scale)
         if "lr" in differing:
             opt.lr = c.lr
         sched = {k[6:]: v for k, v in data.items() if k.startswith("sched_")}

@@ -40,6 +40,11 @@ class LowRankOperator(BackendLinearOperator):
     """
 
     _layout: dict[str, tuple[int, ...]]
+    #: How the coarse and the local factors were initialised: ``"random"`` (the
+    #: draw of ``init``) unless :func:`ddops.learning.initialisation.problem_init`
+    #: set them from the problem (``"galerkin"``, ``"problem"``).
+    coarse_init: str = "random"
+    local_init: str = "random"
 
     def __init__(self, num_dofs: int, dtype: Any, backend: str) -> None:
         dt = check_dtype(dtype)

@@ -14,7 +14,9 @@ import pytest
 from ddops import Decomposition1D, GlobalLowRankOperator, SchwarzOperator
 from ddops.io import describe_operator
 from ddops.learning.data import FourierRHS
-from ddops.learning.training import RESUME_SETTINGS, Trainer, TrainingConfig
+from ddops.learning.initialisation import lr_scales, problem_init
+from ddops.learning.training import INIT_SETTINGS, RESUME_SETTINGS, Trainer, TrainingConfig
+from ddops.problems.poisson1d import poisson_1d
 
 BASE = dict(steps=20, batch_size=16, lr=1e-2, plateau_patience=1, progress=False)
 
@@ -23,7 +25,8 @@ def make(config=None, op=None, sampler=None, train_seed=7, **changes):
     config = TrainingConfig(**{**BASE, **changes}) if config is None else config
     op = SchwarzOperator(Decomposition1D(32, 4), seed=0) if op is None else op
     sampler = FourierRHS(32, modes=8) if sampler is None else sampler
-    return Trainer(op, sampler, config, train_seed=train_seed)
+    A = poisson_1d(32) if config.lr_scaling == "problem" else None
+    return Trainer(op, sampler, config, train_seed=train_seed, A=A)
 
 
 @pytest.fixture
@@ -41,6 +44,7 @@ CHANGES = {  # setting -> (old, new) for a config field
     "betas": ([0.9, 0.999], [0.8, 0.99]), "eps": (1e-8, 1e-7), "scheduler": (True, False),
     "plateau_factor": (0.5, 0.25), "plateau_patience": (1, 10), "log_every": (1, 2),
     "workers": (1, 2), "divergence_factor": (1e4, 1e3), "divergence_window": (100, 50),
+    "lr_scaling": ("none", "problem"),
 }
 
 
@@ -96,6 +100,53 @@ def test_other_seed_sampler_and_architecture_are_refused(ckpt):
             trainer.load_checkpoint(ckpt)
         assert str(info.value) == expected_refusal(ckpt, setting, old, new)
         assert make(**kwargs).load_checkpoint(ckpt, allow_changes=True) == {setting: [old, new]}
+
+
+@pytest.mark.parametrize("switch, value, kwargs", [("coarse_init", "galerkin", dict(local=False)),
+                                                    ("local_init", "problem", dict(coarse=False))])
+def test_other_initialisation_switch_is_refused(ckpt, switch, value, kwargs):
+    """A run whose operator was initialised from the problem does not continue a random one."""
+    assert INIT_SETTINGS == ("coarse_init", "local_init")
+    op = problem_init(SchwarzOperator(Decomposition1D(32, 4), seed=0), poisson_1d(32), **kwargs)
+    with pytest.raises(ValueError) as info:
+        make(op=op).load_checkpoint(ckpt)
+    assert str(info.value) == expected_refusal(ckpt, switch, "random", value)
+    op = problem_init(SchwarzOperator(Decomposition1D(32, 4), seed=0), poisson_1d(32), **kwargs)
+    assert make(op=op).load_checkpoint(ckpt, allow_changes=True) == {switch: ["random", value]}
+
+
+def test_initialisation_switches_are_recorded_and_matched(tmp_path):
+    A = poisson_1d(32)
+    first = make(op=problem_init(SchwarzOperator(Decomposition1D(32, 4), seed=0), A))
+    first.run(5)
+    path = first.save_checkpoint(tmp_path / "improved.npz")
+    with np.load(path) as z:
+        meta = json.loads(str(z["meta"]))
+    assert (meta["coarse_init"], meta["local_init"]) == ("galerkin", "problem")
+    again = make(op=problem_init(SchwarzOperator(Decomposition1D(32, 4), seed=0), A))
+    assert again.load_checkpoint(path) == {}
+
+
+def test_lr_scale_is_restored_and_a_changed_scaling_takes_effect(tmp_path):
+    """The multipliers travel with the optimiser state; an accepted change uses this run's."""
+    scaled = make(lr_scaling="problem")
+    scaled.run(5)
+    path = scaled.save_checkpoint(tmp_path / "scaled.npz")
+    expected = lr_scales(scaled.op, poisson_1d(32))
+    same = make(lr_scaling="problem")
+    same.optimizer.set_lr_scale(np.ones_like(expected))  # overwritten by the checkpoint's
+    assert same.load_checkpoint(path) == {}
+    np.testing.assert_array_equal(same.optimizer.lr_scale[0], expected)
+    plain = make()
+    assert plain.load_checkpoint(path, allow_changes=True) == {"lr_scaling": ["problem", "none"]}
+    assert plain.optimizer.lr_scale is None
+    back = make(lr_scaling="problem")
+    back.load_checkpoint(path)
+    back.optimizer.set_lr_scale(None)
+    path2 = back.save_checkpoint(tmp_path / "plain.npz")
+    again = make(lr_scaling="problem")
+    assert again.load_checkpoint(path2) == {}  # same setting recorded, state without scale
+    assert again.optimizer.lr_scale is None
 
 
 def test_architecture_with_other_parameters_is_refused_even_when_allowed(ckpt):
@@ -221,9 +272,10 @@ def test_old_checkpoint_without_the_new_records(tmp_path, ckpt):
     with np.load(ckpt) as z:
         arrays = dict(z)
     meta = json.loads(str(arrays["meta"]))
-    for key in ("format", "operator", "sampler", "changed_settings"):
+    for key in ("format", "operator", "sampler", "changed_settings", "coarse_init",
+                "local_init"):
         del meta[key]
-    for key in ("divergence_factor", "divergence_window"):
+    for key in ("divergence_factor", "divergence_window", "lr_scaling"):
         del meta["config"][key]
     old = tmp_path / "old.npz"
     np.savez(old, **{**arrays, "meta": np.array(json.dumps(meta))})
@@ -240,3 +292,5 @@ def test_old_checkpoint_without_the_new_records(tmp_path, ckpt):
     assert changed["divergence_factor"] == [None, 1e4]
     assert changed["operator"][0] is None and changed["operator"][1]["class"] == "SchwarzOperator"
     assert trainer.step == 20
+    # the switches did not exist then: such a file had the defaults, which is no change
+    assert not {"lr_scaling", "coarse_init", "local_init"} & set(changed)
