@@ -59,12 +59,13 @@ _positive_float = positive_float
 
 
 def _defaults(name: str, fmt: Any = str) -> str:
-    """``default X`` of an ExperimentConfig field, with the v1 preset's value when it differs."""
+    """``default X`` of an ExperimentConfig field, with every preset's value where it differs."""
     from .compare import PRESETS, ExperimentConfig
 
     text = f"default {fmt(getattr(ExperimentConfig, name))}"
-    if name in PRESETS["v1"]:
-        text += f"; --preset v1: {fmt(PRESETS['v1'][name])}"
+    for preset, values in PRESETS.items():
+        if name in values:
+            text += f"; --preset {preset}: {fmt(values[name])}"
     return text
 
 
@@ -73,6 +74,7 @@ def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
     """The flags of compare, sweep and scaling; ``exclude`` names the ones a command sets itself."""
     from ..dd.coarse import COARSE_BASES
     from ..learning.data import RHS_MODES
+    from ..learning.initialisation import COARSE_INITS, LOCAL_INITS, LR_SCALINGS
     from ..learning.metrics import EXACT_FRO_LIMIT
     from ..learning.training import OPTIMIZERS
     from ..operators import INITS, PARTITIONS
@@ -86,10 +88,11 @@ def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
         return " ".join(map(str, value))
 
     g = p.add_argument_group("problem and models (defaults: the paper's v2 main setting)")
-    add(g, "--preset", choices=("v2", "v1"), default="v2",
-        help="paper version whose defaults to start from (default %(default)s; v1: dof "
+    add(g, "--preset", choices=("v2", "v1", "improved"), default="v2",
+        help="settings to start from (default %(default)s, the paper's newer version; v1: dof "
              "convention, naive initialisation, global ranks 40 5, coarse rank 8, Adam "
-             "without scheduler)")
+             "without scheduler; improved, beyond the paper: v2 with --coarse-init galerkin "
+             "--local-init problem --lr-scaling problem --lr 0.1)")
     add(g, "--n", type=_positive_int, metavar="N_ELEMENTS",
         help="problem size: line elements (--kind element, n - 1 unknowns) or unknowns "
              f"(--kind dof); {_defaults('n')}")
@@ -113,7 +116,14 @@ def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
     add(g, "--partition", choices=tuple(PARTITIONS),
         help=f"placement of the partition-of-unity weight; {_defaults('partition')}")
     add(g, "--init", choices=INITS,
-        help=f"initialisation of the factors; {_defaults('init')}")
+        help=f"random initialisation of the factors; {_defaults('init')}")
+    add(g, "--coarse-init", choices=COARSE_INITS,
+        help="coarse factors: the random draw of --init, or Q0 = K0 = V Lambda^(1/2) from the "
+             f"eigenpairs of (Phi^T A Phi)^-1 (Schwarz only); {_defaults('coarse_init')}")
+    add(g, "--local-init", choices=LOCAL_INITS,
+        help="local factors: the random draw of --init, or the same normal draw with each "
+             "subdomain's natural standard deviation from the top eigenvalues of its "
+             f"inverse local matrix (global baselines: of A^-1); {_defaults('local_init')}")
     add(g, "--dtype", choices=("float64", "float32"),
         help=f"floating-point type of the models; {_defaults('dtype')}")
     t = p.add_argument_group("training")
@@ -132,6 +142,9 @@ def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
         help="threads sharing each step on column blocks of the batch (default 1; "
              "faster for n >= 1024 when cores are free)")
     add(t, "--optimizer", choices=OPTIMIZERS, help=f"optimiser; {_defaults('optimizer')}")
+    add(t, "--lr-scaling", choices=LR_SCALINGS,
+        help="problem: multiply every entry's step by its block's natural entry size, so that "
+             f"--lr is relative to it at every n and N; {_defaults('lr_scaling')}")
     add(t, "--scheduler", action=argparse.BooleanOptionalAction, default=None,
         help="ReduceLROnPlateau on the training loss (default on; --preset v1: off)")
     add(t, "--seed", type=_nonnegative_int,
