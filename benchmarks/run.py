@@ -34,7 +34,9 @@ mix), which measures, in this order:
    full ``check_peer`` matrix at ``n = 256``).
 
 The parent process measures the machine (``benchmarks/floor.py``: copy
-bandwidth, GEMM rate), profiles training steps at ``n = 8192``, and prints
+bandwidth, GEMM rate), profiles training steps at ``n = 8192``, times the
+step of ``--preset improved`` against ``--preset v2`` at ``n = 8192`` in
+one process, interleaved (``benchmarks/presets.py``), and prints
 the tables, the fitted exponent of time per step against ``n``, the floor
 ``max(bytes / bandwidth, flops / GEMM rate)`` next to the measured step
 time, and which targets are met.  Times are medians over timed chunks.
@@ -89,6 +91,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--torch-max-n", type=int, default=8192,
                    help="largest n for the PyTorch peers (default 8192)")
     p.add_argument("--no-profile", action="store_true", help="skip the cProfile at n=8192")
+    p.add_argument("--no-presets", action="store_true",
+                   help="skip the step time of --preset improved against v2 at n=8192")
     # internal: one size/dtype in this (fresh) process
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, default=256, help=argparse.SUPPRESS)
@@ -119,7 +123,7 @@ import numpy as np  # noqa: E402
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import floor  # noqa: E402
+from benchmarks import floor, presets  # noqa: E402
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -633,6 +637,10 @@ def main(args: argparse.Namespace) -> int:
     profile = None
     if not args.quick and not args.no_profile and "float64" in args.dtypes:
         profile = floor.profile_step(8192, np.float64, steps=10)
+    preset_times = None
+    if not args.quick and not args.no_presets:
+        floor.set_blas_threads(1)  # the Trainer's default
+        preset_times = presets.compare_presets(8192)
     load_end = os.getloadavg()
 
     print()
@@ -671,9 +679,14 @@ def main(args: argparse.Namespace) -> int:
         print()
         print("cProfile, 10 training steps at n=8192 float64 (sorted by own time):")
         print("\n".join(line for line in profile.splitlines() if line.strip())[:4000])
+    tg = targets(results)
+    if preset_times is not None:
+        print()
+        print("presets: " + presets.summary(preset_times))
+        tg.append(("n=8192 float64: --preset improved step <= 1.10 x --preset v2 (one process, "
+                   "interleaved)", f"{preset_times['ratio']:.3f}x", preset_times["ratio"] <= 1.10))
     print()
     print("targets:")
-    tg = targets(results)
     for name, value, met in tg:
         flag = {True: "MET", False: "NOT MET", None: "n/a"}[met]
         print(f"  [{flag:>7}] {name}: {value}")
@@ -683,6 +696,7 @@ def main(args: argparse.Namespace) -> int:
         with open(args.json, "w") as fh:
             json.dump({"machine_info": info, "machine": machine, "results": results,
                        "fits": fits, "floor": frows, "profile": profile, "spmm_facts": facts,
+                       "presets": preset_times,
                        "targets": [{"target": a, "value": b, "met": c} for a, b, c in tg],
                        "load_end": load_end, "argv": sys.argv}, fh, indent=1)
         print(f"wrote {args.json}")
