@@ -381,6 +381,26 @@ class Decomposition:
         """Padded position ``i * p + l`` of every packed entry."""
         return self._subdomain_of_entry * self.max_size + self._position_in_subdomain
 
+    def padded_blocks(self, A: Any, pad_value: float = 1.0) -> np.ndarray:
+        """Every subdomain matrix ``A_i = R_i A R_i^T`` as one ``(N, p, p)`` float64 array.
+
+        Assembled in one sparse product with the padded stacked restriction;
+        the padding rows and columns of a smaller subdomain are zero except for
+        ``pad_value`` on the diagonal, so batched factorisations and
+        eigensolvers can treat all blocks at once.
+        """
+        N, p = self.num_subdomains, self.max_size
+        check_memory(f"the {N} padded subdomain matrices of size {p}", 8 * 3 * N * p * p,
+                     "use smaller subdomains")
+        S = self.stacked_restriction("none", padded=True, dtype=np.float64)
+        C = (S @ sp.csr_matrix(A) @ S.T).tocoo()
+        keep = C.row // p == C.col // p  # S A S^T also couples overlapping subdomains
+        blocks = np.zeros((N, p, p))
+        blocks[C.row[keep] // p, C.row[keep] % p, C.col[keep] % p] = C.data[keep]
+        pad_block, pad_pos = np.nonzero(np.arange(p)[None, :] >= self.sizes[:, None])
+        blocks[pad_block, pad_pos, pad_pos] = pad_value
+        return blocks
+
     def partition_of_unity(self) -> sp.csr_matrix:
         """``sum_i R_i^T D_i R_i`` assembled as CSR (the identity, up to rounding)."""
         S = self.stacked_restriction("full", padded=False)

@@ -91,22 +91,6 @@ def _check_matrix(A: Any, n: int) -> sp.csr_matrix:
     return A
 
 
-def _padded_local_blocks(A: sp.csr_matrix, op: SchwarzOperator, pad_value: float) -> np.ndarray:
-    """Every ``A_i = R_i A R_i^T`` as one ``(N, p, p)`` array, padding diagonal ``pad_value``."""
-    d = op.decomposition
-    N, p = d.num_subdomains, d.max_size
-    check_memory(f"the {N} padded subdomain matrices of size {p}", 8 * 3 * N * p * p,
-                 "use smaller subdomains")
-    S = d.stacked_restriction("none", padded=True, dtype=np.float64)
-    C = (S @ A @ S.T).tocoo()
-    keep = C.row // p == C.col // p  # S A S^T also couples overlapping subdomains
-    blocks = np.zeros((N, p, p))
-    blocks[C.row[keep] // p, C.row[keep] % p, C.col[keep] % p] = C.data[keep]
-    pad_block, pad_pos = np.nonzero(np.arange(p)[None, :] >= d.sizes[:, None])
-    blocks[pad_block, pad_pos, pad_pos] = pad_value
-    return blocks
-
-
 def _rms_scale(top: np.ndarray, valid: np.ndarray, rows: np.ndarray, rank: int) -> np.ndarray:
     """``(sum of the valid top eigenvalues / (rows * rank))^{1/2}`` per block."""
     return np.sqrt(np.where(valid, top, 0.0).sum(axis=-1) / (rows * rank))
@@ -161,7 +145,7 @@ def local_scales(op: LowRankOperator, A: Any) -> np.ndarray:
     d, r = op.decomposition, op.local_rank
     N, p = d.num_subdomains, d.max_size
     bound = float(abs(A).sum(axis=1).max())
-    lam = np.linalg.eigvalsh(_padded_local_blocks(A, op, 2.0 * bound + 1.0))  # ascending
+    lam = np.linalg.eigvalsh(op.decomposition.padded_blocks(A, 2.0 * bound + 1.0))  # ascending
     k = np.arange(min(r, p))
     valid = k[None, :] < d.sizes[:, None]
     low = lam[:, : k.size]

@@ -323,19 +323,6 @@ def preconditioner_objective(M: Any, A: Any, Z: Any, objective: str = "mse") -> 
 
 
 # -- classical initialisation --------------------------------------------------------------------
-def _padded_local_blocks(A: sp.csr_matrix, d: Decomposition, pad_value: float) -> np.ndarray:
-    """All ``A_i = R_i A R_i^T`` as one ``(N, p, p)`` array, padding diagonal ``pad_value``."""
-    N, p = d.num_subdomains, d.max_size
-    S = d.stacked_restriction("none", padded=True, dtype=np.float64)
-    C = (S @ A @ S.T).tocoo()
-    keep = C.row // p == C.col // p  # S A S^T also couples overlapping subdomains
-    blocks = np.zeros((N, p, p))
-    blocks[C.row[keep] // p, C.row[keep] % p, C.col[keep] % p] = C.data[keep]
-    pad_block, pad_pos = np.nonzero(np.arange(p)[None, :] >= d.sizes[:, None])
-    blocks[pad_block, pad_pos, pad_pos] = pad_value
-    return blocks
-
-
 def _local_factors(A: sp.csr_matrix, d: Decomposition, rank: int) -> np.ndarray:
     """Padded ``(N, p, r)`` factors ``V_i diag(mu_i)^{1/2}``, top-``r`` eigenpairs of ``A_i^{-1}``.
 
@@ -347,7 +334,7 @@ def _local_factors(A: sp.csr_matrix, d: Decomposition, rank: int) -> np.ndarray:
     """
     N, p = d.num_subdomains, d.max_size
     scale = float(np.abs(A.diagonal()).max())
-    lam, V = np.linalg.eigh(_padded_local_blocks(A, d, -scale))
+    lam, V = np.linalg.eigh(d.padded_blocks(A, -scale))
     npad = p - d.sizes
     first = lam[np.arange(N), npad]  # the smallest eigenvalue of each A_i
     largest = lam[:, -1]

@@ -193,3 +193,21 @@ def test_gather_and_scatter_plan_match_restrictions(d, weighting):
     np.testing.assert_allclose(StY, ref_StY, rtol=0, atol=1e-13)
     # the overlap part holds exactly the repeated occurrences
     assert extra.nnz == int(d.multiplicity.sum()) - d.num_dofs
+
+
+def test_padded_blocks_are_the_subdomain_matrices():
+    import ddops
+
+    A = ddops.poisson_2d(9)
+    d = ddops.Decomposition.from_matrix(A, 5, overlap=1, seed=1)  # subdomains of unequal size
+    blocks = d.padded_blocks(A, pad_value=7.0)
+    dense = A.toarray()
+    assert blocks.shape == (d.num_subdomains, d.max_size, d.max_size)
+    for i, s in enumerate(d.subdomains):
+        k = s.size
+        np.testing.assert_array_equal(blocks[i, :k, :k], dense[np.ix_(s, s)])
+        pad = blocks[i, k:, :].copy()
+        np.testing.assert_array_equal(blocks[i, :k, k:], 0.0)
+        np.fill_diagonal(pad[:, k:], 0.0)
+        np.testing.assert_array_equal(pad, 0.0)
+        np.testing.assert_array_equal(np.diagonal(blocks[i])[k:], 7.0)
