@@ -122,16 +122,20 @@ EXTENSION_CHUNK_BYTES = 2**26
 
 
 # -- validation ------------------------------------------------------------------------------
+def _as_csr(name: str, M: Any) -> sp.csr_matrix:
+    """A real 2-D sparse matrix or array as a float64 CSR copy, or a ValueError naming it."""
+    if sp.issparse(M):
+        return sp.csr_matrix(M, dtype=np.float64, copy=True)
+    arr = np.asarray(M)
+    if arr.dtype.kind not in "fiub" or arr.ndim != 2:
+        raise ValueError(f"{name} must be a real 2-D matrix, got dtype {arr.dtype} and shape "
+                         f"{arr.shape}")
+    return sp.csr_matrix(arr.astype(np.float64))
+
+
 def _check_matrix(A: Any) -> sp.csr_matrix:
     """Square, finite, symmetric ``A`` as float64 CSR with canonical indices."""
-    if sp.issparse(A):
-        A = sp.csr_matrix(A, dtype=np.float64, copy=True)
-    else:
-        arr = np.asarray(A)
-        if arr.dtype.kind not in "fiub" or arr.ndim != 2:
-            raise ValueError(f"A must be a real 2-D matrix, got dtype {arr.dtype} and shape "
-                             f"{arr.shape}")
-        A = sp.csr_matrix(arr.astype(np.float64))
+    A = _as_csr("A", A)
     if A.shape[0] != A.shape[1]:
         raise ValueError(f"A must be square, got shape {A.shape}")
     A.sum_duplicates()
@@ -855,14 +859,7 @@ def coarse_matrix_checked(A: Any, Phi: Any, *, rtol: float = SINGULAR_PIVOT_RTOL
     """
     rtol = check_positive_float("rtol", rtol)
     A = _check_matrix(A)
-    if sp.issparse(Phi):
-        Phi = sp.csr_matrix(Phi, dtype=np.float64, copy=True)
-    else:
-        arr = np.asarray(Phi)
-        if arr.dtype.kind not in "fiub" or arr.ndim != 2:
-            raise ValueError(f"Phi must be a real 2-D matrix, got dtype {arr.dtype} and shape "
-                             f"{arr.shape}")
-        Phi = sp.csr_matrix(arr.astype(np.float64))
+    Phi = _as_csr("Phi", Phi)
     if Phi.shape[0] != A.shape[0] or Phi.shape[1] < 1:
         raise ValueError(f"Phi must have shape ({A.shape[0]}, n0 >= 1), got {Phi.shape}")
     check_finite("Phi", Phi.data)
