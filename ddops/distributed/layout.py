@@ -1,0 +1,488 @@
+"""Distributed layout: which rank owns which subdomains and unknowns, and the halo plan.
+
+Conventions
+-----------
+* The global :class:`~ddops.Decomposition` (and, for now, the global matrix
+  ``A`` when one is given) is built identically on every rank.  This is fine
+  up to a few million unknowns; the layout itself only keeps O(n) integer maps
+  and its own rows and plan, so a later version can build it from a
+  distributed partitioner without changing the API below.
+* **Subdomains to ranks.**  Rank ``r`` owns a set of subdomains: by default
+  contiguous blocks of subdomain indices (sizes differing by at most one,
+  :func:`ddops.dd.decomposition.split_sizes`), or any map
+  ``subdomain_ranks[i] = r`` given by the user.
+* **Unknowns to ranks.**  Unknown ``j`` belongs to the rank of the subdomain
+  ``decomposition.owner[j]`` (the non-overlapping partition).  Without
+  ``owner`` labels, to the rank of the first subdomain that contains ``j``.
+* **Distributed vectors.**  A distributed vector is a plain numpy array on
+  every rank holding the rank's *owned* entries in increasing global index
+  order: ``x_local = x_global[layout.owned]``.  Blocks of vectors are arrays
+  of shape ``(num_owned, k)``.  :meth:`DistributedLayout.scatter` and
+  :meth:`DistributedLayout.gather` convert from and to global arrays on small
+  problems; on large ones the user fills ``x_local`` from local data at the
+  positions ``layout.owned``.
+* **Extended (owned + ghost) numbering.**  Local position ``l`` of the
+  extended vector is global unknown ``layout.ext_indices[l]``: first the
+  owned unknowns, then the ghosts, ordered by owning rank and then by global
+  index, so the halo exchange receives straight into the tail of the
+  extended vector.  Ghosts are the unknowns of the rank's subdomains
+  (overlap included) and the columns of its rows of ``A`` that it does not own.
+* **Region.**  ``layout.region`` (sorted global indices) is the union of the
+  rank's subdomains; ``layout.region_in_ext`` their extended positions.
+  :meth:`DistributedLayout.local_decomposition` is the rank's subdomains as a
+  :class:`~ddops.Decomposition` of the region (weights with the *global*
+  multiplicity), on which the serial operators run unchanged.
+
+The communication plan (computed once)
+--------------------------------------
+Each rank counts the ghosts it needs from every other rank, one ``Alltoall``
+of those counts and one ``Alltoallv`` of the global indices tell every owner
+what to send.  Then per exchange:
+
+* :meth:`~DistributedLayout.update_ghosts` (forward): owners pack
+  ``x[send_index]`` into a preallocated buffer, one ``Neighbor_alltoallv`` on
+  a distributed-graph communicator (or ``Alltoallv`` on the parent
+  communicator, ``exchange="alltoallv"``) delivers it, and the ghosts land in
+  the extended vector.
+* :meth:`~DistributedLayout.reduce_ghosts` (reverse, sum): the ghost entries
+  of an extended vector travel back to their owners, which add them to their
+  owned entries (the scatter-add of ``R_i^T``).
+
+Every exchange and every reduction made through the layout is counted in
+:attr:`DistributedLayout.stats` (messages sent by this rank, bytes sent,
+reductions and their bytes), for the communication model.
+
+API summary
+-----------
+``DistributedLayout(decomposition, comm=None, A=None, *, subdomain_ranks=None,
+exchange="neighbor")``, attributes ``comm, rank, size, num_dofs, decomposition,
+subdomain_ranks, local_subdomains, dof_ranks, owned, ghosts, ext_indices,
+num_owned, num_ghosts, num_ext, owned_counts, region, region_in_ext,
+send_ranks, recv_ranks, send_counts, recv_counts, send_index, stats``;
+methods ``update_ghosts(x, out=None)``, ``reduce_ghosts(y_ext, out=None)``,
+``ext_positions(global_indices)``, ``local_rows(A)``, ``local_decomposition()``,
+``scatter(x_global)``, ``gather(x_local, root=None)``, ``allreduce(values)``,
+``dot(x, y)``, ``norm(x)``, ``reset_stats()``, ``plan_summary()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import check_choice
+from ..dd.decomposition import Decomposition, split_sizes
+from .comm import mpi
+
+__all__ = ["EXCHANGES", "DistributedLayout", "RegionDecomposition"]
+
+#: Halo exchange implementations: a neighbourhood collective on a distributed-graph
+#: communicator (only neighbours take part) or ``Alltoallv`` on the whole communicator.
+EXCHANGES = ("neighbor", "alltoallv")
+
+
+class RegionDecomposition(Decomposition):
+    """A rank's subdomains as a decomposition of its region, weighted by the global multiplicity.
+
+    The partition-of-unity weights ``D_i = diag(1 / m_j)`` must count every
+    subdomain containing ``j``, also those on other ranks; the region's own
+    multiplicity only counts the local ones.  Everything else is the serial
+    :class:`~ddops.Decomposition`.
+    """
+
+    def __init__(self, indices, sizes, num_dofs, global_multiplicity, *, coordinates=None,
+                 h=None) -> None:
+        # packed form (indices sorted inside each subdomain): no per-subdomain arrays
+        self._init_from_packed(np.asarray(indices, dtype=np.int64),
+                               np.asarray(sizes, dtype=np.int64), int(num_dofs), None,
+                               coordinates, h)
+        self.global_multiplicity = np.asarray(global_multiplicity, dtype=np.int64)
+
+    def entry_weights(self, weighting: str = "full") -> np.ndarray:
+        check_choice("weighting", weighting, ("none", "sqrt", "full"))
+        w = 1.0 / self.global_multiplicity[self.indices]
+        return {"none": np.ones_like(w), "sqrt": np.sqrt(w), "full": w}[weighting]
+
+
+def _check_decomposition(decomposition: Any) -> Decomposition:
+    if not isinstance(decomposition, Decomposition):
+        raise TypeError("decomposition must be a ddops Decomposition, got "
+                        f"{type(decomposition).__name__}")
+    return decomposition
+
+
+def _csr(A: Any, name: str = "A") -> sp.csr_matrix:
+    if not sp.issparse(A):
+        arr = np.asarray(A)
+        if arr.ndim != 2 or arr.dtype.kind not in "fiub":
+            raise ValueError(f"{name} must be a real 2-D matrix, got dtype {arr.dtype} and "
+                             f"shape {arr.shape}")
+        A = arr
+    A = sp.csr_matrix(A)
+    A.sum_duplicates()
+    return A
+
+
+class DistributedLayout:
+    """Ownership of subdomains and unknowns by MPI ranks and the halo-exchange plan.
+
+    Parameters
+    ----------
+    decomposition : Decomposition
+        The global decomposition, identical on every rank.
+    comm : mpi4py communicator, optional
+        Default ``MPI.COMM_WORLD``.
+    A : sparse matrix, optional
+        The global ``n x n`` matrix (identical on every rank) or this rank's
+        owned rows (``num_owned x n``, global column indices).  Its columns
+        join the ghosts, so that :meth:`local_rows` and the distributed
+        matrix-vector product need no other communication.
+    subdomain_ranks : array of int, optional
+        Rank of every subdomain (length ``N``, values in ``[0, size)``, every
+        rank at least one subdomain).  Default: contiguous blocks.
+    exchange : {"neighbor", "alltoallv"}
+        See :data:`EXCHANGES`.
+
+    Raises
+    ------
+    ValueError
+        More ranks than subdomains, a bad ``subdomain_ranks``, an ``A`` whose
+        shape fits neither form.
+    """
+
+    def __init__(self, decomposition: Any, comm: Any = None, A: Any = None, *,
+                 subdomain_ranks: Any = None, exchange: str = "neighbor") -> None:
+        MPI = mpi()
+        d = _check_decomposition(decomposition)
+        check_choice("exchange", exchange, EXCHANGES)
+        self.comm = MPI.COMM_WORLD if comm is None else comm
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.decomposition = d
+        self.num_dofs = n = d.num_dofs
+        self.exchange = exchange
+        N, P = d.num_subdomains, self.size
+
+        # -- subdomains and unknowns to ranks
+        if subdomain_ranks is None:
+            if P > N:
+                raise ValueError(f"{P} ranks but only {N} subdomains: every rank needs at least "
+                                 "one subdomain (use more subdomains or fewer ranks)")
+            subdomain_ranks = np.repeat(np.arange(P), split_sizes(N, P))
+        else:
+            subdomain_ranks = np.asarray(subdomain_ranks)
+            if subdomain_ranks.dtype.kind not in "iu" or subdomain_ranks.shape != (N,):
+                raise ValueError(f"subdomain_ranks must be an integer array of shape ({N},), got "
+                                 f"dtype {subdomain_ranks.dtype} and shape {subdomain_ranks.shape}")
+            subdomain_ranks = subdomain_ranks.astype(np.int64)
+            if subdomain_ranks.min() < 0 or subdomain_ranks.max() >= P:
+                raise ValueError(f"subdomain_ranks must lie in [0, {P})")
+            empty = np.flatnonzero(np.bincount(subdomain_ranks, minlength=P) == 0)
+            if empty.size:
+                raise ValueError(f"subdomain_ranks gives rank {int(empty[0])} no subdomain")
+        self.subdomain_ranks = subdomain_ranks
+        self.local_subdomains = np.flatnonzero(subdomain_ranks == self.rank)
+        if d.owner is not None:
+            owner = d.owner
+        else:  # the first subdomain containing each unknown (indices are subdomain-major)
+            first = np.unique(d.indices, return_index=True)[1]
+            owner = d._subdomain_of_entry[first]
+        self.dof_ranks = subdomain_ranks[owner]
+        self.owned = np.flatnonzero(self.dof_ranks == self.rank)
+        self.num_owned = int(self.owned.size)
+        self.owned_counts = np.bincount(self.dof_ranks, minlength=P).astype(np.int64)
+
+        # -- region (union of the local subdomains) and the rows of A
+        sel = np.isin(d._subdomain_of_entry, self.local_subdomains)
+        self.region = np.unique(d.indices[sel])
+        needed = [self.region]
+        self._rows = None
+        if A is not None:
+            A = _csr(A)
+            if A.shape == (n, n):
+                rows = A[self.owned]
+            elif A.shape == (self.num_owned, n):
+                rows = A
+            else:
+                raise ValueError(f"A must have shape ({n}, {n}) (global) or "
+                                 f"({self.num_owned}, {n}) (this rank's rows), got {A.shape}")
+            self._rows = rows
+            needed.append(np.unique(rows.indices))
+        candidates = np.unique(np.concatenate(needed))
+        ghosts = candidates[self.dof_ranks[candidates] != self.rank]
+        # ghosts grouped by owning rank (a stable sort keeps global order inside a rank)
+        self.ghosts = ghosts[np.argsort(self.dof_ranks[ghosts], kind="stable")]
+        self.num_ghosts = int(self.ghosts.size)
+        self.ext_indices = np.concatenate([self.owned, self.ghosts])
+        self.num_ext = int(self.ext_indices.size)
+        self._ext_sorted = np.argsort(self.ext_indices, kind="stable")
+        self.region_in_ext = self.ext_positions(self.region)
+
+        # -- the plan: counts, then the requested indices, once
+        self.recv_counts = np.bincount(self.dof_ranks[self.ghosts], minlength=P).astype(np.int64)
+        self.send_counts = np.zeros(P, dtype=np.int64)
+        self.comm.Alltoall(self.recv_counts, self.send_counts)
+        self.recv_displs = np.concatenate([[0], np.cumsum(self.recv_counts)[:-1]]).astype(np.int64)
+        self.send_displs = np.concatenate([[0], np.cumsum(self.send_counts)[:-1]]).astype(np.int64)
+        requested = np.empty(int(self.send_counts.sum()), dtype=np.int64)
+        self.comm.Alltoallv([self.ghosts, (self.recv_counts, self.recv_displs), MPI.INT64_T],
+                            [requested, (self.send_counts, self.send_displs), MPI.INT64_T])
+        self.send_index = np.searchsorted(self.owned, requested)
+        if requested.size and (self.send_index.max() >= self.num_owned
+                               or np.any(self.owned[self.send_index] != requested)):
+            raise RuntimeError("inconsistent halo plan: a rank asked for an unknown this rank "
+                               "does not own (the decomposition differs between ranks)")
+        self.send_ranks = np.flatnonzero(self.send_counts)
+        self.recv_ranks = np.flatnonzero(self.recv_counts)
+        # reverse exchange: owned[send_index[k]] += received[k], as one sparse product
+        self._reduce = sp.csr_matrix(
+            (np.ones(requested.size), (self.send_index, np.arange(requested.size))),
+            shape=(self.num_owned, requested.size))
+        self._graph = None
+        if exchange == "neighbor":
+            self._graph = self.comm.Create_dist_graph_adjacent(
+                self.recv_ranks.tolist(), self.send_ranks.tolist(), reorder=False)
+        self._buffers: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+        self.reset_stats()
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def reset_stats(self) -> None:
+        """Zero the communication counters of :attr:`stats`."""
+        #: counters of this rank: halo exchanges (forward and reverse), point-to-point
+        #: messages sent, bytes sent, global reductions and the bytes each rank contributes
+        self.stats = {"exchanges": 0, "messages": 0, "bytes": 0, "reductions": 0,
+                      "reduction_bytes": 0}
+
+    def plan_summary(self) -> dict[str, int]:
+        """Sizes of this rank's part: owned, ghosts, subdomains, neighbours, entries sent."""
+        return {"rank": self.rank, "owned": self.num_owned, "ghosts": self.num_ghosts,
+                "subdomains": int(self.local_subdomains.size),
+                "send_neighbours": int(self.send_ranks.size),
+                "recv_neighbours": int(self.recv_ranks.size),
+                "send_entries": int(self.send_counts.sum()),
+                "recv_entries": int(self.recv_counts.sum())}
+
+    def ext_positions(self, global_indices: Any) -> np.ndarray:
+        """Extended local positions of global unknowns (all must be owned or ghosts here)."""
+        g = np.asarray(global_indices, dtype=np.int64)
+        at = np.searchsorted(self.ext_indices[self._ext_sorted], g)
+        at = np.minimum(at, max(self.num_ext - 1, 0))
+        pos = self._ext_sorted[at] if self.num_ext else at
+        if g.size and (self.num_ext == 0 or np.any(self.ext_indices[pos] != g)):
+            bad = g[self.ext_indices[pos] != g] if self.num_ext else g
+            raise ValueError(f"global_indices: unknown {int(bad[0])} is neither owned by rank "
+                             f"{self.rank} nor one of its ghosts")
+        return pos
+
+    def _buffer(self, kind: str, width: int, dtype: np.dtype) -> np.ndarray:
+        key = (kind, width, dtype.str)
+        if key not in self._buffers:
+            size = int(self.send_counts.sum() if kind == "send" else self.recv_counts.sum())
+            self._buffers[key] = np.empty((size, width), dtype=dtype)
+        return self._buffers[key]
+
+    def _alltoallv(self, send: np.ndarray, scounts: np.ndarray, sdispls: np.ndarray,
+                   recv: np.ndarray, rcounts: np.ndarray, rdispls: np.ndarray,
+                   sranks: np.ndarray, rranks: np.ndarray) -> None:
+        """Send ``send`` rows by destination and receive ``recv`` rows by source."""
+        width = send.shape[1]
+        self.stats["exchanges"] += 1
+        self.stats["messages"] += int(sranks.size)
+        self.stats["bytes"] += int(send.nbytes)
+        if self._graph is not None:
+            sc, rc = scounts[sranks] * width, rcounts[rranks] * width
+            self._graph.Neighbor_alltoallv([send, (sc, sdispls[sranks] * width)],
+                                           [recv, (rc, rdispls[rranks] * width)])
+        else:
+            self.comm.Alltoallv([send, (scounts * width, sdispls * width)],
+                                [recv, (rcounts * width, rdispls * width)])
+
+    # -- halo exchanges ---------------------------------------------------------------------
+    def update_ghosts(self, x: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """Forward exchange: the extended vector ``[x_owned, x_ghosts]`` from the owned part.
+
+        Parameters
+        ----------
+        x : array, shape (num_owned,) or (num_owned, k)
+            This rank's owned entries.
+        out : array, shape (num_ext,) or (num_ext, k), optional
+            Where to write the extended vector (its first ``num_owned`` rows
+            are overwritten with ``x``).
+
+        Returns
+        -------
+        numpy.ndarray
+            The extended vector, shape ``(num_ext,)`` or ``(num_ext, k)``.
+        """
+        x = np.asarray(x)
+        if x.shape[:1] != (self.num_owned,) or x.ndim not in (1, 2):
+            raise ValueError(f"x must have shape ({self.num_owned},) or ({self.num_owned}, k), "
+                             f"got {x.shape}")
+        x2 = x.reshape(self.num_owned, -1)
+        width = x2.shape[1]
+        if out is None:
+            out = np.empty((self.num_ext,) + x.shape[1:], dtype=x.dtype)
+        out2 = out.reshape(self.num_ext, width)
+        out2[: self.num_owned] = x2
+        send = self._buffer("send", width, x2.dtype)
+        np.take(x2, self.send_index, axis=0, out=send)
+        # the ghosts are ordered by source rank: receive straight into the tail
+        recv = out2[self.num_owned:]
+        if not recv.flags.c_contiguous:  # pragma: no cover - out is contiguous by construction
+            recv = self._buffer("recv", width, x2.dtype)
+        self._alltoallv(send, self.send_counts, self.send_displs, recv, self.recv_counts,
+                        self.recv_displs, self.send_ranks, self.recv_ranks)
+        if recv is not out2[self.num_owned:]:  # pragma: no cover
+            out2[self.num_owned:] = recv
+        return out
+
+    def reduce_ghosts(self, y: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """Reverse exchange: owned part of an extended vector plus the ghost parts sent back.
+
+        ``result[j] = y[j] + sum of y[ghost copies of j on other ranks]`` for
+        every owned ``j``: the scatter-add that completes ``sum_i R_i^T y_i``
+        when the local sums were formed in extended numbering.
+
+        Parameters
+        ----------
+        y : array, shape (num_ext,) or (num_ext, k)
+        out : array, shape (num_owned,) or (num_owned, k), optional
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``(num_owned,)`` or ``(num_owned, k)``.
+        """
+        y = np.asarray(y)
+        if y.shape[:1] != (self.num_ext,) or y.ndim not in (1, 2):
+            raise ValueError(f"y must have shape ({self.num_ext},) or ({self.num_ext}, k), "
+                             f"got {y.shape}")
+        y2 = y.reshape(self.num_ext, -1)
+        width = y2.shape[1]
+        send = np.ascontiguousarray(y2[self.num_owned:])
+        recv = self._buffer("send", width, y2.dtype)  # the forward send buffer's shape
+        self._alltoallv(send, self.recv_counts, self.recv_displs, recv, self.send_counts,
+                        self.send_displs, self.recv_ranks, self.send_ranks)
+        result = y2[: self.num_owned] + self._reduce @ recv
+        if out is None:
+            return result.reshape((self.num_owned,) + y.shape[1:])
+        out.reshape(self.num_owned, width)[...] = result
+        return out
+
+    # -- reductions -------------------------------------------------------------------------
+    def allreduce(self, values: Any) -> np.ndarray:
+        """Sum of ``values`` over all ranks (one ``Allreduce``; counted in :attr:`stats`)."""
+        MPI = mpi()
+        values = np.ascontiguousarray(values)
+        result = np.empty_like(values)
+        self.comm.Allreduce(values, result, op=MPI.SUM)
+        self.stats["reductions"] += 1
+        self.stats["reduction_bytes"] += int(values.nbytes)
+        return result
+
+    def dot(self, x: Any, y: Any) -> float:
+        """Global inner product of two distributed vectors (one ``Allreduce``)."""
+        return float(self.allreduce(np.array([np.dot(x, y)]))[0])
+
+    def norm(self, x: Any) -> float:
+        """Global 2-norm of a distributed vector (one ``Allreduce``)."""
+        return float(np.sqrt(self.dot(x, x)))
+
+    # -- global arrays (small problems) -----------------------------------------------------
+    def scatter(self, x_global: Any) -> np.ndarray:
+        """This rank's owned entries of a global array present on every rank (no messages)."""
+        x = np.asarray(x_global)
+        if x.shape[:1] != (self.num_dofs,):
+            raise ValueError(f"x_global must have {self.num_dofs} rows, got shape {x.shape}")
+        return x[self.owned].copy()
+
+    def gather(self, x_local: Any, root: int | None = None) -> np.ndarray | None:
+        """The global array from every rank's owned entries (``Allgatherv`` or ``Gatherv``).
+
+        Parameters
+        ----------
+        x_local : array, shape (num_owned,) or (num_owned, k)
+        root : int, optional
+            Only this rank receives the result (the others get None);
+            default: every rank.
+        """
+        x = np.ascontiguousarray(x_local)
+        if x.shape[:1] != (self.num_owned,):
+            raise ValueError(f"x_local must have {self.num_owned} rows, got shape {x.shape}")
+        width = int(np.prod(x.shape[1:], dtype=np.int64))
+        counts = self.owned_counts * width
+        displs = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        stacked = np.empty((self.num_dofs,) + x.shape[1:], dtype=x.dtype)
+        if root is None:
+            self.comm.Allgatherv(x, [stacked, (counts, displs)])
+        else:
+            self.comm.Gatherv(x, [stacked, (counts, displs)] if self.rank == root else None,
+                              root=root)
+            if self.rank != root:
+                return None
+        # ranks' blocks in rank order: the global indices grouped by rank, in order
+        result = np.empty_like(stacked)
+        result[np.argsort(self.dof_ranks, kind="stable")] = stacked
+        return result
+
+    # -- local pieces for the operators -----------------------------------------------------
+    def local_rows(self, A: Any = None) -> sp.csr_matrix:
+        """This rank's rows of ``A`` with columns in extended numbering (``num_owned x num_ext``).
+
+        Parameters
+        ----------
+        A : sparse matrix, optional
+            Global matrix or this rank's owned rows (as in the constructor);
+            default: the matrix given to the constructor.
+
+        Raises
+        ------
+        ValueError
+            No matrix, or a column that is neither owned nor a ghost (give
+            ``A`` to the constructor so that its columns join the ghosts).
+        """
+        if A is None:
+            if self._rows is None:
+                raise ValueError("A is required: the layout was built without a matrix")
+            rows = self._rows
+        else:
+            A = _csr(A)
+            n = self.num_dofs
+            if A.shape == (n, n):
+                rows = A[self.owned]
+            elif A.shape == (self.num_owned, n):
+                rows = A
+            else:
+                raise ValueError(f"A must have shape ({n}, {n}) or ({self.num_owned}, {n}), "
+                                 f"got {A.shape}")
+        try:
+            cols = self.ext_positions(rows.indices)
+        except ValueError as exc:
+            raise ValueError(f"A: a column of this rank's rows is not in the layout ({exc}); "
+                             "build the layout with A=") from None
+        local = sp.csr_matrix((rows.data, cols, rows.indptr), shape=(self.num_owned, self.num_ext))
+        local.sort_indices()
+        return local
+
+    def local_decomposition(self) -> RegionDecomposition:
+        """The rank's subdomains as a decomposition of :attr:`region` (local numbering).
+
+        Subdomain ``k`` is global subdomain ``local_subdomains[k]``; its
+        indices are positions in ``region``; the weights use the global
+        multiplicity.  Cached.
+        """
+        if getattr(self, "_local_decomposition", None) is None:
+            d = self.decomposition
+            # the local subdomains' packed entries, renumbered in the region (monotone map)
+            sel = np.isin(d._subdomain_of_entry, self.local_subdomains)
+            self._local_decomposition = RegionDecomposition(
+                np.searchsorted(self.region, d.indices[sel]), d.sizes[self.local_subdomains],
+                self.region.size, d.multiplicity[self.region],
+                coordinates=d.coordinates[self.region], h=d.h)
+        return self._local_decomposition
+
+    def __repr__(self) -> str:
+        return (f"DistributedLayout(rank={self.rank}/{self.size}, owned={self.num_owned}, "
+                f"ghosts={self.num_ghosts}, subdomains={self.local_subdomains.size}, "
+                f"exchange={self.exchange!r})")
