@@ -1,0 +1,120 @@
+"""Data-parallel training under mpiexec equals serial training (to rounding).
+
+``_workers_training.py`` trains on 2 and 4 ranks (batch 10 and 7: uneven splits),
+resumes on 4 ranks a checkpoint written by 2, and runs the compare experiment
+data-parallel; the serial references are computed here, in this process, with
+the serial :class:`~ddops.learning.training.Trainer`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ._mpi import HERE, launch
+
+#: Relative tolerance of data-parallel against serial training: the two differ only in
+#: the order of the column sums (measured about 2e-15 after 12 Adam steps).
+RTOL = 1e-10
+
+
+@pytest.fixture(scope="module", params=(2, 4), ids=lambda p: f"np{p}")
+def worker_output(request, tmp_path_factory) -> tuple[int, Path]:
+    out = tmp_path_factory.mktemp(f"training{request.param}")
+    result = launch(HERE / "_workers_training.py", request.param, "--out", str(out))
+    if result.returncode != 0:
+        pytest.fail(f"mpiexec -n {request.param} _workers_training.py exited with "
+                    f"{result.returncode}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return request.param, out
+
+
+@pytest.fixture(scope="module")
+def workers():
+    sys.path.insert(0, str(HERE))
+    try:
+        import _workers_training
+    finally:
+        sys.path.remove(str(HERE))
+    return _workers_training
+
+
+def _serial(workers, case: dict, steps=None):
+    from ddops.learning.training import Trainer
+
+    op, sampler, config, validation = workers.build(case)
+    trainer = Trainer(op, sampler, config, validation=validation)
+    result = trainer.run(steps)
+    return trainer, result
+
+
+def _close(a, b) -> float:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    assert a.shape == b.shape
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+
+
+@pytest.mark.parametrize("case", ("schwarz_wmse", "global_mse"))
+def test_data_parallel_equals_serial(worker_output, workers, case):
+    nprocs, out = worker_output
+    trainer, result = _serial(workers, workers.cases()[case])
+    state = trainer.optimizer.state_dict()
+    for P in sorted({2, nprocs}):
+        got = np.load(out / f"{case}_P{P}.npz")
+        assert _close(got["theta"], trainer.op.theta) < RTOL
+        assert _close(got["exp_avg"], state["exp_avg_0"]) < RTOL
+        assert _close(got["exp_avg_sq"], state["exp_avg_sq_0"]) < RTOL
+        assert _close(got["hist_train"], result.history["train"]) < RTOL
+        assert _close(got["hist_val"], result.history["val"]) < RTOL
+        # the scheduler took the same decisions (it reduces the rate during this run)
+        np.testing.assert_array_equal(got["hist_lr"], result.history["lr"])
+        np.testing.assert_array_equal(got["hist_val_step"], result.history["val_step"])
+    if case == "schwarz_wmse":
+        assert len(set(result.history["lr"].tolist())) > 1
+
+
+def test_resume_on_another_number_of_ranks(worker_output, workers):
+    nprocs, out = worker_output
+    if nprocs < 4:
+        pytest.skip("the 2 -> 4 ranks resume runs in the four-rank job")
+    trainer, result = _serial(workers, workers.cases()["schwarz_wmse"])  # uninterrupted
+    got = np.load(out / "resumed_P4.npz")
+    assert _close(got["theta"], trainer.op.theta) < RTOL
+    assert _close(got["hist_train"], result.history["train"]) < RTOL
+    np.testing.assert_array_equal(got["hist_lr"], result.history["lr"])
+
+
+def test_checkpoint_of_ranks_resumes_in_a_serial_trainer(worker_output, workers):
+    from ddops.learning.training import Trainer
+
+    _, out = worker_output
+    # the final checkpoint (step 12) of the resumed run; a serial trainer accepts it as its own
+    case = workers.cases()["schwarz_wmse"]
+    path = out / "resume_checkpoint.npz"
+    op, sampler, config, validation = workers.build(case, checkpoint=True)
+    serial = Trainer(op, sampler, config, validation=validation)
+    assert serial.load_checkpoint(path) == {}
+    reference, _ = _serial(workers, case)
+    assert serial.step == workers.STEPS
+    assert _close(op.theta, reference.op.theta) < RTOL
+    assert reference.rng.bit_generator.state == serial.rng.bit_generator.state
+
+
+def test_compare_experiment_data_parallel_equals_serial(worker_output, workers, tmp_path):
+    from ddops.experiments.compare import run_compare
+
+    _, out = worker_output
+    metrics = run_compare(workers.compare_config(str(tmp_path / "compare")), log=lambda s: None)
+    got = json.loads((out / "compare_metrics.json").read_text())["models"]
+    assert set(got) == set(metrics) == {"schwarz", "global_r3"}
+    for name, entry in metrics.items():
+        for key in ("final_train_loss", "val_wmse", "operator_fro_error"):
+            assert abs(got[name][key] - entry[key]) <= RTOL * abs(entry[key]), (name, key)
+        assert got[name]["status"] == "finished" and got[name]["steps"] == 6
+        ours = np.load(out / f"compare_{name}.npz")["theta"]
+        assert _close(ours, np.load(tmp_path / f"compare_{name}.npz")["theta"]) < RTOL
+    # rank 0 wrote the files of a serial run, and no rank left anything else behind
+    assert {p.name for p in out.glob("compare*")} == {p.name for p in tmp_path.glob("compare*")}
