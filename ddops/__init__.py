@@ -4,7 +4,7 @@ from . import problems, testing
 from .backend import cupy_available, get_array_module
 from .dd.coarse import coarse_basis
 from .dd.decomposition import Decomposition, Decomposition1D
-from .learning.data import FourierRHS
+from .learning.data import FourierRHS, GridFourierRHS, MatrixRHS, make_rhs_sampler
 from .learning.spectral import best_rank_error
 from .learning.training import Trainer, TrainingConfig
 from .operators import GlobalLowRankOperator, SchwarzOperator
@@ -19,6 +19,8 @@ __all__ = [
     "Decomposition1D",
     "FourierRHS",
     "GlobalLowRankOperator",
+    "GridFourierRHS",
+    "MatrixRHS",
     "PoissonSolver",
     "SchwarzOperator",
     "Trainer",
@@ -28,6 +30,7 @@ __all__ = [
     "coarse_basis",
     "cupy_available",
     "get_array_module",
+    "make_rhs_sampler",
     "poisson_1d",
     "poisson_2d",
     "poisson_3d",

@@ -39,7 +39,7 @@ from ..io import (
 )
 from ..operators import LowRankOperator
 from ..operators.losses import loss_value
-from .data import FourierRHS
+from .data import BasisRHS
 from .initialisation import LR_SCALINGS, lr_scales
 from .optim import Adam, AdamW, ReduceLROnPlateau
 
@@ -131,7 +131,8 @@ class TrainingConfig:
         run in their own threads (numpy, scipy and the BLAS release the GIL),
         and the block losses and gradients are combined with weights
         ``B_k / B`` (every loss is a mean over columns).  With a stock
-        :class:`~ddops.learning.data.FourierRHS` of the operator's dtype the
+        :class:`~ddops.learning.data.BasisRHS` sampler (``FourierRHS``,
+        ``GridFourierRHS``, ``MatrixRHS``) of the operator's dtype the
         coefficients are drawn once and every worker forms its own columns of
         ``F`` and ``U``; any other sampler draws the whole batch, which the
         workers copy in parts.  The random stream is the same as with one
@@ -456,12 +457,13 @@ class Trainer:
     def _blockwise_sampler(self) -> bool:
         """Whether workers may form their own column blocks from shared coefficients.
 
-        True for a :class:`~ddops.learning.data.FourierRHS` of the operator's dtype whose
+        True for a :class:`~ddops.learning.data.BasisRHS` (``FourierRHS``,
+        ``GridFourierRHS``, ``MatrixRHS``, ...) of the operator's dtype whose
         ``sample`` is the stock one (``synthesize(sample_coefficients(...))``);
         any other sampler draws whole batches, which the workers then split.
         """
         sampler = self.sampler
-        return (isinstance(sampler, FourierRHS) and type(sampler).sample is FourierRHS.sample
+        return (isinstance(sampler, BasisRHS) and type(sampler).sample is BasisRHS.sample
                 and sampler.dtype == self.op.dtype and sampler.backend == self.op.backend)
 
     def _block_value_and_grad(self, k: int, source: tuple[str, Any]) -> tuple[Any, float]:
