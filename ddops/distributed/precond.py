@@ -1,0 +1,264 @@
+"""Distributed two-level Schwarz preconditioner on a :class:`~ddops.distributed.DistributedLayout`.
+
+Each rank factorises the subdomain matrices ``A_i`` of its own subdomains by
+running the serial one-level :class:`ddops.TwoLevelSchwarz` (``coarse=False``)
+on its region (the union of its subdomains, see
+:meth:`DistributedLayout.local_decomposition`, whose partition-of-unity
+weights use the global multiplicity), so the batched local factorisation and
+solve are exactly the serial ones.  One application of
+
+.. math::
+
+    M x = \\sum_i R_i^T W_i^{out} A_i^{-1} W_i^{in} R_i x + \\Phi A_0^{-1} \\Phi^T x
+
+costs one forward halo exchange (the region values of ``x``), one reverse
+exchange (the overlap parts of the local results go back to their owners and
+are summed) and one ``Allreduce`` of ``n0`` values (``Phi^T x``), started
+non-blocking before the local solves so that it overlaps them.
+
+The coarse space
+----------------
+``Phi`` is built by the serial code (:func:`ddops.coarse_basis`) from the
+global decomposition and matrix, identically on every rank, and each rank
+keeps its owned rows (and the rows of its ghosts for the set-up).  This is the
+simple first version: for GDSW it repeats the serial basis set-up on every
+rank, so that part of the set-up does not get faster with more ranks (a
+rank-local construction needs only the interface components touching the
+rank's parts and the harmonic extension into them).  The coarse matrix is
+assembled the distributed way: every rank forms its contribution
+``Phi_owned^T (A_owned Phi_ext)``, one ``Allgatherv`` of the sparse triplets
+sums them, and every rank factorises ``A_0`` redundantly (dense Cholesky up to
+:data:`ddops.precond.schwarz.COARSE_DENSE_MAX`, else sparse).  Redundant
+factorisation instead of one rank plus a broadcast: the ``Allreduce`` of
+``Phi^T x`` already leaves the coarse right-hand side on every rank, so every
+rank solves and no second message (a broadcast of ``A_0^{-1} Phi^T x``) is
+needed per application; ``n0`` is small, so the repeated solve is cheap.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+from .._validation import check_choice
+from ..dd.coarse import ALL_COARSE_BASES, MATRIX_COARSE_BASES, validate_coarse_matrix
+from ..dd.coarse import coarse_basis as build_coarse_basis
+from ..precond.schwarz import (
+    COARSE_DENSE_MAX,
+    TwoLevelSchwarz,
+    _bad_pivots,
+    _check_matrix,
+    _check_symmetric,
+    _sparse_spd_factor,
+)
+from .comm import mpi
+from .layout import DistributedLayout
+
+__all__ = ["DISTRIBUTED_VARIANTS", "DistributedTwoLevelSchwarz", "allreduce_sparse"]
+
+#: Variants of :class:`DistributedTwoLevelSchwarz` (those of the serial preconditioner whose
+#: local part is a sum over subdomains; ``"hybrid"`` is not distributed yet).
+DISTRIBUTED_VARIANTS = ("additive", "restricted", "symmetric_restricted")
+
+
+def allreduce_sparse(layout: DistributedLayout, C: sp.spmatrix) -> sp.csr_matrix:
+    """Sum of one sparse matrix per rank, on every rank (``Allgatherv`` of the triplets).
+
+    Counted as one reduction in ``layout.stats``.
+    """
+    C = sp.coo_matrix(C)
+    comm = layout.comm
+    counts = np.array(comm.allgather(int(C.nnz)), dtype=np.int64)
+    displs = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    total = int(counts.sum())
+    parts = []
+    for local, dtype in ((C.row, np.int64), (C.col, np.int64), (C.data, np.float64)):
+        out = np.empty(total, dtype=dtype)
+        comm.Allgatherv(np.ascontiguousarray(local, dtype=dtype), [out, (counts, displs)])
+        parts.append(out)
+    layout.stats["reductions"] += 1
+    layout.stats["reduction_bytes"] += 24 * int(C.nnz)
+    S = sp.coo_matrix((parts[2], (parts[0], parts[1])), shape=C.shape).tocsr()
+    S.sum_duplicates()
+    return S
+
+
+class DistributedTwoLevelSchwarz:
+    """Two-level overlapping Schwarz preconditioner with subdomains on MPI ranks.
+
+    Equal, to rounding, to the serial :class:`ddops.TwoLevelSchwarz` with the
+    same decomposition, coarse basis and variant; vectors follow the layout's
+    convention (each rank's owned entries, increasing global order).
+
+    Parameters
+    ----------
+    layout : DistributedLayout
+        The layout; its ghosts must include the rank's region (always) and,
+        for the coarse matrix, the columns of its rows (build it with ``A=``).
+    A : sparse matrix
+        The global SPD matrix, identical on every rank (the region's rows of
+        ``A`` give the subdomain matrices; the serial GDSW code needs all of it).
+    coarse_basis : str, sparse matrix or None
+        A name of :data:`ddops.dd.coarse.ALL_COARSE_BASES`, a global
+        ``n x n0`` matrix Phi (identical on every rank), or None (one level).
+    variant : {"additive", "restricted", "symmetric_restricted"}
+        As in the serial preconditioner; ``"restricted"`` is not symmetric
+        (GMRES).
+    null_space : array (n x k), optional
+        Passed to the coarse basis.
+    local_solver : {"auto", "dense", "sparse"}
+        Local solver of the rank's serial one-level preconditioner.
+
+    Attributes
+    ----------
+    local : TwoLevelSchwarz
+        The rank's one-level preconditioner on its region.
+    coarse_dim : int
+        ``n0`` (0 for one level).
+    setup_seconds, coarse_basis_seconds, coarse_matrix_seconds : float
+        Wall times of this rank's set-up and of its coarse-basis and
+        coarse-matrix parts.
+
+    Raises
+    ------
+    ValueError
+        A different size than the layout, a non-symmetric ``A``, an unknown
+        variant (``"hybrid"`` included) or coarse basis, a singular coarse matrix.
+    """
+
+    def __init__(self, layout: DistributedLayout, A: Any, coarse_basis: Any = "gdsw",
+                 variant: str = "additive", *, null_space: Any = None,
+                 local_solver: str = "auto") -> None:
+        start = time.perf_counter()
+        if not isinstance(layout, DistributedLayout):
+            raise TypeError(f"layout must be a DistributedLayout, got {type(layout).__name__}")
+        check_choice("variant", variant, DISTRIBUTED_VARIANTS)
+        if isinstance(coarse_basis, str):
+            check_choice("coarse_basis", coarse_basis, ALL_COARSE_BASES)
+        A, _ = _check_matrix(A)
+        n = layout.num_dofs
+        if A.shape[0] != n:
+            raise ValueError(f"A has size {A.shape[0]} but the layout has num_dofs={n}")
+        _check_symmetric(A)
+        A = ((A + A.T) * 0.5).tocsr()  # as the serial preconditioner does
+        self.layout = layout
+        self.variant = variant
+        self.shape = (n, n)
+        self.dtype = np.dtype(np.float64)
+
+        # -- local part: the serial one-level preconditioner on the rank's region
+        region = layout.region
+        A_region = A[region][:, region]
+        self.local = TwoLevelSchwarz(A_region, layout.local_decomposition(), coarse_basis=None,
+                                     variant=variant, coarse=False, local_solver=local_solver)
+        self._region_in_ext = layout.region_in_ext
+        self._y_ext = np.zeros(layout.num_ext)
+
+        # -- coarse part
+        basis_start = time.perf_counter()
+        Phi = self._basis(layout, A, coarse_basis, null_space)
+        self.coarse_basis_seconds = time.perf_counter() - basis_start
+        matrix_start = time.perf_counter()
+        self._factor_coarse(layout, A, Phi)
+        self.coarse_matrix_seconds = time.perf_counter() - matrix_start
+        self.setup_seconds = time.perf_counter() - start
+
+    # -- set-up ----------------------------------------------------------------------------
+    @staticmethod
+    def _basis(layout: DistributedLayout, A: sp.csr_matrix, coarse_basis: Any,
+               null_space: Any) -> sp.csr_matrix | None:
+        if coarse_basis is None:
+            if null_space is not None:
+                raise ValueError("null_space is only used with a coarse basis")
+            return None
+        d = layout.decomposition
+        if isinstance(coarse_basis, str):
+            matrix = A if coarse_basis in MATRIX_COARSE_BASES else None
+            return build_coarse_basis(d, coarse_basis, A=matrix, null_space=null_space)
+        if null_space is not None:
+            raise ValueError("null_space is only used with a named coarse basis")
+        return validate_coarse_matrix(coarse_basis, d.num_dofs)
+
+    def _factor_coarse(self, layout: DistributedLayout, A: sp.csr_matrix,
+                       Phi: sp.csr_matrix | None) -> None:
+        self.coarse_dim = 0 if Phi is None else int(Phi.shape[1])
+        self.coarse_solver = None
+        if Phi is None:
+            return
+        Phi = sp.csr_matrix(Phi, dtype=np.float64)
+        self._Phi = Phi[layout.owned]
+        self._PhiT = self._Phi.T.tocsr()
+        # this rank's contribution Phi_owned^T (A_owned Phi_ext), summed over the ranks
+        rows = layout.local_rows(A)
+        contribution = self._PhiT @ (rows @ Phi[layout.ext_indices])
+        A0 = allreduce_sparse(layout, contribution)
+        A0 = ((A0 + A0.T) * 0.5).tocsr()
+        singular = ValueError(
+            f"coarse matrix A_0 = Phi^T A Phi ({self.coarse_dim} x {self.coarse_dim}) is "
+            "singular or not positive definite; the coarse basis Phi must have full column "
+            "rank and A must be SPD")
+        if self.coarse_dim <= COARSE_DENSE_MAX:
+            A0d = A0.toarray()
+            try:
+                c, lower = sla.cho_factor(A0d, lower=True, check_finite=False)
+            except np.linalg.LinAlgError:
+                raise singular from None
+            if _bad_pivots(np.diagonal(c) ** 2, np.diagonal(A0d)).any():
+                raise singular
+            self.coarse_solver = "dense"
+            self._coarse_cho = (c, lower)
+        else:
+            lu, bad = _sparse_spd_factor(A0)
+            if lu is None or bad.size:
+                raise singular
+            self.coarse_solver = "sparse"
+            self._coarse_lu = lu
+        self.coarse_matrix = A0
+
+    # -- application -----------------------------------------------------------------------
+    def _coarse_solve(self, c: np.ndarray, adjoint: bool) -> np.ndarray:
+        if self.coarse_solver == "dense":
+            return sla.cho_solve(self._coarse_cho, c, check_finite=False)
+        return self._coarse_lu.solve(c, trans="T" if adjoint else "N")
+
+    def _apply(self, x: Any, adjoint: bool) -> np.ndarray:
+        layout = self.layout
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != (layout.num_owned,):
+            raise ValueError(f"x must have shape ({layout.num_owned},), got {x.shape}")
+        ext = layout.update_ghosts(x)
+        request = None
+        if self.coarse_dim:  # start the coarse reduction; it completes during the local solves
+            c_local = self._PhiT @ x
+            c = np.empty_like(c_local)
+            request = layout.comm.Iallreduce(c_local, c, op=mpi().SUM)
+            layout.stats["reductions"] += 1
+            layout.stats["reduction_bytes"] += int(c_local.nbytes)
+        local = self.local.rmatvec if adjoint else self.local.matvec
+        y_ext = self._y_ext
+        y_ext[:] = 0.0
+        y_ext[self._region_in_ext] = local(ext[self._region_in_ext])
+        y = layout.reduce_ghosts(y_ext)
+        if request is not None:
+            request.Wait()
+            y += self._Phi @ self._coarse_solve(c, adjoint)
+        return y
+
+    def matvec(self, x: Any) -> np.ndarray:
+        """``(M x)_owned`` from ``x_owned``: two halo exchanges and one reduction."""
+        return self._apply(x, adjoint=False)
+
+    def rmatvec(self, x: Any) -> np.ndarray:
+        """``(M^T x)_owned`` (the same communication as :meth:`matvec`)."""
+        return self._apply(x, adjoint=True)
+
+    __matmul__ = matvec
+
+    def __repr__(self) -> str:
+        return (f"DistributedTwoLevelSchwarz(rank={self.layout.rank}/{self.layout.size}, "
+                f"variant={self.variant!r}, coarse_dim={self.coarse_dim}, "
+                f"local_solver={self.local.local_solver!r})")

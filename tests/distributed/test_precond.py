@@ -1,0 +1,28 @@
+"""Distributed TwoLevelSchwarz against the serial one (under mpiexec -n 2 and -n 4)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+CASES = [f"{m}/{b}/{v}" for m, b, v in itertools.product(
+    ("grid", "metis"), ("gdsw", "rgdsw", "nicolaides", "None"),
+    ("additive", "restricted", "symmetric_restricted"))]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_apply_equals_serial(mpi_results, case):
+    r = mpi_results["precond"][case]
+    assert r["coarse_dim"] == r["serial_coarse_dim"]
+    assert r["err"] <= 1e-12
+    assert r["err_adjoint"] <= 1e-12
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_one_application_communicates_once_each_way(mpi_results, case):
+    r = mpi_results["precond"][case]
+    assert r["exchanges"] == 2  # the forward halo exchange and the reverse sum
+    # one reduction of the n0 coarse right-hand side values (none for one level)
+    assert r["reductions"] == (1 if r["coarse_dim"] else 0)
+    assert r["reduction_bytes"] == 8 * r["coarse_dim"]
