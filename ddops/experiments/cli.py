@@ -72,13 +72,14 @@ def _defaults(name: str, fmt: Any = str) -> str:
 def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
                           exclude: tuple[str, ...] = ()) -> None:
     """The flags of compare, sweep and scaling; ``exclude`` names the ones a command sets itself."""
-    from ..dd.coarse import COARSE_BASES
+    from ..dd.coarse import ALL_COARSE_BASES
     from ..learning.data import RHS_MODES
     from ..learning.initialisation import COARSE_INITS, LOCAL_INITS, LR_SCALINGS
     from ..learning.metrics import EXACT_FRO_LIMIT
     from ..learning.training import OPTIMIZERS
     from ..operators import INITS, PARTITIONS
-    from .compare import REGRESSION_LOSSES
+    from .compare import GRID_FOURIER_MODES, REGRESSION_LOSSES
+    from .grid import PARTITIONERS, PROBLEM_DEFAULTS, PROBLEMS, SUBDOMAIN_WIDTH
 
     def add(group: Any, flag: str, **kw: Any) -> None:
         if flag not in exclude:
@@ -93,14 +94,32 @@ def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
              "convention, naive initialisation, global ranks 40 5, coarse rank 8, Adam "
              "without scheduler; improved, beyond the paper: v2 with --coarse-init galerkin "
              "--local-init problem --lr-scaling problem --lr 0.1)")
-    add(g, "--n", type=_positive_int, metavar="N_ELEMENTS",
+    d2, d3 = PROBLEM_DEFAULTS[2], PROBLEM_DEFAULTS[3]
+    add(g, "--problem", choices=PROBLEMS,
+        help="the problem: the paper's 1D Poisson problem, or finite differences on the unit "
+             "square/cube (poisson2d, poisson3d, diffusion2d with high-contrast channels of "
+             f"--contrast) with algebraic decompositions; {_defaults('problem')}")
+    add(g, "--n", type=_positive_int, metavar="N",
         help="problem size: line elements (--kind element, n - 1 unknowns) or unknowns "
-             f"(--kind dof); {_defaults('n')}")
+             f"(--kind dof); {_defaults('n')}; 2D/3D problems: interior points per direction "
+             f"(n^2 or n^3 unknowns, at least {2 * GRID_FOURIER_MODES[2]} / "
+             f"{2 * GRID_FOURIER_MODES[3]}), {d2['n']} in 2D and {d3['n']} in 3D")
     add(g, "--subdomains", type=_positive_int,
-        help="number of subdomains N (default 8; n/32 when only --n is given)")
+        help="number of subdomains N (default 8; n/32 when only --n is given); 2D/3D: "
+             f"boxes of the grid, split per direction by the most balanced factorisation "
+             f"(or METIS parts with --partitioner metis), {d2['subdomains']} in 2D and "
+             f"{d3['subdomains']} in 3D, (n/{SUBDOMAIN_WIDTH[2]})^2 or "
+             f"(n/{SUBDOMAIN_WIDTH[3]})^3 when only --n is given")
+    add(g, "--partitioner", choices=PARTITIONERS,
+        help="2D/3D: the non-overlapping partition, boxes of the grid or METIS on the graph "
+             f"of A; {_defaults('partitioner')}")
+    add(g, "--contrast", type=_positive_float,
+        help="diffusion2d: coefficient in the channels over the background; "
+             f"{_defaults('contrast', lambda v: f'{v:g}')}")
     add(g, "--overlap", type=_nonnegative_int,
         help="overlap added on each side of a subdomain, in elements (--kind element) or "
-             f"unknowns (--kind dof); {_defaults('overlap')}")
+             f"unknowns (--kind dof); {_defaults('overlap')}; 2D/3D: layers of the graph of "
+             f"A, {d2['overlap']}")
     add(g, "--kind", choices=("element", "dof"),
         help=f"discretisation convention (docs: conventions); {_defaults('kind')}")
     add(g, "--local-rank", type=_positive_int,
@@ -110,9 +129,11 @@ def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
              "values above n0 are truncated with a warning)")
     add(g, "--global-rank", type=_nonnegative_int, nargs="+", metavar="RANK",
         help="ranks of the global Q K^T baselines, one model each (default 39 5; "
-             "--preset v1: 40 5; 0 for none)")
-    add(g, "--coarse-basis", choices=COARSE_BASES,
-        help=f"coarse interpolation Phi; {_defaults('coarse_basis')}")
+             "--preset v1: 40 5; 0 for none; 2D/3D: the Schwarz model's rank bound and its "
+             "parameter-matched rank)")
+    add(g, "--coarse-basis", choices=ALL_COARSE_BASES,
+        help=f"coarse interpolation Phi; {_defaults('coarse_basis')}; 2D/3D: gdsw, rgdsw or "
+             f"nicolaides (built from A and the partition), {d2['coarse_basis']}")
     add(g, "--partition", choices=tuple(PARTITIONS),
         help=f"placement of the partition-of-unity weight; {_defaults('partition')}")
     add(g, "--init", choices=INITS,
@@ -189,8 +210,13 @@ _FLAG_TO_FIELD = {"global_rank": "global_ranks"}
 
 def _config_from_args(args: argparse.Namespace, default_prefix: str):
     from .compare import PRESETS, ExperimentConfig
+    from .grid import DIMENSION, PROBLEM_DEFAULTS, SUBDOMAIN_WIDTH
 
+    problem = getattr(args, "problem", None) or "poisson1d"
     c = ExperimentConfig(save_prefix=default_prefix, **PRESETS[args.preset])
+    if problem != "poisson1d":  # the grid problem's own defaults; kind is a 1D convention
+        c = replace(c, problem=problem, kind="element", global_ranks=None,
+                    **PROBLEM_DEFAULTS[DIMENSION[problem]])
     names = {f.name for f in fields(ExperimentConfig)}
     updates: dict[str, Any] = {}
     for key, value in vars(args).items():
@@ -202,7 +228,8 @@ def _config_from_args(args: argparse.Namespace, default_prefix: str):
         updates["global_ranks"] = tuple(r for r in updates["global_ranks"] if r > 0)
     c = replace(c, **updates)
     if getattr(args, "subdomains", None) is None and getattr(args, "n", None) is not None:
-        c = replace(c, subdomains=max(1, c.n // 32))
+        dim = DIMENSION[c.problem]
+        c = replace(c, subdomains=max(1, c.n // SUBDOMAIN_WIDTH[dim]) ** dim)
     return c
 
 
@@ -234,7 +261,11 @@ def build_parser() -> argparse.ArgumentParser:
                  "setting (about a minute)\n"
                  "  ddops compare --n 64 --steps 200 --no-plots --save-prefix results/small\n"
                  "  ddops compare --checkpoint-every 100 --save-prefix results/run   # then "
-                 "add --resume")
+                 "add --resume\n"
+                 "  ddops compare --problem poisson2d --n 64 --subdomains 16 --coarse-basis gdsw "
+                 "--preset improved\n"
+                 "  ddops compare --problem diffusion2d --n 32 --subdomains 4 --contrast 1e4 "
+                 "--steps 200")
     _add_experiment_flags(p, "results/compare")
     p = _command(sub, "sweep", "learning-rate sweep (Table 1)",
                  "The comparison at every learning rate (Table 1 of the paper); writes "
@@ -251,13 +282,19 @@ def build_parser() -> argparse.ArgumentParser:
                  "paper);\nwrites <prefix>_scaling.md, <prefix>_scaling_metrics.json, "
                  "<prefix>_scaling.png and\neach size's comparison files <prefix>_n<n>_*.",
                  "  ddops scaling --save-prefix results/v2\n"
-                 "  ddops scaling --ns 64 128 256 --steps 200 --no-plots")
+                 "  ddops scaling --ns 64 128 256 --steps 200 --no-plots\n"
+                 "  ddops scaling --problem poisson2d --ns 64 128 256 --preset improved   "
+                 "# N = 4, 16, 64")
     _add_experiment_flags(p, "results/scaling",
                           exclude=("--n", "--subdomains", "--global-rank"))
-    p.add_argument("--ns", type=int_at_least(2), nargs="+", metavar="N_ELEMENTS",
+    p.add_argument("--ns", type=int_at_least(2), nargs="+", metavar="N",
                    help="problem sizes n, in elements (--kind element) or unknowns (--kind "
                         "dof); N = n/32 subdomains each (default: the paper's 256 512 1024 "
-                        "2048 4096 8192)")
+                        "2048 4096 8192); 2D/3D: points per direction, N = (n/width)^d boxes "
+                        "(default 64 128 256 in 2D, 16 32 in 3D)")
+    p.add_argument("--subdomain-width", type=_positive_int, metavar="POINTS",
+                   help="points per direction of a subdomain, fixed over the study (default "
+                        "32; 3D: 8)")
     _add_keep_going(p, "study")
     p = _command(sub, "precond", "Krylov iterations with Schwarz preconditioners",
                  "Solve one system with CG (1D also GMRES) and classical Schwarz preconditioners "
@@ -337,9 +374,9 @@ def _run(args: argparse.Namespace) -> int:
             rows = experiments.run_sweep(c, tuple(args.lrs) if args.lrs
                                          else experiments.SWEEP_LRS, keep_going=args.keep_going)
         else:
-            rows = experiments.run_scaling(c, tuple(args.ns) if args.ns
-                                           else experiments.SCALING_NS,
-                                           keep_going=args.keep_going)
+            rows = experiments.run_scaling(c, tuple(args.ns) if args.ns else None,
+                                           keep_going=args.keep_going,
+                                           width=args.subdomain_width)
         table = f"{c.save_prefix}_{args.command}.md"
         print(f"wrote {table}")
         diverged = [(r.get("model", "schwarz"), r) for r in rows if r.get("status") == "diverged"]

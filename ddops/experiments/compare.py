@@ -25,8 +25,9 @@ import numpy as np
 
 from .._validation import check_choice, check_int, check_positive_float
 from ..backend import to_numpy
-from ..dd.coarse import COARSE_BASES
-from ..dd.decomposition import Decomposition1D
+from ..dd.coarse import ALL_COARSE_BASES, COARSE_BASES, MATRIX_COARSE_BASES
+from ..dd.coarse import coarse_basis as build_coarse_basis
+from ..dd.decomposition import Decomposition, Decomposition1D
 from ..io import atomic_write_json, atomic_write_text, save_operator
 from ..learning.data import RHS_MODES, FourierRHS
 from ..learning.initialisation import COARSE_INITS, LOCAL_INITS, LR_SCALINGS, problem_init
@@ -34,8 +35,10 @@ from ..learning.metrics import evaluate
 from ..learning.training import LOSS_ALIASES, OPTIMIZERS, Trainer, TrainingConfig
 from ..operators import INITS, PARTITIONS, GlobalLowRankOperator, LowRankOperator, SchwarzOperator
 from ..problems.poisson1d import KINDS, PoissonSolver, grid_points, num_dofs, poisson_1d
+from . import grid as _grid
+from .grid import DIMENSION, GRID_COARSE_BASES, GRID_PROBLEMS, PARTITIONERS, PROBLEMS
 
-__all__ = ["ExperimentConfig", "OutputError", "PRESETS", "SWEEP_LRS", "SCALING_NS",
+__all__ = ["ExperimentConfig", "OutputError", "PRESETS", "PROBLEMS", "SWEEP_LRS", "SCALING_NS",
            "check_output_prefix", "checkpoint_path", "model_names", "run_compare", "run_sweep",
            "run_scaling", "sweep_configs", "scaling_configs"]
 
@@ -50,6 +53,10 @@ SCALING_NS = (256, 512, 1024, 2048, 4096, 8192)
 #: Sine and cosine modes of the training right-hand sides (16 each in the paper); they
 #: need at least as many unknowns.
 RHS_FOURIER_MODES = 16
+#: Sine and cosine modes per direction of the tensor-product right-hand sides of the grid
+#: problems (:class:`~ddops.learning.data.GridFourierRHS`: (2 x 8)^2 = 256 functions in 2D,
+#: (2 x 4)^3 = 512 in 3D); ``n`` must be at least twice this.
+GRID_FOURIER_MODES = {2: 8, 3: 4}
 
 
 @dataclass
@@ -61,6 +68,17 @@ class ExperimentConfig:
     turns all three on with ``lr = 0.1``).  ``coarse_init`` concerns the
     Schwarz model only; ``local_init`` and ``lr_scaling`` also apply to the
     global baselines, with the whole domain as their one block.
+
+    ``problem`` selects the paper's 1D problem (``"poisson1d"``, the default)
+    or a grid problem of :mod:`ddops.experiments.grid` (``"poisson2d"``,
+    ``"poisson3d"``, ``"diffusion2d"`` with high-contrast channels of
+    ``contrast``).  On a grid problem ``n`` is the number of interior points
+    per direction, ``subdomains`` the number of boxes (``partitioner="grid"``)
+    or METIS parts (``"metis"``), ``overlap`` counts layers of the matrix
+    graph, ``coarse_basis`` is one of ``"gdsw"``, ``"rgdsw"``,
+    ``"nicolaides"`` and ``kind`` does not apply; :meth:`for_problem` gives
+    the defaults of a problem.  ``global_ranks=None`` picks the paper's two
+    baselines from the Schwarz model: its rank bound and its parameter count.
     """
 
     n: int = 256
@@ -98,6 +116,19 @@ class ExperimentConfig:
     exact_limit: int | None = None
     val_every: int = 50
     workers: int = 1
+    problem: str = "poisson1d"
+    partitioner: str = "grid"
+    contrast: float = 1e6
+
+    @classmethod
+    def for_problem(cls, problem: str = "poisson1d", **changes: Any) -> ExperimentConfig:
+        """The settings of ``problem`` with its defaults (``n``, ``subdomains``, ``overlap``,
+        ``coarse_basis`` and automatic ``global_ranks`` on a grid problem), then ``changes``."""
+        check_choice("problem", problem, PROBLEMS)
+        base: dict[str, Any] = {}
+        if problem != "poisson1d":
+            base = dict(_grid.PROBLEM_DEFAULTS[DIMENSION[problem]], global_ranks=None)
+        return cls(problem=problem, **{**base, **changes})
 
     def validated(self) -> ExperimentConfig:
         """Check every field and their combinations; raise ``ValueError``/``TypeError`` naming them.
@@ -105,7 +136,62 @@ class ExperimentConfig:
         Everything that would stop a run later (the decomposition's constraints,
         the unknowns the right-hand sides need) is checked here, before any work.
         """
-        c = replace(self, global_ranks=tuple(self.global_ranks))
+        check_choice("problem", self.problem, PROBLEMS)
+        if self.problem != "poisson1d":
+            return self._validated_grid()
+        if self.partitioner != "grid":
+            raise ValueError(f"partitioner={self.partitioner!r} applies to the grid problems "
+                             f"{GRID_PROBLEMS}; problem='poisson1d' is split into intervals")
+        c = replace(self, global_ranks=None if self.global_ranks is None
+                    else tuple(self.global_ranks))
+        c._check_common()
+        if num_dofs(c.n, c.kind) < RHS_FOURIER_MODES:
+            least = RHS_FOURIER_MODES + (c.kind == "element")
+            raise ValueError(
+                f"n must be >= {least} for kind={c.kind!r}, got {c.n} ({num_dofs(c.n, c.kind)} "
+                f"unknowns): the training right-hand sides use {RHS_FOURIER_MODES} sine and "
+                f"{RHS_FOURIER_MODES} cosine frequencies, which need {RHS_FOURIER_MODES} "
+                f"unknowns")
+        Decomposition1D(c.n, c.subdomains, c.overlap, c.kind)  # its own checks, before any work
+        if c.coarse_basis == "interface_hats" and c.subdomains < 2:
+            raise ValueError(f"coarse_basis='interface_hats' needs at least two subdomains, got "
+                             f"subdomains={c.subdomains}; use more subdomains or "
+                             f"coarse_basis='pou'")
+        return c
+
+    def _validated_grid(self) -> ExperimentConfig:
+        """:meth:`validated` for the grid problems."""
+        c = replace(self, global_ranks=None if self.global_ranks is None
+                    else tuple(self.global_ranks))
+        c.contrast = check_positive_float("contrast", c.contrast)
+        check_choice("partitioner", c.partitioner, PARTITIONERS)
+        c._check_common()
+        dim = DIMENSION[c.problem]
+        if c.kind != "element":
+            raise ValueError(f"kind={c.kind!r} is a convention of the 1D problem; "
+                             f"problem={c.problem!r} has n interior points per direction")
+        if c.coarse_basis not in GRID_COARSE_BASES:
+            raise ValueError(f"coarse_basis={c.coarse_basis!r} needs the 1D problem; "
+                             f"problem={c.problem!r} takes one of {GRID_COARSE_BASES[:3]}")
+        modes = GRID_FOURIER_MODES[dim]
+        if c.n < 2 * modes:
+            raise ValueError(f"n must be >= {2 * modes} for problem={c.problem!r}, got {c.n}: "
+                             f"the training right-hand sides use {modes} sine and {modes} "
+                             f"cosine modes per direction")
+        unknowns = c.n ** dim
+        if c.partitioner == "grid":
+            _grid.grid_parts(c.subdomains, dim, c.n)
+        elif c.subdomains > unknowns:
+            raise ValueError(f"subdomains={c.subdomains} exceeds the {unknowns} unknowns of "
+                             f"n={c.n} in {dim}D")
+        if c.coarse_basis in ("gdsw", "rgdsw") and c.subdomains < 2:
+            raise ValueError(f"subdomains={c.subdomains}: coarse_basis={c.coarse_basis!r} "
+                             f"needs an interface, so at least two subdomains")
+        return c
+
+    def _check_common(self) -> None:
+        """The checks shared by every problem (fields that mean the same everywhere)."""
+        c = self
         for name in ("n", "subdomains", "local_rank", "steps", "batch_size", "val_size",
                      "eval_size", "seed", "train_seed", "test_seed", "workers", "val_every"):
             check_int(name, getattr(c, name), minimum=0 if "seed" in name else 1)
@@ -121,8 +207,9 @@ class ExperimentConfig:
         check_choice("lr_scaling", c.lr_scaling, LR_SCALINGS)
         check_choice("optimizer", c.optimizer, OPTIMIZERS)
         check_choice("dtype", c.dtype, ("float64", "float32"))
-        check_choice("coarse_basis", c.coarse_basis, COARSE_BASES)
-        for r in c.global_ranks:
+        check_choice("coarse_basis", c.coarse_basis,
+                     COARSE_BASES if c.problem == "poisson1d" else ALL_COARSE_BASES)
+        for r in c.global_ranks or ():
             check_int("global_rank", r, minimum=1)
         if c.coarse_rank is not None:
             check_int("coarse_rank", c.coarse_rank, minimum=1)
@@ -135,19 +222,6 @@ class ExperimentConfig:
             raise ValueError("save_prefix must not be empty")
         if c.workers > c.batch_size:
             raise ValueError(f"workers ({c.workers}) must not exceed batch_size ({c.batch_size})")
-        if num_dofs(c.n, c.kind) < RHS_FOURIER_MODES:
-            least = RHS_FOURIER_MODES + (c.kind == "element")
-            raise ValueError(
-                f"n must be >= {least} for kind={c.kind!r}, got {c.n} ({num_dofs(c.n, c.kind)} "
-                f"unknowns): the training right-hand sides use {RHS_FOURIER_MODES} sine and "
-                f"{RHS_FOURIER_MODES} cosine frequencies, which need {RHS_FOURIER_MODES} "
-                f"unknowns")
-        Decomposition1D(c.n, c.subdomains, c.overlap, c.kind)  # its own checks, before any work
-        if c.coarse_basis == "interface_hats" and c.subdomains < 2:
-            raise ValueError(f"coarse_basis='interface_hats' needs at least two subdomains, got "
-                             f"subdomains={c.subdomains}; use more subdomains or "
-                             f"coarse_basis='pou'")
-        return c
 
 
 #: Paper versions' default settings: v2 (newer, the default) and v1 (first version:
@@ -167,15 +241,65 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 @dataclass
 class Problem:
-    """Everything shared by the models of one experiment."""
+    """Everything shared by the models of one experiment.
 
-    decomposition: Decomposition1D
+    ``shape`` (points per direction), ``coarse`` (the coarse basis Phi) and
+    ``spectrum`` (eigenvalues of ``A^{-1}`` with how they were found, when
+    known) are set for the grid problems only.
+    """
+
+    decomposition: Decomposition
     A: Any
-    solver: PoissonSolver
-    sampler: FourierRHS
+    solver: Any
+    sampler: Any
     validation: tuple[np.ndarray, np.ndarray]
     evaluation: tuple[np.ndarray, np.ndarray]
     x: np.ndarray
+    shape: tuple[int, ...] | None = None
+    coarse: Any = None
+    spectrum: tuple[np.ndarray | None, str | None] = (None, None)
+
+
+class _ProblemSampler:
+    """A grid problem's training stream, named by its problem in checkpoints.
+
+    A checkpoint records the sampler's ``repr``; prefixing the problem makes a
+    resume on another problem (or contrast) a changed setting even where the
+    decomposition and the coarse basis would not tell them apart.
+    """
+
+    def __init__(self, sampler: Any, name: str) -> None:
+        self.inner, self.name = sampler, name
+        self.dtype = getattr(sampler, "dtype", None)
+        self.backend = getattr(sampler, "backend", "numpy")
+        try:
+            import inspect
+
+            self._out = "out" in inspect.signature(sampler.sample).parameters
+        except (TypeError, ValueError):
+            self._out = False
+
+    def __repr__(self) -> str:
+        return f"{self.name}: {self.inner!r}"
+
+    def sample(self, batch_size: int, rng: np.random.Generator, out: Any = None) -> Any:
+        if out is not None and self._out:
+            return self.inner.sample(batch_size, rng, out=out)
+        return self.inner.sample(batch_size, rng)
+
+
+def _problem_name(c: ExperimentConfig) -> str:
+    extra = f", contrast={c.contrast:g}" if c.problem == "diffusion2d" else ""
+    return f"{c.problem}(n={c.n}{extra})"
+
+
+def _test_sets(c: ExperimentConfig, sampler: Any) -> tuple[tuple, tuple]:
+    """The validation and evaluation sets: two streams spawned from ``test_seed``."""
+    val_rng, eval_rng = (np.random.default_rng(s)
+                         for s in np.random.SeedSequence(c.test_seed).spawn(2))
+    validation = tuple(to_numpy(a) for a in sampler.sample(c.val_size, val_rng))
+    evaluation = tuple(to_numpy(a) for a in sampler.sample(c.eval_size, eval_rng))
+    return validation, evaluation
 
 
 def build_problem(c: ExperimentConfig) -> Problem:
@@ -183,38 +307,74 @@ def build_problem(c: ExperimentConfig) -> Problem:
 
     The validation set (``val_size`` right-hand sides) and the evaluation set
     (``eval_size``) come from two independent streams spawned from ``test_seed``.
+    A grid problem also builds its coarse basis here (GDSW and RGDSW need ``A``).
     """
+    if c.problem != "poisson1d":
+        return _build_grid_problem(c)
     d = Decomposition1D(c.n, c.subdomains, c.overlap, c.kind)
     sampler = FourierRHS(c.n, c.kind, c.rhs_mode, modes=RHS_FOURIER_MODES, dtype=c.dtype)
-    val_rng, eval_rng = (np.random.default_rng(s)
-                         for s in np.random.SeedSequence(c.test_seed).spawn(2))
-    validation = tuple(to_numpy(a) for a in sampler.sample(c.val_size, val_rng))
-    evaluation = tuple(to_numpy(a) for a in sampler.sample(c.eval_size, eval_rng))
+    validation, evaluation = _test_sets(c, sampler)
     return Problem(d, poisson_1d(c.n, c.kind), PoissonSolver(c.n, c.kind), sampler,
                    validation, evaluation, grid_points(c.n, c.kind))
 
 
-def build_models(c: ExperimentConfig, d: Decomposition1D,
-                 A: Any = None) -> dict[str, LowRankOperator]:
+def _build_grid_problem(c: ExperimentConfig) -> Problem:
+    dim = DIMENSION[c.problem]
+    shape = (c.n,) * dim
+    A = _grid.grid_matrix(c.problem, c.n, c.contrast)
+    if c.partitioner == "grid":
+        d = Decomposition.from_grid(shape, _grid.grid_parts(c.subdomains, dim, c.n), c.overlap)
+    else:
+        from ..problems import grid_coordinates
+
+        d = Decomposition.from_matrix(A, c.subdomains, c.overlap, partitioner="metis",
+                                      coordinates=grid_coordinates(c.n, dim))
+    kind = "nicolaides" if c.coarse_basis == "pou" else c.coarse_basis
+    Phi = build_coarse_basis(d, kind, A=A if kind in MATRIX_COARSE_BASES else None)
+    solver = _grid.Factorisation(A)
+    sampler = _ProblemSampler(_grid_sampler(c, A, solver, dim), _problem_name(c))
+    validation, evaluation = _test_sets(c, sampler)
+    return Problem(d, A, solver, sampler, validation, evaluation, d.coordinates, shape=shape,
+                   coarse=Phi, spectrum=_grid.spectrum(c.problem, c.n, A))
+
+
+def _grid_sampler(c: ExperimentConfig, A: Any, solver: Any, dim: int) -> Any:
+    """Tensor-product Fourier right-hand sides on the grid and their exact solutions."""
+    from ..learning.data import make_rhs_sampler
+
+    return make_rhs_sampler(A, shape=(c.n,) * dim, kind="fourier",
+                            modes=GRID_FOURIER_MODES[dim], mode=c.rhs_mode, dtype=c.dtype)
+
+
+def build_models(c: ExperimentConfig, d: Decomposition,
+                 A: Any = None, coarse: Any = None) -> dict[str, LowRankOperator]:
     """The Schwarz attention model and one global baseline per requested rank.
 
     ``A`` (the system matrix) is needed when ``coarse_init`` or ``local_init``
     initialises from the problem (:func:`~ddops.learning.initialisation.problem_init`).
+    ``coarse`` is the coarse basis Phi of a grid problem (:attr:`Problem.coarse`);
+    without it ``c.coarse_basis`` names a basis built from ``d`` alone.  With
+    ``c.global_ranks=None`` the baselines are the Schwarz model's rank bound
+    and its parameter-matched rank (:func:`ddops.experiments.grid.global_ranks_for`).
     """
-    coarse, local = c.coarse_init == "galerkin", c.local_init == "problem"
-    if (coarse or local) and A is None:
+    coarse_init, local = c.coarse_init == "galerkin", c.local_init == "problem"
+    if (coarse_init or local) and A is None:
         raise ValueError(f"A is required with coarse_init={c.coarse_init!r} or "
                          f"local_init={c.local_init!r}")
+    basis = c.coarse_basis if coarse is None else coarse
     models: dict[str, LowRankOperator] = {
-        "schwarz": SchwarzOperator(d, c.local_rank, c.coarse_rank, c.coarse_basis, init=c.init,
+        "schwarz": SchwarzOperator(d, c.local_rank, c.coarse_rank, basis, init=c.init,
                                    seed=c.seed, dtype=c.dtype, partition=c.partition)
     }
-    for r in c.global_ranks:
+    ranks = c.global_ranks
+    if ranks is None:
+        ranks = tuple(dict.fromkeys(_grid.global_ranks_for(models["schwarz"], d.num_dofs)))
+    for r in ranks:
         models[f"global_r{r}"] = GlobalLowRankOperator(d.num_dofs, r, init=c.init, seed=c.seed,
                                                        dtype=c.dtype, h=d.h)
-    if coarse or local:
+    if coarse_init or local:
         for op in models.values():
-            problem_init(op, A, coarse=coarse, local=local)
+            problem_init(op, A, coarse=coarse_init, local=local)
     return models
 
 
@@ -356,17 +516,25 @@ def _rescue(prefix: str, exc: OSError, write: Callable[[str], Any]) -> OutputErr
 
 
 def model_names(c: ExperimentConfig) -> list[str]:
-    """The model names of a comparison (the keys of :func:`build_models`)."""
+    """The model names of a comparison (the keys of :func:`build_models`).
+
+    With automatic ranks (``global_ranks=None``) the ranks are known only once
+    the Schwarz model is built; the names then hold the largest possible rank
+    (for the checks of the output names, whose longest name matters).
+    """
+    if c.global_ranks is None:
+        largest = "9" * len(str(c.n ** DIMENSION.get(c.problem, 1)))
+        return ["schwarz", f"global_r{largest}", f"global_r{largest}"]
     return ["schwarz", *(f"global_r{r}" for r in c.global_ranks)]
 
 
 def _compare_suffixes(c: ExperimentConfig) -> list[str]:
     """Every name a comparison may append to its prefix."""
     out = ["_metrics.json", "_history.csv", "_training_curves.png", "_schwarz_blocks.png",
-           "_schwarz_phiT.png"]
+           "_schwarz_phiT.png", "_schwarz_coarse.png"]
     for m in model_names(c):
         out += [f"_{m}.npz", f"_{m}_checkpoint.npz", f"_{m}_solutions.png",
-                f"_{m}_matrices.png"]
+                f"_{m}_matrices.png", f"_{m}_rows.png"]
     return out
 
 
@@ -380,7 +548,9 @@ def _finite(op: LowRankOperator) -> bool:
 
 
 # -- the comparison ----------------------------------------------------------------------------
-def run_compare(config: ExperimentConfig, log: Any = print) -> dict[str, dict[str, Any]]:
+def run_compare(config: ExperimentConfig, log: Any = print, *,
+                trainer_factory: Callable[..., Trainer] | None = None,
+                write_results: bool = True) -> dict[str, dict[str, Any]]:
     """Train the Schwarz model and the global baselines on the same stream; write results.
 
     The settings, the output location and, with ``resume``, every checkpoint
@@ -388,6 +558,20 @@ def run_compare(config: ExperimentConfig, log: Any = print) -> dict[str, dict[st
     recorded with ``status="diverged"`` and its message; the others still run.
 
     Returns the metrics per model (also written to ``<save_prefix>_metrics.json``).
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+        The settings.
+    log : callable
+        Receives one line per event.
+    trainer_factory : callable, optional
+        Called with :class:`~ddops.learning.training.Trainer`'s arguments
+        instead of ``Trainer`` (for example a data-parallel trainer).
+    write_results : bool
+        ``False`` computes everything but writes no file (no output check, no
+        operators, metrics, history or figures): for processes that share a
+        run with another one that writes.
 
     Raises
     ------
@@ -401,10 +585,13 @@ def run_compare(config: ExperimentConfig, log: Any = print) -> dict[str, dict[st
     """
     c = config.validated()
     prefix = c.save_prefix
-    check_output_prefix(prefix, _compare_suffixes(c))
+    if write_results:
+        check_output_prefix(prefix, _compare_suffixes(c))
     metrics_path = Path(prefix + "_metrics.json")
     prob = build_problem(c)
-    models = build_models(c, prob.decomposition, prob.A)
+    models = build_models(c, prob.decomposition, prob.A, coarse=prob.coarse)
+    make_trainer = Trainer if trainer_factory is None else trainer_factory
+    summary = None if c.problem == "poisson1d" else _problem_summary(c, prob)
     tcfg = TrainingConfig(steps=c.steps, batch_size=c.batch_size, lr=c.lr, loss=c.loss,
                           optimizer=c.optimizer, scheduler=c.scheduler, progress=c.progress,
                           checkpoint_every=c.checkpoint_every, val_every=c.val_every,
@@ -415,7 +602,7 @@ def run_compare(config: ExperimentConfig, log: Any = print) -> dict[str, dict[st
     resumed: dict[str, tuple[int, dict[str, Any]]] = {}
     for name, op in models.items():
         ckpt = checkpoint_path(prefix, name)
-        trainer = Trainer(op, prob.sampler, tcfg, train_seed=c.train_seed,
+        trainer = make_trainer(op, prob.sampler, tcfg, train_seed=c.train_seed,
                           validation=prob.validation,
                           checkpoint=ckpt if c.checkpoint_every else None,
                           A=prob.A if c.lr_scaling == "problem" else None)
@@ -439,7 +626,8 @@ def run_compare(config: ExperimentConfig, log: Any = print) -> dict[str, dict[st
             if _finite(models[name]):
                 save_operator(models[name], f"{new_prefix}_{name}.npz")
         if metrics:
-            _write_metrics(Path(new_prefix + "_metrics.json"), c, metrics, rescued_from=prefix)
+            _write_metrics(Path(new_prefix + "_metrics.json"), c, metrics, rescued_from=prefix,
+                           problem=summary)
             _write_history_csv(Path(new_prefix + "_history.csv"), histories)
         if interrupted is not None:
             trainer = interrupted[1]
@@ -453,8 +641,7 @@ def run_compare(config: ExperimentConfig, log: Any = print) -> dict[str, dict[st
             raise _rescue(prefix, exc,
                           lambda p, it=(name, trainer): write_all(p, it)) from exc
         histories[name] = result.history
-        entry = evaluate(op, prob.A, prob.solver.solve, prob.validation, prob.evaluation,
-                         exact_limit=c.exact_limit)
+        entry = _evaluate(c, op, prob)
         train = result.history["train"]
         start, changed = resumed.get(name, (None, {}))
         entry.update(
@@ -474,19 +661,46 @@ def run_compare(config: ExperimentConfig, log: Any = print) -> dict[str, dict[st
         log(_summary_line(name, entry))
         if result.status != "finished":
             log(result.message)
+        if not write_results:
+            continue
         try:
             if _finite(op):  # load_operator refuses non-finite parameters
                 save_operator(op, f"{prefix}_{name}.npz")
-            _write_metrics(metrics_path, c, metrics)
+            _write_metrics(metrics_path, c, metrics, problem=summary)
             _write_history_csv(Path(prefix + "_history.csv"), histories)
         except OSError as exc:
             raise _rescue(prefix, exc, write_all) from exc
-    if c.plots:
+    if c.plots and write_results:
         try:
             _plot_compare(c, prob, models, histories, metrics, prefix)
         except OSError as exc:
             raise _rescue(prefix, exc, write_all) from exc
     return metrics
+
+
+def _evaluate(c: ExperimentConfig, op: LowRankOperator, prob: Problem) -> dict[str, Any]:
+    """The metrics of one trained model (:func:`~ddops.learning.metrics.evaluate` in 1D)."""
+    if c.problem == "poisson1d":
+        return evaluate(op, prob.A, prob.solver.solve, prob.validation, prob.evaluation,
+                        exact_limit=c.exact_limit)
+    mu, method = prob.spectrum
+    return _grid.evaluate_grid(op, prob.A, prob.solver.solve, prob.validation,
+                               prob.evaluation, mu, method, exact_limit=c.exact_limit)
+
+
+def _problem_summary(c: ExperimentConfig, prob: Problem) -> dict[str, Any]:
+    """What the metrics record about a grid problem beyond the settings."""
+    d = prob.decomposition
+    sizes = d.sizes
+    return {"problem": c.problem, "shape": list(prob.shape), "unknowns": int(d.num_dofs),
+            "nonzeros": int(prob.A.nnz), "subdomains": int(d.num_subdomains),
+            "parts_per_direction": (list(_grid.grid_parts(c.subdomains, len(prob.shape), c.n))
+                                    if c.partitioner == "grid" else None),
+            "partitioner": c.partitioner, "coarse_basis": c.coarse_basis,
+            "coarse_dim": int(prob.coarse.shape[1]),
+            "subdomain_sizes": {"min": int(sizes.min()), "max": int(sizes.max()),
+                                "mean": float(sizes.mean())},
+            "spectrum": prob.spectrum[1] or "unknown (above the dense limit)"}
 
 
 def _plot_compare(c: ExperimentConfig, prob: Problem, models: dict[str, LowRankOperator],
@@ -501,21 +715,78 @@ def _plot_compare(c: ExperimentConfig, prob: Problem, models: dict[str, LowRankO
         ylabel="wMSE" if c.loss == "wmse" else "MSE")
     for name, op in models.items():
         if _finite(op):
-            _plot_model(name, op, prob, prefix)
+            if c.problem == "poisson1d":
+                _plot_model(name, op, prob, prefix)
+            else:
+                _plot_grid_model(name, op, prob, prefix)
+
+
+def _grid_points_of_interest(prob: Problem) -> np.ndarray:
+    """Three unknowns whose rows are drawn: the centre, a box corner, one near the boundary."""
+    d = prob.decomposition
+    n, dim = prob.shape[0], len(prob.shape)
+    stride = n ** np.arange(dim)
+    centre = int(((n - 1) // 2) * stride.sum())
+    near = int(1 * stride[0] + ((n - 1) // 2) * stride[1:].sum())
+    # an unknown of the largest multiplicity (a cross point of the overlapping subdomains)
+    corner = int(np.argmax(d.multiplicity))
+    return np.array(list(dict.fromkeys([centre, corner, near])))
+
+
+def _plot_grid_model(name: str, op: LowRankOperator, prob: Problem, prefix: str) -> list[str]:
+    """The figures of a grid problem: solutions and rows of M against A^{-1} on the grid."""
+    from . import plotting
+
+    Fe, Ue = prob.evaluation
+    k = min(2, Fe.shape[1])
+    Pe = to_numpy(op.matmat(Fe[:, :k]))
+    out = [plotting.plot_grid_solutions(prob.shape, Fe[:, :k], Ue[:, :k], Pe,
+                                        f"{prefix}_{name}_solutions.png",
+                                        title=f"{name}: evaluation right-hand sides")]
+    points = _grid_points_of_interest(prob)
+    E = np.zeros((op.shape[0], points.size))
+    E[points, np.arange(points.size)] = 1.0
+    rows = to_numpy(op.rmatmat(E))          # rows of M, as columns M^T e_i
+    exact = prob.solver.solve(E)              # rows of A^{-1} (symmetric)
+    out.append(plotting.plot_grid_rows(prob.shape, points, rows, exact,
+                                       f"{prefix}_{name}_rows.png",
+                                       title=f"{name}: rows of M and of A^-1"))
+    if isinstance(op, SchwarzOperator):
+        p = op.get_params()
+        blocks = [q @ kk.T for q, kk in zip(p["Q"], p["K"])]
+        Phi = op.coarse_matrix
+        coarse = p["Q0"] @ p["K0"].T if Phi is not None else None
+        out.append(plotting.plot_learned_blocks(blocks, coarse, f"{prefix}_{name}_blocks.png",
+                                                title=f"{name}: learned blocks"))
+        if Phi is not None:
+            cols = np.unique(np.linspace(0, Phi.shape[1] - 1, min(4, Phi.shape[1])).astype(int))
+            out.append(plotting.plot_grid_fields(
+                prob.shape, [Phi[:, j].toarray().ravel() for j in cols],
+                [f"coarse function {j}" for j in cols], f"{prefix}_{name}_coarse.png",
+                title="coarse basis functions", diverging=False))
+    return out
 
 
 def _write_metrics(path: Path, c: ExperimentConfig, metrics: dict[str, Any],
-                   rescued_from: str | None = None) -> None:
+                   rescued_from: str | None = None,
+                   problem: dict[str, Any] | None = None) -> None:
     payload: dict[str, Any] = {"config": asdict(c), "models": metrics}
+    if problem is not None:
+        payload["problem"] = problem
+        payload["sampled_metrics"] = {k: e.get("sampled_metrics", []) for k, e in metrics.items()}
     if rescued_from is not None:
         payload["rescued_from"] = rescued_from
     atomic_write_json(path, payload)
 
 
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3e}"
+
+
 def _summary_line(name: str, e: dict[str, Any]) -> str:
     return (f"{name:>12}: params={e['num_params']:>7d} rank<={e['rank_bound']:>5d} "
             f"train={e['final_train_loss']:.3e} val={e['val_wmse']:.3e} "
-            f"fro={e['operator_fro_error']:.3e} best={e['best_rank_fro_error']:.3e} "
+            f"fro={e['operator_fro_error']:.3e} best={_fmt(e['best_rank_fro_error'])} "
             f"time={e['train_seconds']:.1f}s" + ("" if e["status"] == "finished"
                                                  else f" [{e['status']}]"))
 
@@ -558,18 +829,42 @@ def sweep_configs(config: ExperimentConfig,
             for tag, lr in tags.items()]
 
 
-def scaling_configs(config: ExperimentConfig,
-                    ns: Iterable[int] = SCALING_NS) -> list[ExperimentConfig]:
-    """The validated Schwarz-only comparison of every size of a scaling study (N = n / 32)."""
-    ns = tuple(ns)
+def scaling_ns(config: ExperimentConfig) -> tuple[int, ...]:
+    """The default sizes of a scaling study of ``config.problem``."""
+    if config.problem == "poisson1d":
+        return SCALING_NS
+    return _grid.SCALING_GRID_NS[DIMENSION[config.problem]]
+
+
+def scaling_configs(config: ExperimentConfig, ns: Iterable[int] | None = None,
+                    width: int | None = None) -> list[ExperimentConfig]:
+    """The validated Schwarz-only comparison of every size of a scaling study.
+
+    Weak scaling: subdomains of ``width`` points per direction, so ``N = n /
+    width`` in 1D (the paper's ``n / 32``) and ``N = (n / width)^d`` boxes
+    on a ``d``-dimensional grid problem (``width`` 32 in 2D, 8 in 3D by
+    default, :data:`ddops.experiments.grid.SCALING_WIDTH`).
+    """
+    ns = tuple(scaling_ns(config) if ns is None else ns)
     if not ns:
         raise ValueError("ns must not be empty")
+    dim = DIMENSION.get(config.problem, 1)
+    width = _grid.SCALING_WIDTH[dim] if width is None else check_int("width", width, minimum=1)
     out = []
     for n in ns:
         check_int("ns", n, minimum=2)
         if ns.count(n) > 1:
             raise ValueError(f"ns={n} is listed twice")
-        N = max(1, n // 32)
+        if dim > 1:
+            per = max(1, n // width)
+            N = per ** dim
+            try:
+                out.append(replace(config, n=n, subdomains=N, global_ranks=(),
+                                   save_prefix=f"{config.save_prefix}_n{n}").validated())
+            except ValueError as exc:
+                raise ValueError(f"ns={n} (N = (n/{width})^{dim} = {N}): {exc}") from exc
+            continue
+        N = max(1, n // width)
         if N < 2 and config.coarse_basis == "interface_hats":
             raise ValueError(f"ns={n} gives N = n/32 = {N} subdomain, and "
                              f"coarse_basis='interface_hats' needs at least two; use n >= 64 or "
@@ -619,14 +914,19 @@ def run_sweep(config: ExperimentConfig, lrs: tuple[float, ...] = SWEEP_LRS,
     return rows
 
 
-def run_scaling(config: ExperimentConfig, ns: tuple[int, ...] = SCALING_NS,
-                log: Any = print, keep_going: bool = False) -> list[dict[str, Any]]:
+def run_scaling(config: ExperimentConfig, ns: tuple[int, ...] | None = None,
+                log: Any = print, keep_going: bool = False,
+                width: int | None = None) -> list[dict[str, Any]]:
     """Table 2: Schwarz attention for growing n with N = n / 32; table and figure.
+
+    On a grid problem ``n`` counts points per direction and ``N = (n /
+    width)^d`` (see :func:`scaling_configs`); ``ns=None`` takes the
+    problem's default sizes (:func:`scaling_ns`).
 
     Every size's settings and the output location are checked first; a
     diverged run stops the study unless ``keep_going`` (see :func:`run_sweep`).
     """
-    configs = scaling_configs(config, ns)
+    configs = scaling_configs(config, ns, width)
     check_output_prefix(config.save_prefix,
                         [f"_n{c.n}{s}" for c in configs for s in _compare_suffixes(c)]
                         + ["_scaling.md", "_scaling_metrics.json", "_scaling.png"])
@@ -635,12 +935,14 @@ def run_scaling(config: ExperimentConfig, ns: tuple[int, ...] = SCALING_NS,
     for c in configs:
         log(f"--- n = {c.n}, N = {c.subdomains}")
         metrics = _run_part(c, log, config, rows, "scaling", extra)
-        rows.append({"n": c.n, "N": c.subdomains, **metrics["schwarz"]})
+        size = {} if c.problem == "poisson1d" else {"unknowns": c.n ** DIMENSION[c.problem]}
+        rows.append({"n": c.n, "N": c.subdomains, **size, **metrics["schwarz"]})
         if _diverged(metrics) and not keep_going:
             log(f"n = {c.n}: training diverged; the study stops here (keep going past "
                 f"diverged runs with keep_going / --keep-going)")
             break
-    _write_table(config, rows, [("n", "n", "d"), ("N", "N", "d"),
+    grid_cols = [] if config.problem == "poisson1d" else [("unknowns", "unknowns", "d")]
+    _write_table(config, rows, [("n", "n", "d"), ("N", "N", "d"), *grid_cols,
                                 ("status", "status", "s"),
                                 ("num_params", "#params", "d"),
                                 ("val_wmse", "val wMSE", ".3e"),

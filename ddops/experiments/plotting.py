@@ -58,6 +58,9 @@ __all__ = [
     "plot_sweep",
     "plot_scaling",
     "plot_residual_histories",
+    "plot_grid_fields",
+    "plot_grid_solutions",
+    "plot_grid_rows",
 ]
 
 #: Largest number of matrix entries drawn per image side; longer sides are strided.
@@ -1079,3 +1082,169 @@ def plot_residual_histories(
     ax.set_ylabel(r"relative residual $\|r_k\| / \|r_0\|$")
     _legend(ax, fontsize="small")
     return _save(fig, path, dpi, title)
+
+
+# -- grid problems (2D, and slices of 3D) --------------------------------------------------------
+def _grid_shape(shape: Sequence[int], n: int) -> tuple[int, ...]:
+    shape = tuple(int(s) for s in shape)
+    if len(shape) not in (2, 3) or min(shape) < 1:
+        raise ValueError(f"shape must be 2 or 3 positive sizes (points per direction), "
+                         f"got {shape}")
+    if math.prod(shape) != n:
+        raise ValueError(f"shape {shape} holds {math.prod(shape)} points, the fields have {n}")
+    return shape
+
+
+def _as_image(field: np.ndarray, shape: tuple[int, ...], plane: int | None) -> np.ndarray:
+    """The field on the grid (x fastest) as an ``ny x nx`` image; 3D: the plane ``z = plane``."""
+    if len(shape) == 2:
+        return field.reshape(shape[1], shape[0])
+    cube = field.reshape(shape[2], shape[1], shape[0])
+    return cube[shape[2] // 2 if plane is None else plane]
+
+
+def plot_grid_fields(
+    shape: Sequence[int],
+    fields: Sequence[ArrayLike],
+    titles: Sequence[str],
+    path: PathLike | None,
+    title: str | None = None,
+    *,
+    ncols: int = 4,
+    diverging: bool = True,
+    planes: Sequence[int | None] | None = None,
+    dpi: int = DEFAULT_DPI,
+) -> Path | Figure:
+    """Vectors on a 2D grid (or a plane of a 3D grid) drawn as images, one panel each.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        Points per direction, ``(nx, ny)`` or ``(nx, ny, nz)``, lexicographic
+        numbering with ``x`` fastest (the numbering of
+        :func:`ddops.problems.poisson_2d`).
+    fields : sequence of array_like
+        Vectors of ``prod(shape)`` values.
+    titles : sequence of str
+        One title per field.
+    path : str, path-like or None
+        Where to write the PNG; ``None`` returns the figure instead.
+    title : str, optional
+        Figure title.
+    ncols : int
+        Panels per row.
+    diverging : bool
+        A colour map centred at zero (``RdBu_r``, limits ``+-max|v|``), else
+        ``viridis`` over the finite range.  Each panel has its own colour bar.
+    planes : sequence of int or None, optional
+        3D only: the ``z`` plane drawn for each field (default the middle one).
+    dpi : int
+        Resolution of the PNG.
+
+    Returns
+    -------
+    pathlib.Path or matplotlib.figure.Figure
+    """
+    if len(fields) != len(titles):
+        raise ValueError(f"fields and titles must have the same length, got {len(fields)} and "
+                         f"{len(titles)}")
+    if not fields:
+        raise ValueError("nothing to plot: no fields")
+    values = [_float_array(f, f"fields[{i}]").ravel() for i, f in enumerate(fields)]
+    shape = _grid_shape(shape, values[0].size)
+    for i, v in enumerate(values):
+        if v.size != values[0].size:
+            raise ValueError(f"fields[{i}] has {v.size} values, fields[0] {values[0].size}")
+    planes = [None] * len(values) if planes is None else list(planes)
+    nrows, cols = _grid(len(values), ncols)
+    fig = _new_figure(3.1 * cols + 0.3, 2.8 * nrows + (0.5 if title else 0.2))
+    axes = fig.subplots(nrows, cols, squeeze=False).ravel()
+    for ax, v, label, plane in zip(axes, values, titles, planes, strict=False):
+        img = _as_image(v, shape, plane)
+        if len(shape) == 3:
+            label = f"{label} (z plane {shape[2] // 2 if plane is None else plane})"
+        _image(fig, ax, img, label, MAX_IMAGE, diverging=diverging, xlabel="x index",
+               ylabel="y index", labelsize="x-small")
+        ax.invert_yaxis()  # y grows upwards, as on the unit square
+        ax.tick_params(labelsize="x-small")
+    for ax in axes[len(values):]:
+        ax.set_axis_off()
+    return _save(fig, path, dpi, title)
+
+
+def plot_grid_solutions(
+    shape: Sequence[int],
+    F: ArrayLike,
+    U: ArrayLike,
+    P: ArrayLike,
+    path: PathLike | None,
+    title: str | None = None,
+    *,
+    dpi: int = DEFAULT_DPI,
+) -> Path | Figure:
+    """Right-hand sides, exact solutions, predictions and errors on the grid (one row each).
+
+    ``F``, ``U`` and ``P`` are ``n x k`` blocks (one sample per column,
+    ``n = prod(shape)``); row ``j`` of the figure shows ``f_j``, ``u_j``,
+    ``M f_j`` and ``M f_j - u_j``.
+    """
+    F, U, P = (_columns(X, name) for X, name in ((F, "F"), (U, "U"), (P, "P")))
+    if not (F.shape == U.shape == P.shape):
+        raise ValueError(f"F, U and P must have the same shape, got {F.shape}, {U.shape}, "
+                         f"{P.shape}")
+    fields, titles = [], []
+    for j in range(F.shape[1]):
+        fields += [F[:, j], U[:, j], P[:, j], P[:, j] - U[:, j]]
+        titles += [f"f{j}", f"u{j} = A^-1 f{j}", f"M f{j}", f"M f{j} - u{j}"]
+    return plot_grid_fields(shape, fields, titles, path, title, ncols=4, dpi=dpi)
+
+
+def plot_grid_rows(
+    shape: Sequence[int],
+    points: Sequence[int],
+    rows_M: ArrayLike,
+    rows_exact: ArrayLike,
+    path: PathLike | None,
+    title: str | None = None,
+    *,
+    dpi: int = DEFAULT_DPI,
+) -> Path | Figure:
+    """Rows of the learned operator ``M`` against rows of ``A^{-1}``, drawn on the grid.
+
+    Row ``i`` of an ``n x n`` operator is a field on the grid (its entry ``j``
+    is the response at ``i`` to a unit source at ``j``), so the learned
+    Green's function can be compared with the exact one.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        Points per direction (see :func:`plot_grid_fields`).
+    points : sequence of int
+        The unknowns ``i`` whose rows are drawn (one figure row each; in 3D
+        the ``z`` plane through the point is shown).
+    rows_M, rows_exact : array_like
+        ``n x len(points)``: column ``k`` is row ``points[k]`` of ``M``
+        (``M^T e_i``) and of ``A^{-1}``.
+    path : str, path-like or None
+        Where to write the PNG; ``None`` returns the figure instead.
+    title : str, optional
+        Figure title.
+    dpi : int
+        Resolution of the PNG.
+    """
+    M = _columns(rows_M, "rows_M")
+    X = _columns(rows_exact, "rows_exact")
+    points = [int(p) for p in points]
+    if M.shape != X.shape or M.shape[1] != len(points):
+        raise ValueError(f"rows_M and rows_exact must be n x {len(points)} (one column per "
+                         f"point), got {M.shape} and {X.shape}")
+    shape = _grid_shape(shape, M.shape[0])
+    fields, titles, planes = [], [], []
+    for k, i in enumerate(points):
+        where = np.unravel_index(i, shape[::-1])[::-1]
+        at = "(" + ", ".join(map(str, where)) + ")"
+        fields += [M[:, k], X[:, k], M[:, k] - X[:, k]]
+        titles += [f"row of M at {at}", f"row of A^-1 at {at}", "difference"]
+        planes += [int(where[2]) if len(shape) == 3 else None] * 3
+    return plot_grid_fields(shape, fields, titles, path, title, ncols=3, planes=planes,
+                            dpi=dpi)
