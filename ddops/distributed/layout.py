@@ -100,7 +100,13 @@ class RegionDecomposition(Decomposition):
                                coordinates, h)
         self.global_multiplicity = np.asarray(global_multiplicity, dtype=np.int64)
 
+    def weights(self, i: int) -> np.ndarray:
+        """Diagonal of ``D_i``: ``1 / m_j`` with the global multiplicity."""
+        i = self._check_subdomain(i)
+        return 1.0 / self.global_multiplicity[self.indices[self.offsets[i]:self.offsets[i + 1]]]
+
     def entry_weights(self, weighting: str = "full") -> np.ndarray:
+        """Weights of every packed entry, from the global multiplicity."""
         check_choice("weighting", weighting, ("none", "sqrt", "full"))
         w = 1.0 / self.global_multiplicity[self.indices]
         return {"none": np.ones_like(w), "sqrt": np.sqrt(w), "full": w}[weighting]
@@ -123,6 +129,13 @@ def _csr(A: Any, name: str = "A") -> sp.csr_matrix:
     A = sp.csr_matrix(A)
     A.sum_duplicates()
     return A
+
+
+def _members(indices: np.ndarray, n: int) -> np.ndarray:
+    """Sorted distinct values of ``indices`` (all in ``[0, n)``) by a mask: O(n + len)."""
+    mask = np.zeros(n, dtype=bool)
+    mask[indices] = True
+    return np.flatnonzero(mask)
 
 
 class DistributedLayout:
@@ -185,9 +198,9 @@ class DistributedLayout:
         self.local_subdomains = np.flatnonzero(subdomain_ranks == self.rank)
         if d.owner is not None:
             owner = d.owner
-        else:  # the first subdomain containing each unknown (indices are subdomain-major)
-            first = np.unique(d.indices, return_index=True)[1]
-            owner = d._subdomain_of_entry[first]
+        else:  # the first subdomain containing each unknown: the smallest label wins
+            owner = np.full(n, d.num_subdomains, dtype=np.int64)
+            np.minimum.at(owner, d.indices, d._subdomain_of_entry)
         self.dof_ranks = subdomain_ranks[owner]
         self.owned = np.flatnonzero(self.dof_ranks == self.rank)
         self.num_owned = int(self.owned.size)
@@ -195,7 +208,7 @@ class DistributedLayout:
 
         # -- region (union of the local subdomains) and the rows of A
         sel = np.isin(d._subdomain_of_entry, self.local_subdomains)
-        self.region = np.unique(d.indices[sel])
+        self.region = _members(d.indices[sel], n)
         needed = [self.region]
         self._rows = None
         if A is not None:
@@ -208,8 +221,8 @@ class DistributedLayout:
                 raise ValueError(f"A must have shape ({n}, {n}) (global) or "
                                  f"({self.num_owned}, {n}) (this rank's rows), got {A.shape}")
             self._rows = rows
-            needed.append(np.unique(rows.indices))
-        candidates = np.unique(np.concatenate(needed))
+            needed.append(rows.indices)
+        candidates = _members(np.concatenate(needed), n)
         ghosts = candidates[self.dof_ranks[candidates] != self.rank]
         # ghosts grouped by owning rank (a stable sort keeps global order inside a rank)
         self.ghosts = ghosts[np.argsort(self.dof_ranks[ghosts], kind="stable")]
