@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .backend import to_numpy
+from .dd.coarse import MATRIX_COARSE_BASES
 from .dd.decomposition import Decomposition, Decomposition1D
 from .operators import GlobalLowRankOperator, LowRankOperator, SchwarzOperator
 
@@ -281,6 +282,8 @@ def _describe(op: LowRankOperator) -> tuple[dict[str, Any], dict[str, np.ndarray
     if isinstance(op, GlobalLowRankOperator):
         meta = {"class": "GlobalLowRankOperator", "num_dofs": op.shape[0], "rank": op.rank,
                 "h": op.h}
+        if op.dim != 1:  # recorded only when not the default (older files lack it)
+            meta["dim"] = op.dim
     elif isinstance(op, SchwarzOperator):
         d = op.decomposition
         if isinstance(d, Decomposition1D):
@@ -297,7 +300,7 @@ def _describe(op: LowRankOperator) -> tuple[dict[str, Any], dict[str, np.ndarray
             if d.shared_nodes is not None:
                 arrays["dec_shared_nodes"] = d.shared_nodes
         basis = op.coarse_basis_name
-        if basis == "custom":
+        if op.stores_coarse_matrix:  # a user basis, or one built from A or a null space
             Phi = sp.csr_matrix(op.coarse_matrix)
             arrays.update(phi_data=Phi.data, phi_indices=Phi.indices, phi_indptr=Phi.indptr,
                           phi_shape=np.array(Phi.shape))
@@ -462,7 +465,8 @@ def load_operator(path: str | os.PathLike, backend: str = "numpy",
                       backend=backend)
         if cls == "GlobalLowRankOperator":
             op: LowRankOperator = GlobalLowRankOperator(meta["num_dofs"], meta["rank"],
-                                                        h=meta["h"], **common)
+                                                        h=meta["h"], dim=meta.get("dim", 1),
+                                                        **common)
         else:
             op = _load_schwarz(meta, data, name, base, common)
     except (TypeError, ValueError) as exc:
@@ -495,11 +499,13 @@ def _load_schwarz(meta: dict[str, Any], data: dict[str, np.ndarray], name: str, 
                               block_size=dm.get("block_size", 1))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{name}: the stored decomposition is invalid: {exc}") from exc
-    basis = meta["coarse_basis"]
-    if basis == "custom":
+    basis = name_of_basis = meta["coarse_basis"]
+    # a user basis, or a named one stored as its matrix (built from A or with a null space)
+    if basis == "custom" or (basis in MATRIX_COARSE_BASES or "phi_data" in data):
         pdata, pind, pptr, pshape = _arrays(data, ("phi_data", "phi_indices", "phi_indptr",
                                                    "phi_shape"), name,
-                                            "the metadata describes a user coarse basis")
+                                            f"the metadata describes a coarse basis "
+                                            f"{basis!r} stored as its matrix")
         if pshape.shape != (2,) or pshape.dtype.kind not in "iu":
             raise ValueError(f"{name}: phi_shape must hold two integers, got {pshape!r}")
         basis = _csr(pdata, pind, pptr, (int(pshape[0]), int(pshape[1])), name,
@@ -516,6 +522,8 @@ def _load_schwarz(meta: dict[str, Any], data: dict[str, np.ndarray], name: str, 
         raise ValueError(f"{name} has no base term; do not pass base=")
     elif meta["base"] not in ("matrix", "operator", "none"):
         raise ValueError(f"{name}: unknown base term kind {meta['base']!r}")
-    return SchwarzOperator(d, meta["local_rank"], meta["coarse_rank"] or None, basis,
-                           coarse_size=meta["coarse_size"], partition=meta["partition"],
-                           tied=meta["tied"], base=base, **common)
+    op = SchwarzOperator(d, meta["local_rank"], meta["coarse_rank"] or None, basis,
+                         coarse_size=meta["coarse_size"], partition=meta["partition"],
+                         tied=meta["tied"], base=base, **common)
+    op.coarse_basis_name = name_of_basis
+    return op

@@ -65,8 +65,13 @@ class Decomposition:
         Coordinates of the unknowns, shape ``(num_dofs,)`` or
         ``(num_dofs, dim)``; the 1D hat coarse bases read points in (0, 1).
     h : float, optional
-        Mesh width, used by the ``"scaled"`` initialisation; defaults to
-        ``1 / (num_dofs + 1)``.
+        Mesh width, used by the ``"scaled"`` initialisation (see :attr:`dim`).
+        Default: ``1 / (num_dofs + 1)`` for 1D coordinates; for
+        ``num_dofs x d`` coordinates with ``d >= 2`` the mean spacing
+        ``(V / n_nodes)^{1/d}``, ``V`` the volume of the coordinates' bounding
+        box and ``n_nodes = num_dofs / block_size`` (``1/n`` for the ``n^d``
+        interior points of a grid, close to its ``h = 1/(n + 1)``, and the
+        typical edge length of a quasi-uniform unstructured mesh).
     owner : array of int, optional
         The non-overlapping partition behind the subdomains: one label in
         ``[0, N)`` per unknown, and subdomain ``i`` must contain every unknown
@@ -207,7 +212,7 @@ class Decomposition:
             raise ValueError(f"block_size={self.block_size} does not divide num_dofs={num_dofs}")
         self.shared_nodes = None if shared_nodes is None else self._check_nodes(
             "shared_nodes", shared_nodes, num_dofs)
-        self.h = float(h) if h is not None else 1.0 / (num_dofs + 1)
+        self.h = float(h) if h is not None else self._default_h()
         self._subdomain_of_entry = np.repeat(np.arange(self.num_subdomains), sizes)
         self._position_in_subdomain = np.arange(indices.size) - np.repeat(self.offsets[:-1], sizes)
         self._cache: dict[Any, Any] = {}
@@ -215,6 +220,35 @@ class Decomposition:
         self.owner = (None if owner is None
                       else np.asarray(owner, dtype=np.int64) if owner_checked
                       else self._check_owner(owner))
+
+    def _default_h(self) -> float:
+        """``1/(n + 1)`` for 1D coordinates; the mean spacing of ``d >= 2`` coordinates."""
+        X = self.coordinates
+        if X.ndim == 1 or X.shape[1] < 2:
+            return 1.0 / (self.num_dofs + 1)
+        extent = X.max(axis=0) - X.min(axis=0)
+        nodes = self.num_dofs // self.block_size
+        volume = float(np.prod(extent))
+        if not volume > 0 or nodes < 2:  # degenerate (points on a line): the 1D rule
+            return 1.0 / (self.num_dofs + 1)
+        return (volume / nodes) ** (1.0 / X.shape[1])
+
+    @property
+    def dim(self) -> int:
+        """Space dimension ``d`` of the coordinates (1 for a 1-D coordinate array).
+
+        The ``"scaled"`` initialisation uses it with :attr:`h`
+        (:func:`ddops.operators.init_scale`): the entries of ``A^{-1}`` for the
+        ``h^-2``-scaled finite-difference Laplacian are of order ``h`` in one
+        dimension and of order ``h^2`` in two and three.
+        """
+        return 1 if self.coordinates.ndim == 1 else int(self.coordinates.shape[1])
+
+    @property
+    def padding_overhead(self) -> float:
+        """``sum_i (p - n_i) / sum_i n_i``: the padded storage of the batched blocks beyond the
+        unpadded one (``p`` the largest subdomain size)."""
+        return float((self.max_size * self.num_subdomains - self.sizes.sum()) / self.sizes.sum())
 
     @staticmethod
     def _check_nodes(name: str, nodes: Any, num_dofs: int) -> np.ndarray:
@@ -381,25 +415,41 @@ class Decomposition:
         """Padded position ``i * p + l`` of every packed entry."""
         return self._subdomain_of_entry * self.max_size + self._position_in_subdomain
 
-    def padded_blocks(self, A: Any, pad_value: float = 1.0) -> np.ndarray:
-        """Every subdomain matrix ``A_i = R_i A R_i^T`` as one ``(N, p, p)`` float64 array.
+    def padded_blocks(self, A: Any, pad_value: float = 1.0, start: int = 0,
+                      stop: int | None = None) -> np.ndarray:
+        """Subdomain matrices ``A_i = R_i A R_i^T`` as one ``(stop - start, p, p)`` float64 array.
 
         Assembled in one sparse product with the padded stacked restriction;
         the padding rows and columns of a smaller subdomain are zero except for
         ``pad_value`` on the diagonal, so batched factorisations and
-        eigensolvers can treat all blocks at once.
+        eigensolvers can treat all blocks at once.  ``start``/``stop`` select
+        the subdomains ``start, ..., stop - 1`` (default all), so that callers
+        can work through large decompositions in chunks of bounded memory
+        (see :meth:`block_chunks`).
         """
         N, p = self.num_subdomains, self.max_size
-        check_memory(f"the {N} padded subdomain matrices of size {p}", 8 * 3 * N * p * p,
+        stop = N if stop is None else stop
+        if not 0 <= start < stop <= N:
+            raise ValueError(f"start and stop must satisfy 0 <= start < stop <= {N}, "
+                             f"got {start} and {stop}")
+        m = stop - start
+        check_memory(f"the {m} padded subdomain matrices of size {p}", 8 * 3 * m * p * p,
                      "use smaller subdomains")
-        S = self.stacked_restriction("none", padded=True, dtype=np.float64)
+        S = self.stacked_restriction("none", padded=True, dtype=np.float64)[start * p:stop * p]
         C = (S @ sp.csr_matrix(A) @ S.T).tocoo()
         keep = C.row // p == C.col // p  # S A S^T also couples overlapping subdomains
-        blocks = np.zeros((N, p, p))
+        blocks = np.zeros((m, p, p))
         blocks[C.row[keep] // p, C.row[keep] % p, C.col[keep] % p] = C.data[keep]
-        pad_block, pad_pos = np.nonzero(np.arange(p)[None, :] >= self.sizes[:, None])
+        pad_block, pad_pos = np.nonzero(np.arange(p)[None, :] >= self.sizes[start:stop, None])
         blocks[pad_block, pad_pos, pad_pos] = pad_value
         return blocks
+
+    def block_chunks(self, max_bytes: int = 2**28) -> list[tuple[int, int]]:
+        """``(start, stop)`` ranges of subdomains whose padded ``(m, p, p)`` blocks (and an
+        eigendecomposition's copies, four arrays in all) take at most ``max_bytes``."""
+        N, p = self.num_subdomains, self.max_size
+        per = max(1, int(max_bytes // (4 * 8 * p * p)))
+        return [(a, min(a + per, N)) for a in range(0, N, per)]
 
     def partition_of_unity(self) -> sp.csr_matrix:
         """``sum_i R_i^T D_i R_i`` assembled as CSR (the identity, up to rounding)."""

@@ -32,8 +32,15 @@ For :class:`~ddops.operators.GlobalLowRankOperator` the whole domain is one
 block without a coarse space: ``local_init`` and ``lr_scaling`` use
 ``sigma = (sum_{k<=r} mu_k(A^{-1}) / (n r))^{1/2}``; ``coarse_init`` does
 not apply.  Everything is batched: one ``eigvalsh`` of the padded
-``(N, p, p)`` subdomain matrices, one dense ``eigh`` of ``S``
+``(N, p, p)`` subdomain matrices (in chunks of at most 256 MiB,
+:meth:`ddops.Decomposition.block_chunks`), one dense ``eigh`` of ``S``
 (``n0 x n0``).
+
+Nothing here depends on the dimension or on the kind of decomposition or
+coarse space: the sizes come from ``A``, ``R_i`` and ``Phi`` alone, so the
+switches apply unchanged to 2D/3D grids, METIS parts of unstructured meshes
+and the GDSW, RGDSW and Nicolaides coarse spaces (for any scaling of ``A``,
+unlike the ``"scaled"`` random draw, which knows only ``h``).
 """
 
 from __future__ import annotations
@@ -145,11 +152,16 @@ def local_scales(op: LowRankOperator, A: Any) -> np.ndarray:
     d, r = op.decomposition, op.local_rank
     N, p = d.num_subdomains, d.max_size
     bound = float(abs(A).sum(axis=1).max())
-    lam = np.linalg.eigvalsh(op.decomposition.padded_blocks(A, 2.0 * bound + 1.0))  # ascending
     k = np.arange(min(r, p))
+    low = np.empty((N, k.size))
+    largest = np.empty(N)
+    # batched eigvalsh, in chunks of bounded memory (a few for large subdomains)
+    for start, stop in d.block_chunks():
+        lam = np.linalg.eigvalsh(d.padded_blocks(A, 2.0 * bound + 1.0, start, stop))
+        low[start:stop] = lam[:, : k.size]  # ascending
+        largest[start:stop] = lam[np.arange(stop - start), d.sizes[start:stop] - 1]
     valid = k[None, :] < d.sizes[:, None]
-    low = lam[:, : k.size]
-    first, largest = low[:, 0], lam[np.arange(N), d.sizes - 1]
+    first = low[:, 0]
     bad = ~(first > np.finfo(np.float64).eps * 1e4 * np.maximum(largest, 0))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])

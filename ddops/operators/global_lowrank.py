@@ -36,12 +36,17 @@ class GlobalLowRankOperator(LowRankOperator):
     h : float, optional
         Mesh width for the scaled initialisation; default ``1 / (n + 1)``,
         which is the mesh width of both conventions of the 1D problem.
+    dim : int, default 1
+        Space dimension for the scaled initialisation
+        (:func:`~ddops.operators.init_scale`; pass the decomposition's
+        ``h`` and ``dim`` to compare with a Schwarz operator on a 2D/3D problem).
     """
 
     PARTS = ("full",)
 
     def __init__(self, num_dofs: int, rank: int, init: str = "scaled", seed: int = 0,
-                 dtype: Any = np.float64, backend: str = "numpy", h: float | None = None) -> None:
+                 dtype: Any = np.float64, backend: str = "numpy", h: float | None = None,
+                 dim: int = 1) -> None:
         n = check_int("num_dofs", num_dofs, minimum=1)
         self.requested_rank = check_int("rank", rank, minimum=1)
         self.rank = self.requested_rank
@@ -58,8 +63,9 @@ class GlobalLowRankOperator(LowRankOperator):
         self._layout = {"Q": (n, self.rank), "K": (n, self.rank)}
         super().__init__(n, dtype, backend)
         self.h = 1.0 / (n + 1) if h is None else float(h)
+        self.dim = check_int("dim", dim, minimum=1)
         rng = np.random.default_rng(seed)
-        scale = init_scale(init, self.h, self.rank)
+        scale = init_scale(init, self.h, self.rank, self.dim)
         self._write(self.params, {"Q": self._draw(rng, (n, self.rank), scale),
                                   "K": self._draw(rng, (n, self.rank), scale)})
         self.init, self.seed = init, seed

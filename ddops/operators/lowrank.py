@@ -20,14 +20,34 @@ from .losses import loss_and_scaled_grad
 __all__ = ["INITS", "LowRankOperator", "init_scale"]
 
 #: Random initialisations: ``"naive"`` (N(0,1) x 0.02, paper v1) and
-#: ``"scaled"`` (N(0,1) x (h/4)^{1/2} r^{-1/4}, paper v2).
+#: ``"scaled"`` (N(0,1) x (h/4)^{1/2} r^{-1/4}, paper v2, in 1D; see :func:`init_scale`).
 INITS = ("scaled", "naive")
 
 
-def init_scale(init: str, h: float, rank: int) -> float:
-    """Standard deviation of the random factors for an initialisation name."""
+def init_scale(init: str, h: float, rank: int, dim: int = 1) -> float:
+    """Standard deviation of the random factors for an initialisation name.
+
+    ``"naive"``: 0.02.  ``"scaled"``: ``(tau / 4)^{1/2} r^{-1/4}``, so that an
+    entry of ``Q K^T`` (a sum of ``r`` products) has the standard deviation
+    ``tau / 4``, with ``tau = h`` in one dimension (the paper's v2 rule) and
+    ``tau = h^2`` in ``dim >= 2``: the entries of the inverse of the
+    ``h^-2``-scaled finite-difference Laplacian ``A = h^-2 L`` are
+    ``h^2 (L^{-1})_{jk}``, and ``L^{-1}`` has entries of order ``1/h`` in 1D
+    (``x(1 - x)/h`` at most) but of order one in 2D (``log(1/h) / 2 pi``) and
+    3D (about 1/4).  ``h`` is the decomposition's mesh width
+    (:attr:`ddops.Decomposition.h`; for unstructured problems the mean
+    spacing of the coordinates).  The rule knows only ``h``, not ``A``: for a
+    matrix scaled otherwise (the P1 stiffness matrix of the unit square is
+    ``h^2`` times the finite-difference one, so its inverse is ``h^-2`` times
+    larger) use the problem-scaled initialisation,
+    :func:`ddops.learning.initialisation.problem_init`, which reads the sizes
+    from ``A``.
+    """
     check_choice("init", init, INITS)
-    return 0.02 if init == "naive" else float(np.sqrt(h / 4.0) * rank ** -0.25)
+    if init == "naive":
+        return 0.02
+    tau = h if dim == 1 else h * h
+    return float(np.sqrt(tau / 4.0) * rank ** -0.25)
 
 
 class LowRankOperator(BackendLinearOperator):

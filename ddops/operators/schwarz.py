@@ -38,7 +38,7 @@ from scipy.sparse.linalg import LinearOperator
 from .._validation import check_choice, check_dtype, check_finite, check_int, check_memory
 from ..backend import asarray, check_backend, spmm, take_rows, to_numpy
 from ..dd.coarse import (
-    COARSE_BASES,
+    ALL_COARSE_BASES,
     MATRIX_COARSE_BASES,
     column_rank,
     subdomain_blocks,
@@ -49,7 +49,10 @@ from ..dd.decomposition import Decomposition
 from .linop import BackendLinearOperator
 from .lowrank import INITS, LowRankOperator, init_scale
 
-__all__ = ["PARTITIONS", "SchwarzOperator"]
+__all__ = ["NULL_SPACE_BASES", "PARTITIONS", "SchwarzOperator"]
+
+#: Named coarse bases that take a ``null_space``.
+NULL_SPACE_BASES = ("pou", "nicolaides", *MATRIX_COARSE_BASES)
 
 #: Partition-of-unity placements ``name -> (input-side, output-side weighting)``:
 #: ``"symmetric"`` is the paper's ``R_i^T D_i^{1/2} Q_i K_i^T D_i^{1/2} R_i``,
@@ -98,8 +101,13 @@ class SchwarzOperator(LowRankOperator):
         Rank ``r0`` of the coarse block; ``None`` means ``n0``.  A value above
         ``n0`` is truncated to ``n0`` with a warning, as in the paper.
     coarse_basis : str, sparse matrix, array or None
-        A name from :data:`ddops.dd.coarse.COARSE_BASES`, a user-supplied
-        ``num_dofs x n0`` matrix Phi, or ``None`` for a one-level operator.
+        A name from :data:`ddops.dd.coarse.ALL_COARSE_BASES` (``"gdsw"`` and
+        ``"rgdsw"`` are built from the matrix: pass ``A``), a user-supplied
+        ``num_dofs x n0`` matrix Phi (for example
+        ``ddops.coarse_basis(d, "gdsw", A=A)``), or ``None`` for a one-level
+        operator.  Any decomposition works (1D, grid boxes, METIS parts of
+        unstructured meshes); the hat bases need 1D coordinates, GDSW and
+        RGDSW the non-overlapping ``decomposition.owner``.
     coarse_size : int, optional
         Number of coarse functions for ``coarse_basis="grid_hats"``.
     init : {"scaled", "naive"}
@@ -121,6 +129,14 @@ class SchwarzOperator(LowRankOperator):
         A fixed (not trained) operator added to ``M``, for example an SPD
         matrix that makes a tied operator positive definite.  It must accept
         ``matmat``/``rmatmat`` (or ``@``) on the operator's backend.
+    A : sparse matrix, optional
+        The SPD matrix that ``coarse_basis="gdsw"``/``"rgdsw"`` are built from
+        (:func:`ddops.dd.coarse.coarse_basis`); only used there.  It is not
+        kept: the operator stores the built basis (and saves it).
+    null_space : array (num_dofs x k), optional
+        Null space for ``coarse_basis`` in ``"nicolaides"``, ``"pou"``,
+        ``"gdsw"``, ``"rgdsw"`` (constants by default; rigid body modes for
+        elasticity).
 
     Raises
     ------
@@ -147,6 +163,9 @@ class SchwarzOperator(LowRankOperator):
         partition: str = "symmetric",
         tied: bool = False,
         base: Any = None,
+        *,
+        A: Any = None,
+        null_space: Any = None,
     ) -> None:
         if not isinstance(decomposition, Decomposition):
             raise TypeError("decomposition must be a ddops Decomposition, got "
@@ -167,17 +186,29 @@ class SchwarzOperator(LowRankOperator):
         if coarse_size is not None and not (isinstance(coarse_basis, str)
                                             and coarse_basis == "grid_hats"):
             raise ValueError("coarse_size is only used with coarse_basis='grid_hats'")
+        named = isinstance(coarse_basis, str)
+        if A is not None and not (named and coarse_basis in MATRIX_COARSE_BASES):
+            raise ValueError(f"A is only used with coarse_basis in {MATRIX_COARSE_BASES}, "
+                             f"not {coarse_basis!r}")
+        if null_space is not None and not (named and coarse_basis in NULL_SPACE_BASES):
+            raise ValueError(f"null_space is only used with coarse_basis in {NULL_SPACE_BASES}, "
+                             f"not {coarse_basis!r}")
         if coarse_basis is None:
             Phi = None
-        elif isinstance(coarse_basis, str):
-            if coarse_basis in MATRIX_COARSE_BASES:
+        elif named:
+            check_choice("coarse_basis", coarse_basis, ALL_COARSE_BASES)
+            if coarse_basis in MATRIX_COARSE_BASES and A is None:
                 raise ValueError(
-                    f"coarse_basis={coarse_basis!r} is built from the matrix A: pass the basis, "
-                    f"coarse_basis=ddops.coarse_basis(d, {coarse_basis!r}, A=A)")
-            check_choice("coarse_basis", coarse_basis, COARSE_BASES)
-            Phi = build_coarse_basis(d, coarse_basis, size=coarse_size)
+                    f"coarse_basis={coarse_basis!r} is built from the matrix A: pass A=A, or the "
+                    f"built basis, coarse_basis=ddops.coarse_basis(d, {coarse_basis!r}, A=A)")
+            Phi = build_coarse_basis(d, coarse_basis, size=coarse_size, A=A,
+                                     null_space=null_space)
         else:
             Phi = validate_coarse_matrix(coarse_basis, d.num_dofs)
+        #: Whether the coarse basis is more than its name (user matrix, built from ``A``, or
+        #: with a null space): then it is saved with the operator.
+        self.stores_coarse_matrix = Phi is not None and (
+            not named or coarse_basis in MATRIX_COARSE_BASES or null_space is not None)
         self.coarse_basis_name = coarse_basis if isinstance(coarse_basis, str) else (
             None if coarse_basis is None else "custom")
         n0 = 0 if Phi is None else Phi.shape[1]
@@ -245,8 +276,8 @@ class SchwarzOperator(LowRankOperator):
         d, r = self.decomposition, self.local_rank
         n0, r0 = self.coarse_dim, self.coarse_rank
         rng = np.random.default_rng(seed)
-        s_loc = init_scale(init, d.h, r)
-        s0 = init_scale(init, d.h, max(r0, 1))
+        s_loc = init_scale(init, d.h, r, d.dim)
+        s0 = init_scale(init, d.h, max(r0, 1), d.dim)
         params = {}
         for key in self._keys(local=True):
             params[key] = self._draw(rng, (d.indices.size, r), s_loc)

@@ -48,7 +48,8 @@ from threadpoolctl import threadpool_limits
 
 from .._validation import check_choice, check_dtype, check_int, check_positive_float
 from ..backend import asarray, check_backend, get_array_module, to_numpy
-from ..dd.decomposition import Decomposition
+from ..dd.coarse import MATRIX_COARSE_BASES
+from ..dd.decomposition import Decomposition, Decomposition1D
 from ..learning.training import Trainer, TrainingConfig
 from ..operators import PARTITIONS, SchwarzOperator, init_scale
 from .schwarz import TwoLevelSchwarz, _check_matrix, _check_symmetric, solve_with_history
@@ -334,24 +335,30 @@ def _local_factors(A: sp.csr_matrix, d: Decomposition, rank: int) -> np.ndarray:
     """
     N, p = d.num_subdomains, d.max_size
     scale = float(np.abs(A.diagonal()).max())
-    lam, V = np.linalg.eigh(d.padded_blocks(A, -scale))
-    npad = p - d.sizes
-    first = lam[np.arange(N), npad]  # the smallest eigenvalue of each A_i
-    largest = lam[:, -1]
-    bad = ~(first > np.finfo(np.float64).eps * 1e4 * np.maximum(largest, 0))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"subdomain matrix A_{i} = R_{i} A R_{i}^T (subdomain {i}, "
-                         f"{int(d.sizes[i])} unknowns) is singular or not positive definite "
-                         f"(smallest eigenvalue {first[i]:.3e}); A must be SPD")
     k = np.arange(rank)
-    valid = k[None, :] < d.sizes[:, None]  # rank above n_i: extra columns stay zero
-    idx = np.minimum(npad[:, None] + k[None, :], p - 1)
-    lam_sel = np.take_along_axis(lam, idx, axis=1)
-    V_sel = np.take_along_axis(V, idx[:, None, :], axis=2)
-    root_mu = np.where(valid, 1.0 / np.sqrt(np.where(valid, lam_sel, 1.0)), 0.0)
-    Q = V_sel * root_mu[:, None, :]
-    Q[np.arange(p)[None, :] >= d.sizes[:, None]] = 0.0  # padding rows are exactly zero
+    Q = np.zeros((N, p, rank))
+    # batched eigh, in chunks of bounded memory (several for large subdomains)
+    for start, stop in d.block_chunks():
+        lam, V = np.linalg.eigh(d.padded_blocks(A, -scale, start, stop))
+        sizes = d.sizes[start:stop]
+        npad = p - sizes
+        first = lam[np.arange(stop - start), npad]  # the smallest eigenvalue of each A_i
+        largest = lam[:, -1]
+        bad = ~(first > np.finfo(np.float64).eps * 1e4 * np.maximum(largest, 0))
+        if bad.any():
+            i = start + int(np.flatnonzero(bad)[0])
+            raise ValueError(f"subdomain matrix A_{i} = R_{i} A R_{i}^T (subdomain {i}, "
+                             f"{int(d.sizes[i])} unknowns) is singular or not positive "
+                             f"definite (smallest eigenvalue {first[i - start]:.3e}); "
+                             "A must be SPD")
+        valid = k[None, :] < sizes[:, None]  # rank above n_i: extra columns stay zero
+        idx = np.minimum(npad[:, None] + k[None, :], p - 1)
+        lam_sel = np.take_along_axis(lam, idx, axis=1)
+        V_sel = np.take_along_axis(V, idx[:, None, :], axis=2)
+        root_mu = np.where(valid, 1.0 / np.sqrt(np.where(valid, lam_sel, 1.0)), 0.0)
+        block = V_sel * root_mu[:, None, :]
+        block[np.arange(p)[None, :] >= sizes[:, None]] = 0.0  # padding rows are exactly zero
+        Q[start:stop] = block
     return Q
 
 
@@ -459,7 +466,8 @@ def learned_schwarz_preconditioner(
     init: str = "classical",
     *,
     partition: str = "none",
-    coarse_basis: Any = "interface_hats",
+    coarse_basis: Any = "auto",
+    null_space: Any = None,
     init_gain: float = 1e-2,
     local_init_scale: float = 0.0,
     seed: int = 0,
@@ -507,7 +515,15 @@ def learned_schwarz_preconditioner(
         Partition-of-unity placement (:data:`ddops.operators.PARTITIONS`);
         ``"none"`` mirrors additive Schwarz ``R_i^T A_i^{-1} R_i``.
     coarse_basis : str, matrix or None
-        Coarse interpolation Phi, as for :class:`~ddops.SchwarzOperator`.
+        Coarse interpolation Phi, as for :class:`~ddops.SchwarzOperator`
+        (``"gdsw"`` and ``"rgdsw"`` are built from ``A``).  ``"auto"``
+        (default): the interface hats on a decomposition that has interface
+        nodes (the 1D decompositions), else GDSW when it knows its
+        non-overlapping parts (``owner``: grid boxes, METIS and RCB
+        decompositions), else Nicolaides.
+    null_space : array (num_dofs x k), optional
+        Null space of the coarse space (rigid body modes for elasticity), for
+        ``"nicolaides"``, ``"gdsw"``, ``"rgdsw"`` and their ``"auto"`` choice.
     init_gain : float
         ``gain`` of the random factors (see ``init``).
     local_init_scale : float
@@ -554,14 +570,23 @@ def learned_schwarz_preconditioner(
     local_init_scale = check_positive_float("local_init_scale", local_init_scale,
                                             allow_zero=True)
     dt = check_dtype(dtype)
+    if isinstance(coarse_basis, str) and coarse_basis == "auto":
+        hats = isinstance(d, Decomposition1D) or d.interface_nodes.size > 0
+        coarse_basis = ("interface_hats" if hats and null_space is None
+                        else "gdsw" if d.owner is not None else "nicolaides")
+    named = isinstance(coarse_basis, str)
+    extra = {"A": A} if named and coarse_basis in MATRIX_COARSE_BASES else {}
+    if null_space is not None:
+        extra["null_space"] = null_space
     B = _build_base(base, A, d, dt, backend)
     op = SchwarzOperator(d, local_rank, coarse_rank, coarse_basis, init="scaled", seed=seed,
-                         dtype=dt, backend=backend, partition=partition, tied=True, base=B)
-    # the operator drew N(0, 1) * sqrt(h / 4) r^(-1/4); rescale to N(0, gain / (c r))
+                         dtype=dt, backend=backend, partition=partition, tied=True, base=B,
+                         **extra)
+    # the operator drew N(0, 1) * init_scale(...); rescale to N(0, gain / (c r))
     c = float(A.diagonal().mean())
     for key, rank in (("Q", op.local_rank), ("Q0", op.coarse_rank)):
         if rank:
-            drawn = init_scale("scaled", d.h, rank)
+            drawn = init_scale("scaled", d.h, rank, d.dim)
             op.params[key][...] *= math.sqrt(gain / (c * rank)) / drawn
     if init == "classical":
         exact_local = isinstance(base, str) and base == "one_level"
