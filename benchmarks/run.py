@@ -36,7 +36,9 @@ mix), which measures, in this order:
 The parent process measures the machine (``benchmarks/floor.py``: copy
 bandwidth, GEMM rate), profiles training steps at ``n = 8192``, times the
 step of ``--preset improved`` against ``--preset v2`` at ``n = 8192`` in
-one process, interleaved (``benchmarks/presets.py``), and prints
+one process, interleaved (``benchmarks/presets.py``), times the 2D Poisson
+step (64 x 64, 16 boxes, GDSW) against the 1D step at ``n = 4096`` in one
+process, interleaved (``benchmarks/beyond_1d.py --sections speed``), and prints
 the tables, the fitted exponent of time per step against ``n``, the floor
 ``max(bytes / bandwidth, flops / GEMM rate)`` next to the measured step
 time, and which targets are met.  Times are medians over timed chunks.
@@ -91,6 +93,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--torch-max-n", type=int, default=8192,
                    help="largest n for the PyTorch peers (default 8192)")
     p.add_argument("--no-profile", action="store_true", help="skip the cProfile at n=8192")
+    p.add_argument("--no-beyond-1d", action="store_true",
+                   help="skip the 2D against 1D step time (benchmarks/beyond_1d.py)")
     p.add_argument("--no-presets", action="store_true",
                    help="skip the step time of --preset improved against v2 at n=8192")
     # internal: one size/dtype in this (fresh) process
@@ -123,7 +127,7 @@ import numpy as np  # noqa: E402
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import floor, presets  # noqa: E402
+from benchmarks import beyond_1d, floor, presets  # noqa: E402
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -641,6 +645,9 @@ def main(args: argparse.Namespace) -> int:
     if not args.quick and not args.no_presets:
         floor.set_blas_threads(1)  # the Trainer's default
         preset_times = presets.compare_presets(8192)
+    beyond = None
+    if not args.quick and not args.no_beyond_1d:
+        beyond = beyond_1d.speed(rounds=5, steps=20, blas_threads=1)
     load_end = os.getloadavg()
 
     print()
@@ -685,6 +692,15 @@ def main(args: argparse.Namespace) -> int:
         print("presets: " + presets.summary(preset_times))
         tg.append(("n=8192 float64: --preset improved step <= 1.10 x --preset v2 (one process, "
                    "interleaved)", f"{preset_times['ratio']:.3f}x", preset_times["ratio"] <= 1.10))
+    if beyond is not None:
+        two, one = beyond["2d_64x64_N16"], beyond["1d_n4096_N128"]
+        print()
+        print(f"beyond 1D: 2D Poisson 64x64 (16 boxes, GDSW) {two['steps_per_s']:.1f} steps/s, "
+              f"1D n=4096 (N=128) {one['steps_per_s']:.1f} steps/s in the same process; data "
+              f"{two['parts_ms']['data']:.1f} ms of {two['median_ms']:.1f} ms per 2D step")
+        tg.append(("2D Poisson 64x64, 16 subdomains, float64, B=256: >= 200 training steps/s",
+                   f"{two['steps_per_s']:.1f} steps/s ({beyond['ratio_2d_over_1d_time']:.2f}x "
+                   f"the 1D step at n=4096)", two["steps_per_s"] >= 200))
     print()
     print("targets:")
     for name, value, met in tg:
@@ -696,7 +712,7 @@ def main(args: argparse.Namespace) -> int:
         with open(args.json, "w") as fh:
             json.dump({"machine_info": info, "machine": machine, "results": results,
                        "fits": fits, "floor": frows, "profile": profile, "spmm_facts": facts,
-                       "presets": preset_times,
+                       "presets": preset_times, "beyond_1d": beyond,
                        "targets": [{"target": a, "value": b, "met": c} for a, b, c in tg],
                        "load_end": load_end, "argv": sys.argv}, fh, indent=1)
         print(f"wrote {args.json}")
