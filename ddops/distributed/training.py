@@ -8,8 +8,11 @@ whole operator and the whole optimiser state; per step:
   training seed), so the stream, and therefore a checkpoint, does not depend
   on the number of ranks.  With a stock :class:`~ddops.learning.data.FourierRHS`
   only the small coefficient matrix of the batch is drawn and every rank forms
-  its own columns of ``F`` and ``U``; any other sampler draws the whole batch
-  and every rank keeps its columns;
+  its own columns of ``F`` and ``U``; a sampler with a method
+  ``sample_columns(batch_size, rng, start, stop)`` (columns ``start:stop`` of
+  the batch ``sample(batch_size, rng)`` would return, drawing the same random
+  numbers) is asked for the rank's columns; any other sampler draws the whole
+  batch and every rank keeps its columns;
 * rank ``k`` of ``P`` takes the contiguous columns ``[k B / P, (k + 1) B / P)``
   and computes their loss and flat gradient with the operator's
   ``value_and_grad_flat``, weighted by its share of the columns, ``B_k / B``
@@ -35,6 +38,8 @@ leaving the other ranks waiting.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -48,7 +53,7 @@ from ..operators import LowRankOperator
 from ..operators.losses import loss_value
 from .comm import world
 
-__all__ = ["DataParallelTrainer", "column_bounds", "run_compare"]
+__all__ = ["EXIT_OUTPUT", "DataParallelTrainer", "column_bounds", "run_compare"]
 
 
 def column_bounds(batch_size: int, size: int) -> list[int]:
@@ -136,6 +141,10 @@ class DataParallelTrainer(Trainer):
                 shape = (op.shape[0], hi - lo)
                 self._local = (np.empty(shape, dtype=op.dtype), np.empty(shape, dtype=op.dtype))
             F, U = self.sampler.synthesize(C[:, lo:hi], out=self._local)
+        elif callable(getattr(self.sampler, "sample_columns", None)):
+            F, U = self.sampler.sample_columns(c.batch_size, self.rng, lo, hi)
+            F = np.ascontiguousarray(F, dtype=op.dtype)
+            U = np.ascontiguousarray(U, dtype=op.dtype)
         else:
             F, U = self._sample()
             F = np.ascontiguousarray(F[:, lo:hi], dtype=op.dtype)
@@ -272,6 +281,10 @@ def _everywhere(comm: Any, action: Callable[[], Any]) -> Any:
 
 
 # -- ddops compare ----------------------------------------------------------------------------
+#: Exit status of a job whose result could not be written during the run (as ``ddops``).
+EXIT_OUTPUT = 3
+
+
 def run_compare(config: Any, log: Callable[[str], Any] = print,
                 comm: Any = None) -> dict[str, dict[str, Any]]:
     """``ddops compare`` with data-parallel training; call it on every rank.
@@ -279,8 +292,9 @@ def run_compare(config: Any, log: Callable[[str], Any] = print,
     The experiment of :func:`ddops.experiments.compare.run_compare` with every
     model trained by a :class:`DataParallelTrainer`: the same metrics, files
     and checkpoints as a serial run (equal up to rounding).  Rank 0 logs and
-    writes every file; the other ranks train and evaluate alongside it and
-    write nothing.  Settings are checked on every rank before any work.
+    writes every file; the other ranks train and evaluate alongside it, write
+    nothing and print nothing (their standard output and error are silenced
+    for the rest of the process, so that the command line's lines appear once).
 
     Parameters
     ----------
@@ -288,7 +302,7 @@ def run_compare(config: Any, log: Callable[[str], Any] = print,
         The experiment (a namespace of the ``ddops compare`` flags is turned
         into a config the way the command line does).
     log : callable
-        Where rank 0's progress lines go (the other ranks are silent).
+        Where rank 0's progress lines go.
     comm : mpi4py communicator, optional
         Default ``MPI.COMM_WORLD``.
 
@@ -299,13 +313,25 @@ def run_compare(config: Any, log: Callable[[str], Any] = print,
 
     Raises
     ------
-    ValueError, TypeError, OutputError
-        As the serial experiment, on every rank for a bad setting or an
-        unusable output location.
+    ValueError, TypeError
+        On every rank alike, before any training: a bad setting, an unusable
+        output location (probed by rank 0, the verdict shared), a damaged
+        checkpoint or one written with other settings (every rank reads it).
+
+    Notes
+    -----
+    A failure once training has started cannot be raised on every rank (the
+    others are inside a collective call), so it ends the job:
+    ``ddops: error: <message>`` on stderr from rank 0, then ``MPI_Abort`` with
+    status 3 when a result could not be written (the results so far are kept
+    in the directory the message names, as in a serial run) and 1 otherwise.
     """
     from ..experiments import compare
 
     comm = world() if comm is None else comm
+    root = comm.Get_rank() == 0
+    if not root:
+        _silence()
     if not isinstance(config, compare.ExperimentConfig):
         from ..experiments.cli import _config_from_args
 
@@ -323,15 +349,35 @@ def run_compare(config: Any, log: Callable[[str], Any] = print,
     def factory(*args: Any, **kwargs: Any) -> DataParallelTrainer:
         return DataParallelTrainer(*args, comm=comm, **kwargs)
 
-    if comm.Get_rank() == 0:
-        with _patched(compare, Trainer=factory):
-            return compare.run_compare(c, log)
-    # the other ranks compute alongside rank 0 and write nothing (their checkpoints are
-    # written by rank 0, see DataParallelTrainer.save_checkpoint)
-    with _patched(compare, Trainer=factory, save_operator=_nothing, _write_metrics=_nothing,
-                  _write_history_csv=_nothing, check_output_prefix=_nothing,
-                  _plot_compare=_nothing, _rescue=_rescue_elsewhere):
-        return compare.run_compare(c, lambda line: None)
+    # a checkpoint that cannot be written fails on every rank (DataParallelTrainer), and
+    # the serial experiment then saves what it has elsewhere: the other ranks take part
+    # in the collective checkpoint write only
+    rescue = {} if root else dict(save_operator=_nothing, _write_metrics=_nothing,
+                                  _write_history_csv=_nothing, _rescue=_rescue_elsewhere)
+    try:
+        with _patched(compare, **rescue):
+            return compare.run_compare(c, log if root else _nothing, trainer_factory=factory,
+                                       write_results=root)
+    except (ValueError, TypeError):
+        raise  # settings and checkpoints: raised alike on every rank before any training
+    except Exception as exc:  # noqa: BLE001 - one rank cannot raise alone: end the job
+        output = isinstance(exc, compare.OutputError)
+        if root:
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            print(f"ddops: error: {text}", file=sys.__stderr__, flush=True)
+        elif output:
+            comm.Barrier()  # rank 0 has the same error and the message; it ends the job
+        else:
+            print(f"ddops: rank {comm.Get_rank()} of {comm.Get_size()} failed: "
+                  f"{type(exc).__name__}: {exc}", file=sys.__stderr__, flush=True)
+        comm.Abort(EXIT_OUTPUT if output else 1)
+        raise  # pragma: no cover - Abort does not return
+
+
+def _silence() -> None:
+    """Send this rank's standard output and error to the null device (until it exits)."""
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - kept open until the process exits
+    sys.stderr = sys.stdout
 
 
 def _check_prefix(compare: Any, c: Any) -> None:

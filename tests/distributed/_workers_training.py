@@ -42,6 +42,19 @@ class WholeBatchSampler:
         return self.inner.sample(batch_size, rng)
 
 
+class ColumnSampler(WholeBatchSampler):
+    """A sampler that forms only the columns asked for (``sample_columns``)."""
+
+    def __repr__(self) -> str:
+        return f"ColumnSampler({self.inner!r})"
+
+    column_calls = 0
+
+    def sample_columns(self, batch_size, rng, start, stop):
+        self.column_calls += 1
+        return self.inner.synthesize(self.inner.sample_coefficients(batch_size, rng)[:, start:stop])
+
+
 def cases() -> dict[str, dict]:
     """The trainings compared with serial training (same settings in the test)."""
     return {
@@ -51,6 +64,9 @@ def cases() -> dict[str, dict]:
         # mse with a sampler that draws whole batches, Adam, 7 columns
         "global_mse": dict(model="global", loss="mse", batch_size=7, sampler="whole",
                            optimizer="adam", scheduler=False),
+        # a sampler that draws the batch's random numbers and forms the rank's columns
+        "schwarz_columns": dict(model="schwarz", loss="wmse", batch_size=9, sampler="columns",
+                                optimizer="adamw", scheduler=False),
     }
 
 
@@ -68,8 +84,8 @@ def build(case: dict, checkpoint=None):
         op = SchwarzOperator(d, local_rank=3, seed=1)
     else:
         op = GlobalLowRankOperator(d.num_dofs, 5, seed=1, h=d.h)
-    sampler = FourierRHS(N_ELEMENTS) if case["sampler"] == "fourier" \
-        else WholeBatchSampler(N_ELEMENTS)
+    sampler = {"fourier": FourierRHS, "whole": WholeBatchSampler,
+               "columns": ColumnSampler}[case["sampler"]](N_ELEMENTS)
     config = TrainingConfig(steps=STEPS, batch_size=case["batch_size"], lr=3e-2,
                             loss=case["loss"], optimizer=case["optimizer"],
                             scheduler=case["scheduler"], plateau_patience=2, val_every=4,
@@ -96,6 +112,8 @@ def main(outdir: Path) -> None:
             op, sampler, config, validation = build(case)
             trainer = DataParallelTrainer(op, sampler, config, validation=validation, comm=sub)
             result = trainer.run()
+            if case["sampler"] == "columns":  # the rank's columns only, once per step
+                assert sampler.column_calls == STEPS, sampler.column_calls
             if sub.Get_rank() == 0:
                 record(outdir / f"{name}_P{sub.Get_size()}.npz", trainer, result)
     # a checkpoint written by two ranks at step 8, resumed by every rank to step 12

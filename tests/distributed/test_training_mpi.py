@@ -57,7 +57,7 @@ def _close(a, b) -> float:
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
 
 
-@pytest.mark.parametrize("case", ("schwarz_wmse", "global_mse"))
+@pytest.mark.parametrize("case", ("schwarz_wmse", "global_mse", "schwarz_columns"))
 def test_data_parallel_equals_serial(worker_output, workers, case):
     nprocs, out = worker_output
     trainer, result = _serial(workers, workers.cases()[case])
