@@ -285,6 +285,12 @@ class Trainer:
     A : sparse matrix or array, optional
         The system matrix whose scales ``lr_scaling="problem"`` uses
         (required there and only used there).
+
+    Notes
+    -----
+    Subclasses may override ``_value_and_grad(pool)`` (loss, flat gradient and
+    data seconds of one step) and ``save_checkpoint`` (for example
+    data-parallel training, :mod:`ddops.distributed.training`).
     """
 
     def __init__(self, op: LowRankOperator, sampler: Any, config: TrainingConfig | None = None,
