@@ -18,10 +18,10 @@ from typing import Any
 
 __all__ = ["MPI_SIZE_VARIABLES", "mpi", "world", "launched_size", "guard"]
 
-#: Environment variables that MPI launchers set to the number of ranks (MPICH/Hydra and
-#: Intel MPI: ``PMI_SIZE``; Open MPI: ``OMPI_COMM_WORLD_SIZE``; Slurm: ``SLURM_NTASKS`` is
-#: not used, since it is also set for non-MPI job steps).
-MPI_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+#: Environment variables that MPI launchers set to the number of ranks (MPICH/Hydra, Intel
+#: MPI and Slurm's PMI: ``PMI_SIZE``; Open MPI: ``OMPI_COMM_WORLD_SIZE``).  ``SLURM_NTASKS``
+#: is not used: it is also set for job steps that are not MPI programs.
+MPI_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
 
 
 def mpi() -> Any:
