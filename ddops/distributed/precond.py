@@ -14,7 +14,9 @@ solve are exactly the serial ones.  One application of
 costs one forward halo exchange (the region values of ``x``), one reverse
 exchange (the overlap parts of the local results go back to their owners and
 are summed) and one ``Allreduce`` of ``n0`` values (``Phi^T x``), started
-non-blocking before the local solves so that it overlaps them.
+non-blocking before the local solves so that it overlaps them.  The
+``"hybrid"`` variant adds two products with ``A`` (one halo exchange each) and
+a second coarse reduction.
 
 The coarse space
 ----------------
@@ -57,12 +59,12 @@ from ..precond.schwarz import (
 )
 from .comm import mpi
 from .layout import DistributedLayout
+from .matrix import DistributedMatrix
 
 __all__ = ["DISTRIBUTED_VARIANTS", "DistributedTwoLevelSchwarz", "allreduce_sparse"]
 
-#: Variants of :class:`DistributedTwoLevelSchwarz` (those of the serial preconditioner whose
-#: local part is a sum over subdomains; ``"hybrid"`` is not distributed yet).
-DISTRIBUTED_VARIANTS = ("additive", "restricted", "symmetric_restricted")
+#: Variants of :class:`DistributedTwoLevelSchwarz`: all of the serial preconditioner's.
+DISTRIBUTED_VARIANTS = ("additive", "restricted", "symmetric_restricted", "hybrid")
 
 
 def allreduce_sparse(layout: DistributedLayout, C: sp.spmatrix) -> sp.csr_matrix:
@@ -105,9 +107,10 @@ class DistributedTwoLevelSchwarz:
     coarse_basis : str, sparse matrix or None
         A name of :data:`ddops.dd.coarse.ALL_COARSE_BASES`, a global
         ``n x n0`` matrix Phi (identical on every rank), or None (one level).
-    variant : {"additive", "restricted", "symmetric_restricted"}
+    variant : {"additive", "restricted", "symmetric_restricted", "hybrid"}
         As in the serial preconditioner; ``"restricted"`` is not symmetric
-        (GMRES).
+        (GMRES).  ``"hybrid"`` (``P_0 + (I - P_0 A) M_1 (I - A P_0)``) costs
+        two products with ``A`` and two coarse reductions more per application.
     null_space : array (n x k), optional
         Passed to the coarse basis.
     local_solver : {"auto", "dense", "sparse"}
@@ -127,7 +130,7 @@ class DistributedTwoLevelSchwarz:
     ------
     ValueError
         A different size than the layout, a non-symmetric ``A``, an unknown
-        variant (``"hybrid"`` included) or coarse basis, a singular coarse matrix.
+        variant or coarse basis, a singular coarse matrix.
     """
 
     def __init__(self, layout: DistributedLayout, A: Any, coarse_basis: Any = "gdsw",
@@ -153,8 +156,12 @@ class DistributedTwoLevelSchwarz:
         # -- local part: the serial one-level preconditioner on the rank's region
         region = layout.region
         A_region = A[region][:, region]
+        # hybrid: the additive local sum, the coarse correction applied multiplicatively
+        local_variant = "additive" if variant == "hybrid" else variant
         self.local = TwoLevelSchwarz(A_region, layout.local_decomposition(), coarse_basis=None,
-                                     variant=variant, coarse=False, local_solver=local_solver)
+                                     variant=local_variant, coarse=False,
+                                     local_solver=local_solver)
+        self._A = DistributedMatrix(layout, A) if variant == "hybrid" else None
         self._region_in_ext = layout.region_in_ext
         self._y_ext = np.zeros(layout.num_ext)
 
@@ -225,15 +232,16 @@ class DistributedTwoLevelSchwarz:
             return sla.cho_solve(self._coarse_cho, c, check_finite=False)
         return self._coarse_lu.solve(c, trans="T" if adjoint else "N")
 
-    def _apply(self, x: Any, adjoint: bool) -> np.ndarray:
+    def _one_level(self, x: np.ndarray, adjoint: bool, c_local: np.ndarray | None = None):
+        """The local sum (forward exchange, local solves, reverse exchange).
+
+        With ``c_local`` the coarse reduction of it is started before the local
+        solves and completed after them; returns ``(y, c)`` then.
+        """
         layout = self.layout
-        x = np.asarray(x, dtype=np.float64)
-        if x.shape != (layout.num_owned,):
-            raise ValueError(f"x must have shape ({layout.num_owned},), got {x.shape}")
         ext = layout.update_ghosts(x)
-        request = None
-        if self.coarse_dim:  # start the coarse reduction; it completes during the local solves
-            c_local = self._PhiT @ x
+        request = c = None
+        if c_local is not None:  # the coarse reduction overlaps the local solves
             c = np.empty_like(c_local)
             request = layout.comm.Iallreduce(c_local, c, op=mpi().SUM)
             layout.stats["reductions"] += 1
@@ -245,8 +253,27 @@ class DistributedTwoLevelSchwarz:
         y = layout.reduce_ghosts(y_ext)
         if request is not None:
             request.Wait()
-            y += self._Phi @ self._coarse_solve(c, adjoint)
-        return y
+        return y, c
+
+    def _coarse(self, x: np.ndarray, adjoint: bool) -> np.ndarray:
+        """``(Phi A_0^{-1} Phi^T x)_owned``: one ``Allreduce`` of ``n0`` values."""
+        c = self.layout.allreduce(self._PhiT @ x)
+        return self._Phi @ self._coarse_solve(c, adjoint)
+
+    def _apply(self, x: Any, adjoint: bool) -> np.ndarray:
+        layout = self.layout
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != (layout.num_owned,):
+            raise ValueError(f"x must have shape ({layout.num_owned},), got {x.shape}")
+        if self.variant == "hybrid" and self.coarse_dim:
+            # x0 = P0 x;  y = M1 (x - A x0);  M x = x0 + y - P0 A y  (as the serial form)
+            x0 = self._coarse(x, adjoint)
+            y, _ = self._one_level(x - self._A.matvec(x0), adjoint)
+            return x0 + y - self._coarse(self._A.matvec(y), adjoint)
+        if not self.coarse_dim:
+            return self._one_level(x, adjoint)[0]
+        y, c = self._one_level(x, adjoint, self._PhiT @ x)
+        return y + self._Phi @ self._coarse_solve(c, adjoint)
 
     def matvec(self, x: Any) -> np.ndarray:
         """``(M x)_owned`` from ``x_owned``: two halo exchanges and one reduction."""

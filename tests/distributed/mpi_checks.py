@@ -186,7 +186,7 @@ def precond(comm):
         L = DistributedLayout(d, comm, A=A, subdomain_ranks=ranks)
         X = np.random.default_rng(7).standard_normal(d.num_dofs)
         for basis in ("gdsw", "rgdsw", "nicolaides", None):
-            for variant in ("additive", "restricted", "symmetric_restricted"):
+            for variant in ("additive", "restricted", "symmetric_restricted", "hybrid"):
                 serial = TwoLevelSchwarz(A, d, coarse_basis=basis, variant=variant,
                                          coarse=basis is not None)
                 dist = DistributedTwoLevelSchwarz(L, A, basis, variant=variant)
@@ -230,6 +230,7 @@ def krylov(comm):
         "cg/gdsw/additive": ("cg", "gdsw", "additive", {}),
         "cg/rgdsw/additive": ("cg", "rgdsw", "additive", {}),
         "cg/one-level": ("cg", None, "additive", {}),
+        "cg/gdsw/hybrid": ("cg", "gdsw", "hybrid", {}),
         "cg/gdsw/x0-atol": ("cg", "gdsw", "additive", {"x0": x0, "atol": 1e-3}),
         "cg/maxiter": ("cg", "gdsw", "additive", {"maxiter": 5}),
         "gmres/gdsw/restricted": ("gmres", "gdsw", "restricted", {}),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-RUNS = ("cg/gdsw/additive", "cg/rgdsw/additive", "cg/one-level", "cg/gdsw/x0-atol",
+RUNS = ("cg/gdsw/additive", "cg/rgdsw/additive", "cg/one-level", "cg/gdsw/hybrid",
+        "cg/gdsw/x0-atol",
         "cg/maxiter", "gmres/gdsw/restricted", "gmres/gdsw/restricted/restart5",
         "gmres/one-level/restricted/x0", "gmres/maxiter")
 
