@@ -370,8 +370,9 @@ def run_compare(config: Any, log: Callable[[str], Any] = print,
         else:
             print(f"ddops: rank {comm.Get_rank()} of {comm.Get_size()} failed: "
                   f"{type(exc).__name__}: {exc}", file=sys.__stderr__, flush=True)
-        comm.Abort(EXIT_OUTPUT if output else 1)
-        raise  # pragma: no cover - Abort does not return
+        status = EXIT_OUTPUT if output else 1
+        comm.Abort(status)
+        os._exit(status)  # MPI_Abort may return before the launcher has ended this process
 
 
 def _silence() -> None:

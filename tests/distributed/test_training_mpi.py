@@ -118,3 +118,30 @@ def test_compare_experiment_data_parallel_equals_serial(worker_output, workers, 
         assert _close(ours, np.load(tmp_path / f"compare_{name}.npz")["theta"]) < RTOL
     # rank 0 wrote the files of a serial run, and no rank left anything else behind
     assert {p.name for p in out.glob("compare*")} == {p.name for p in tmp_path.glob("compare*")}
+
+
+@pytest.mark.parametrize("case,status,message", [
+    ("bad-prefix", 2, "ddops compare: error: save_prefix="),
+    ("changed-lr", 2, "ddops compare: error: checkpoint "),
+    ("checkpoint-fails", 3, "ddops: error: cannot write "),
+])
+def test_compare_errors_stop_every_rank_with_one_line(tmp_path, case, status, message):
+    import re
+    import shutil
+
+    prefix = tmp_path / case
+    if case == "bad-prefix":
+        prefix.write_text("a file, not a directory")
+    result = launch(HERE / "_workers_training_errors.py", 3, case, str(prefix), timeout=120)
+    assert result.returncode == status, result.stderr[-3000:]
+    assert result.stderr.count(message) == 1, result.stderr[-3000:]  # once: from rank 0
+    assert "Traceback" not in result.stderr
+    assert "unreachable" not in result.stdout
+    if case == "changed-lr":
+        assert "was written with lr=0.001, this run has lr=0.5" in result.stderr
+    if case == "checkpoint-fails":  # the checkpoint went to the directory the line names
+        rescue = Path(re.search(r"saved in (\S+) instead", result.stderr).group(1))
+        try:
+            assert (rescue / f"{case}_schwarz_checkpoint.npz").is_file()
+        finally:
+            shutil.rmtree(rescue, ignore_errors=True)
