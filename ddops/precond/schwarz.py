@@ -37,7 +37,7 @@ from ..backend import asarray, check_backend, to_numpy
 from ..dd.coarse import ALL_COARSE_BASES, MATRIX_COARSE_BASES, validate_coarse_matrix
 from ..dd.coarse import coarse_basis as build_coarse_basis
 from ..dd.decomposition import Decomposition
-from ..dd.gdsw import FACTOR_CHUNK_ROWS, chunk_bounds, symmetry_defect
+from ..dd.gdsw import FACTOR_CHUNK_ROWS, SUPERLU_PANEL_SIZE, chunk_bounds, symmetry_defect
 from ..operators.linop import DENSE_LIMIT_BYTES, BackendLinearOperator
 
 __all__ = [
@@ -163,7 +163,7 @@ def _sparse_spd_factor(K: sp.spmatrix) -> tuple[Any, np.ndarray | None]:
     K = sp.csc_matrix(K)
     try:
         lu = spla.splu(K, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                       options={"SymmetricMode": True})
+                       panel_size=SUPERLU_PANEL_SIZE, options={"SymmetricMode": True})
     except RuntimeError:  # "Factor is exactly singular"
         return None, None
     if not np.array_equal(lu.perm_r, lu.perm_c):  # an off-diagonal pivot: not SPD
@@ -216,7 +216,7 @@ def _sparse_spd_chunk(K: sp.spmatrix, block: np.ndarray,
     K = sp.csc_matrix(K)
     try:
         lu = spla.splu(K, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                       options={"SymmetricMode": True})
+                       panel_size=SUPERLU_PANEL_SIZE, options={"SymmetricMode": True})
     except RuntimeError:  # "Factor is exactly singular"
         return None, None
     if not np.array_equal(lu.perm_r, lu.perm_c):  # an off-diagonal pivot: not SPD
