@@ -150,6 +150,10 @@ def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
     t = p.add_argument_group("training")
     add(t, "--rhs-mode", choices=RHS_MODES,
         help=f"family of training right-hand sides; {_defaults('rhs_mode')}")
+    add(t, "--rhs-modes", type=_positive_int, metavar="MODES",
+        help="2D/3D: sine and cosine modes per direction of the tensor-product right-hand "
+             f"sides, (2 MODES)^d functions (default {GRID_FOURIER_MODES[2]} in 2D, "
+             f"{GRID_FOURIER_MODES[3]} in 3D; the 1D problem keeps the paper's 16)")
     add(t, "--loss", choices=REGRESSION_LOSSES,
         help=f"training loss (wmse: weighted MSE of the paper); {_defaults('loss')}")
     add(t, "--steps", type=_positive_int,

@@ -55,7 +55,8 @@ SCALING_NS = (256, 512, 1024, 2048, 4096, 8192)
 RHS_FOURIER_MODES = 16
 #: Sine and cosine modes per direction of the tensor-product right-hand sides of the grid
 #: problems (:class:`~ddops.learning.data.GridFourierRHS`: (2 x 8)^2 = 256 functions in 2D,
-#: (2 x 4)^3 = 512 in 3D); ``n`` must be at least twice this.
+#: (2 x 4)^3 = 512 in 3D) unless ``rhs_modes`` says otherwise; ``n`` must be at least twice
+#: this.  The data cost of a step is two GEMMs with ``(2 modes)^d`` inner dimension.
 GRID_FOURIER_MODES = {2: 8, 3: 4}
 
 
@@ -119,6 +120,7 @@ class ExperimentConfig:
     problem: str = "poisson1d"
     partitioner: str = "grid"
     contrast: float = 1e6
+    rhs_modes: int | None = None
 
     @classmethod
     def for_problem(cls, problem: str = "poisson1d", **changes: Any) -> ExperimentConfig:
@@ -142,6 +144,10 @@ class ExperimentConfig:
         if self.partitioner != "grid":
             raise ValueError(f"partitioner={self.partitioner!r} applies to the grid problems "
                              f"{GRID_PROBLEMS}; problem='poisson1d' is split into intervals")
+        if self.rhs_modes is not None:
+            raise ValueError(f"rhs_modes={self.rhs_modes!r} applies to the grid problems "
+                             f"{GRID_PROBLEMS}; problem='poisson1d' uses the paper's "
+                             f"{RHS_FOURIER_MODES} sine and cosine modes")
         c = replace(self, global_ranks=None if self.global_ranks is None
                     else tuple(self.global_ranks))
         c._check_common()
@@ -173,7 +179,9 @@ class ExperimentConfig:
         if c.coarse_basis not in GRID_COARSE_BASES:
             raise ValueError(f"coarse_basis={c.coarse_basis!r} needs the 1D problem; "
                              f"problem={c.problem!r} takes one of {GRID_COARSE_BASES[:3]}")
-        modes = GRID_FOURIER_MODES[dim]
+        if c.rhs_modes is not None:
+            check_int("rhs_modes", c.rhs_modes, minimum=1)
+        modes = grid_rhs_modes(c)
         if c.n < 2 * modes:
             raise ValueError(f"n must be >= {2 * modes} for problem={c.problem!r}, got {c.n}: "
                              f"the training right-hand sides use {modes} sine and {modes} "
@@ -343,7 +351,12 @@ def _grid_sampler(c: ExperimentConfig, A: Any, solver: Any, dim: int) -> Any:
     from ..learning.data import make_rhs_sampler
 
     return make_rhs_sampler(A, shape=(c.n,) * dim, kind="fourier",
-                            modes=GRID_FOURIER_MODES[dim], mode=c.rhs_mode, dtype=c.dtype)
+                            modes=grid_rhs_modes(c), mode=c.rhs_mode, dtype=c.dtype)
+
+
+def grid_rhs_modes(c: ExperimentConfig) -> int:
+    """Sine (and cosine) modes per direction of a grid problem's right-hand sides."""
+    return GRID_FOURIER_MODES[DIMENSION[c.problem]] if c.rhs_modes is None else c.rhs_modes
 
 
 def build_models(c: ExperimentConfig, d: Decomposition,

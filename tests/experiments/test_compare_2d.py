@@ -199,3 +199,11 @@ def test_grid_figures_validate_their_input():
     image = fig.axes[0].images[0].get_array()
     np.testing.assert_array_equal(np.asarray(image), field.reshape(3, 4))
     assert sp.issparse(sp.csr_matrix(rows))
+
+
+def test_rhs_modes_sets_the_number_of_functions():
+    c = ExperimentConfig.for_problem("poisson2d", n=16, subdomains=4, rhs_modes=2).validated()
+    prob = build_problem(c)
+    assert prob.sampler.inner.basis.shape == (256, (2 * 2) ** 2)
+    with pytest.raises(ValueError, match="^rhs_modes=4 applies to the grid problems"):
+        ExperimentConfig(rhs_modes=4).validated()
