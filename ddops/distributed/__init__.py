@@ -15,6 +15,7 @@ it without mpi4py raises an :class:`ImportError` naming the ``mpi`` extra.
   stopping rule and global reductions by ``Allreduce``.
 * :mod:`~ddops.distributed.comm`: :func:`guard`, which makes a failing rank
   stop the whole job with its message.
+* :mod:`~ddops.distributed.cli`: ``mpiexec -n P ddops precond``.
 
 Run a script with ``mpiexec -n 4 python script.py``; see the distributed page
 of the documentation.
@@ -24,7 +25,10 @@ from .comm import guard, launched_size, mpi, world
 
 mpi()  # fail here, with the message naming the extra, when mpi4py is missing
 
+from .krylov import cg, gmres  # noqa: E402
 from .layout import DistributedLayout  # noqa: E402
 from .matrix import DistributedMatrix  # noqa: E402
+from .precond import DistributedTwoLevelSchwarz  # noqa: E402
 
-__all__ = ["DistributedLayout", "DistributedMatrix", "guard", "launched_size", "mpi", "world"]
+__all__ = ["DistributedLayout", "DistributedMatrix", "DistributedTwoLevelSchwarz", "cg",
+           "gmres", "guard", "launched_size", "mpi", "world"]
