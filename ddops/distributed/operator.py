@@ -35,6 +35,7 @@ import scipy.sparse as sp
 
 from .._validation import check_choice
 from ..operators import SchwarzOperator
+from ..operators.schwarz import PARTITIONS
 from .layout import DistributedLayout
 
 __all__ = ["DistributedSchwarzOperator"]
@@ -88,24 +89,36 @@ class DistributedSchwarzOperator:
         self.dtype = op.dtype
         n_own = layout.num_owned
         self.shape = (n_own, n_own)
-        N, p, _ = op._layout["Q"]
         S = np.asarray(layout.local_subdomains, dtype=np.int64)
         self.local_subdomains = S
-        # the rank's subdomains as a slice when contiguous (views of the factors, no copy)
-        contiguous = S.size and np.array_equal(S, np.arange(S[0], S[0] + S.size))
-        self._select: Any = slice(int(S[0]), int(S[0]) + S.size) if contiguous else S
+        # this rank's subdomains padded to their own largest size p_r: the packed entries
+        # (subdomain-major, the decomposition's order) of the local subdomains ...
+        offsets, sizes = np.asarray(d.offsets), np.asarray(d.sizes)
         Nr = int(S.size)
-        # padded positions of the local subdomains and their extended rows (padding reads
-        # row 0, cancelled by its zero weight, and is left out of the scatter)
-        valid = (d.padded_weights("none").reshape(N, p)[S] > 0).reshape(-1)
-        rows = np.asarray(d.padded_gather()).reshape(N, p)[S].reshape(-1)
-        ext = np.zeros(Nr * p, dtype=np.intp)
-        ext[valid] = layout.ext_positions(rows[valid])
-        self._gather = ext
-        positions = np.flatnonzero(valid)
-        self._scatter = sp.csr_matrix((np.ones(positions.size, dtype=op.dtype),
-                                       (ext[valid], positions)), shape=(layout.num_ext, Nr * p))
-        self._w = {side: w[self._select] for side, w in op._w.items()}
+        p = int(sizes[S].max()) if Nr else 1
+        counts = sizes[S]
+        entries = np.repeat(offsets[S] - np.concatenate([[0], np.cumsum(counts)[:-1]]),
+                            counts) + np.arange(int(counts.sum()))
+        local = np.repeat(np.arange(Nr), counts)
+        padded = local * p + (entries - offsets[S][local])
+        # ... their rows in the operator's flat local storage (params["Q"] as rows x r) ...
+        rows = getattr(op, "_entry_rows", None)
+        if rows is None:  # one padded block (N, p_max, r): row i p_max + position
+            rows = d._padded_rows()
+        self._factor_rows = np.zeros(Nr * p, dtype=np.intp)
+        self._factor_rows[padded] = np.asarray(rows)[entries]
+        # ... their extended positions (padding reads row 0, cancelled by its zero weight) ...
+        self._gather = np.zeros(Nr * p, dtype=np.intp)
+        self._gather[padded] = layout.ext_positions(np.asarray(d.indices)[entries])
+        # ... and the partition-of-unity weights with the global multiplicity
+        self._w = {}
+        for side, weighting in zip(("in", "out"), PARTITIONS[op.partition], strict=True):
+            w = np.zeros(Nr * p, dtype=op.dtype)
+            w[padded] = d.entry_weights(weighting)[entries]
+            self._w[side] = w.reshape(Nr, p, 1)
+        self._scatter = sp.csr_matrix((np.ones(padded.size, dtype=op.dtype),
+                                       (self._gather[padded], padded)),
+                                      shape=(layout.num_ext, Nr * p))
         self._p = p
         phi = op.coarse_matrix
         self._phi = None if phi is None or op.coarse_rank == 0 else \
@@ -116,6 +129,13 @@ class DistributedSchwarzOperator:
         return (f"DistributedSchwarzOperator(rank={self.layout.rank}/{self.layout.size}, "
                 f"owned={self.layout.num_owned}, subdomains={self.local_subdomains.size}, "
                 f"coarse_dim={self.op.coarse_dim})")
+
+    def _local_factor(self, factor: Any, weight: np.ndarray) -> np.ndarray:
+        """``W factor`` of this rank's subdomains, ``(N_r, p_r, r)`` (a gather of its rows)."""
+        r = self.op.local_rank
+        rows = np.take(factor.reshape(-1, r), self._factor_rows, axis=0)
+        return np.multiply(rows.reshape(weight.shape[0], self._p, r), weight, out=rows.reshape(
+            weight.shape[0], self._p, r))
 
     # -- products -------------------------------------------------------------------------
     def matmat(self, X: Any, part: str = "full") -> np.ndarray:
@@ -172,9 +192,9 @@ class DistributedSchwarzOperator:
         if part != "coarse":
             ext = self.layout.update_ghosts(X2)                       # halo exchange in
             Xl = ext[self._gather].reshape(-1, self._p, B)             # (N_r, p, B)
-            left = wB * Bf[self._select]                              # (N_r, p, r)
+            left = self._local_factor(Bf, wB)                         # (N_r, p, r)
             T = np.matmul(left.transpose(0, 2, 1), Xl)                 # (N_r, r, B)
-            Y = np.matmul(wA * A[self._select], T)                     # (N_r, p, B)
+            Y = np.matmul(self._local_factor(A, wA), T)                # (N_r, p, B)
             y_ext = self._scatter @ Y.reshape(-1, B)                   # sum of R_i^T y_i here
             out = self.layout.reduce_ghosts(y_ext)                     # reverse exchange out
         if part != "local" and self._phi is not None:

@@ -4,7 +4,9 @@
 part, on 2 and 4 ranks: a 1D decomposition (interface hats, partition of unity,
 tied, every PoU placement, a random map of subdomains to ranks) and a 2D
 ``from_grid`` decomposition with a GDSW coarse basis (neighbourhood and
-``Alltoallv`` exchanges, a truncated coarse rank) and without a coarse space.
+``Alltoallv`` exchanges, a truncated coarse rank) and without a coarse space,
+and METIS parts of unequal sizes (local blocks in several padded groups) on a
+random map of subdomains to ranks.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pytest
 from ._mpi import HERE, run_json
 
 CASES = ("1d", "1d-tied-left-rankmap", "1d-left-pou", "2d-gdsw", "2d-gdsw-alltoallv",
-         "2d-one-level")
+         "2d-one-level", "metis-groups-rankmap")
 
 
 @pytest.fixture(scope="module", params=(2, 4), ids=lambda p: f"np{p}")

@@ -145,3 +145,26 @@ def test_compare_errors_stop_every_rank_with_one_line(tmp_path, case, status, me
             assert (rescue / f"{case}_schwarz_checkpoint.npz").is_file()
         finally:
             shutil.rmtree(rescue, ignore_errors=True)
+
+
+def test_ddops_compare_command_line_on_two_ranks(tmp_path):
+    from ddops.experiments import cli
+
+    flags = ["compare", "--n", "64", "--subdomains", "4", "--steps", "4", "--global-rank", "3",
+             "--batch-size", "9", "--no-plots", "--checkpoint-every", "2"]
+    result = launch(HERE / "_workers_training_cli.py", 2, *flags, "--save-prefix",
+                    str(tmp_path / "mpi"), timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count(f"wrote {tmp_path / 'mpi'}_metrics.json") == 1  # rank 0 only
+    assert cli.main([*flags, "--save-prefix", str(tmp_path / "serial")]) == 0
+    ours = json.loads((tmp_path / "mpi_metrics.json").read_text())["models"]
+    serial = json.loads((tmp_path / "serial_metrics.json").read_text())["models"]
+    for name in ("schwarz", "global_r3"):
+        for key in ("final_train_loss", "val_wmse"):
+            assert abs(ours[name][key] - serial[name][key]) <= RTOL * abs(serial[name][key])
+    # a setting that cannot work on two ranks: one line naming the flag, status 2
+    bad = launch(HERE / "_workers_training_cli.py", 2, "compare", "--n", "64", "--batch-size",
+                 "1", "--no-plots", "--save-prefix", str(tmp_path / "bad"), timeout=120)
+    assert bad.returncode == 2
+    line = "--batch-size (1) must be at least the number of MPI ranks (2)"
+    assert bad.stderr.count(line) == 1, bad.stderr[-2000:]
