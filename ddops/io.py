@@ -317,6 +317,8 @@ def _describe(op: LowRankOperator) -> tuple[dict[str, Any], dict[str, np.ndarray
                 "local_rank": op.local_rank, "coarse_rank": op.coarse_rank,
                 "coarse_basis": basis, "coarse_size": op.coarse_dim if basis == "grid_hats"
                 else None, "partition": op.partition, "tied": op.tied, "base": base}
+        if op.padding_groups > 1:  # the grouped layout (older files have one group)
+            meta["padding_groups"] = op.padding_groups
     else:
         raise TypeError(f"op must be a SchwarzOperator or GlobalLowRankOperator, got "
                         f"{type(op).__name__}")
@@ -524,6 +526,7 @@ def _load_schwarz(meta: dict[str, Any], data: dict[str, np.ndarray], name: str, 
         raise ValueError(f"{name}: unknown base term kind {meta['base']!r}")
     op = SchwarzOperator(d, meta["local_rank"], meta["coarse_rank"] or None, basis,
                          coarse_size=meta["coarse_size"], partition=meta["partition"],
-                         tied=meta["tied"], base=base, **common)
+                         tied=meta["tied"], base=base,
+                         padding_groups=meta.get("padding_groups", 1), **common)
     op.coarse_basis_name = name_of_basis
     return op

@@ -284,14 +284,14 @@ def problem_init(op: LowRankOperator, A: Any, coarse: bool = True,
         if isinstance(op, GlobalLowRankOperator):
             op.set_params({k: v * sigma[0] for k, v in draws.items()})
         else:
-            sub, pos = op._pad_rows()
-            rows = sigma[sub][:, None]
+            where = op._pad_rows()  # the packed entries in the stored (padded) factors
+            rows = sigma[op.decomposition._subdomain_of_entry][:, None]
             if xp is not np:
-                sub, pos = xp.asarray(sub), xp.asarray(pos)
+                where = tuple(xp.asarray(a) for a in where)
             for key, Z in draws.items():
                 view = op.params[key]
                 view[...] = 0
-                view[sub, pos] = xp.asarray(Z * rows, dtype=op.dtype)
+                view[where] = xp.asarray(Z * rows, dtype=op.dtype)
         op.local_init = "problem"
     if coarse and isinstance(op, SchwarzOperator) and op.coarse_rank > 0:
         lam, V = galerkin_coarse(op, A)
@@ -327,7 +327,7 @@ def lr_scales(op: LowRankOperator, A: Any) -> Any:
     flat = np.empty(op.theta.shape, dtype=np.float64)
     views = op._views(flat)
     for key in op._keys(local=True):
-        views[key][...] = sigma[:, None, None]
+        views[key][...] = op.padded_subdomain_scale(sigma)
     if op.coarse_rank > 0:
         s0 = coarse_scale(op, A)
         for key in op._keys(local=False):

@@ -24,6 +24,14 @@ subdomain, see :func:`ddops.dd.coarse.subdomain_blocks`) extend the factors to
 
 Padding rows have zero weight, so they contribute nothing and receive zero
 gradient.
+
+Subdomains of very different sizes (many small METIS parts) would waste
+memory in one padded block: above a padding overhead of
+:data:`PADDING_LIMIT` the subdomains are stored in a few groups of similar
+size (:func:`padding_groups`, at most :data:`MAX_PADDING_GROUPS`), each padded
+to its own largest size; the factors are then ``(sum_g N_g p_g, r)`` arrays
+and every batched product above runs once per group (a loop over a handful
+of groups, not over subdomains).  One group is exactly the layout above.
 """
 
 from __future__ import annotations
@@ -49,7 +57,8 @@ from ..dd.decomposition import Decomposition
 from .linop import BackendLinearOperator
 from .lowrank import INITS, LowRankOperator, init_scale
 
-__all__ = ["NULL_SPACE_BASES", "PARTITIONS", "SchwarzOperator"]
+__all__ = ["MAX_PADDING_GROUPS", "NULL_SPACE_BASES", "PADDING_LIMIT", "PADDING_TARGET",
+           "PARTITIONS", "SchwarzOperator", "padding_groups"]
 
 #: Named coarse bases that take a ``null_space``.
 NULL_SPACE_BASES = ("pou", "nicolaides", *MATRIX_COARSE_BASES)
@@ -62,18 +71,78 @@ PARTITIONS = {"symmetric": ("sqrt", "sqrt"), "left": ("none", "full"), "none": (
 
 
 
-def _schwarz_bytes(N: int, p: int, entries: int, r: int, n0: int, r0: int, factors: int,
+#: ``padding_groups="auto"`` keeps one padded group up to this padding overhead.
+PADDING_LIMIT = 0.25
+#: ... and otherwise takes the fewest groups that bring it to this overhead ...
+PADDING_TARGET = 0.10
+#: ... with at most this many groups.
+MAX_PADDING_GROUPS = 4
+
+
+def padding_groups(sizes: Any, groups: int) -> list[np.ndarray]:
+    """Split subdomains into at most ``groups`` groups of consecutive sizes, minimising padding.
+
+    Each group is padded to its largest size, so the padded storage is
+    ``sum_g N_g p_g``; the split that minimises it over the sorted sizes is
+    found by dynamic programming over the ``m`` distinct sizes
+    (``O(groups m^2)`` operations, ``O(m)`` memory; set-up only).
+
+    Parameters
+    ----------
+    sizes : array of int
+        Subdomain sizes ``n_i``.
+    groups : int
+        Largest number of groups (fewer when fewer suffice or there are fewer
+        distinct sizes).
+
+    Returns
+    -------
+    list of numpy.ndarray
+        The subdomain indices of each group, increasing within a group; the
+        groups by increasing size.
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    values, counts = np.unique(sizes, return_counts=True)
+    m = values.size
+    G = max(1, min(int(groups), m))
+    below = np.concatenate([[0], np.cumsum(counts)])  # subdomains with a size below values[j]
+    # best[i]: least padded size of the values 0..i in the groups allowed so far
+    best = below[1:] * values.astype(np.float64)
+    choice = []
+    for _ in range(1, G):
+        new, start = best.copy(), np.full(m, -1)
+        for i in range(1, m):  # the last group holds the values j..i, j >= 1
+            total = best[: i] + (below[i + 1] - below[1: i + 1]) * values[i]
+            j = int(np.argmin(total))
+            if total[j] < new[i]:
+                new[i], start[i] = total[j], j + 1
+        choice.append(start)
+        best = new
+    bounds, i = [], m - 1
+    for level in range(G - 2, -2, -1):  # walk back; level -1 is the first group
+        j = 0 if level < 0 else int(choice[level][i])
+        if j < 0:
+            continue  # this level added no group for the values 0..i
+        bounds.append((j, i))
+        i = j - 1
+        if i < 0:
+            break
+    return [np.flatnonzero((sizes >= values[j]) & (sizes <= values[i]))
+            for j, i in sorted(bounds)]
+
+
+def _schwarz_bytes(rows: int, entries: int, r: int, n0: int, r0: int, factors: int,
                    itemsize: int) -> int:
     """Estimated peak memory of building a :class:`SchwarzOperator` (coarse blocks aside).
 
     The flat parameter vector, the float64 draws of every factor before they
-    are written, the padded gather index and weights, and the scatter plan.
-    The coarse blocks are checked where they are built
-    (:func:`ddops.dd.coarse.subdomain_blocks`).
+    are written, the padded gather index and weights, and the scatter plan
+    (``rows`` padded rows in all).  The coarse blocks are checked where they
+    are built (:func:`ddops.dd.coarse.subdomain_blocks`).
     """
-    theta = itemsize * factors * (N * p * r + n0 * r0)
+    theta = itemsize * factors * (rows * r + n0 * r0)
     draws = 8 * factors * (entries * r + n0 * r0)
-    padded = N * p * (8 + 2 * itemsize)
+    padded = rows * (8 + 2 * itemsize)
     plan = 8 * 8 * entries
     return theta + draws + padded + plan
 
@@ -129,6 +198,17 @@ class SchwarzOperator(LowRankOperator):
         A fixed (not trained) operator added to ``M``, for example an SPD
         matrix that makes a tied operator positive definite.  It must accept
         ``matmat``/``rmatmat`` (or ``@``) on the operator's backend.
+    padding_groups : "auto" or int
+        The local blocks are stored padded to a common size, in a few groups
+        of subdomains of similar size (each group padded to its own largest
+        size ``p_g``; the batched products loop over the groups, never over
+        subdomains).  ``"auto"`` (default): one group (the layout of earlier
+        releases) when the padding overhead ``sum_i (p - n_i) / sum_i n_i``
+        (:attr:`ddops.Decomposition.padding_overhead`) is at most
+        :data:`PADDING_LIMIT`, else the fewest groups, at most
+        :data:`MAX_PADDING_GROUPS`, whose overhead is at most
+        :data:`PADDING_TARGET` (or the best four).  An integer asks for that
+        many groups (chosen to minimise the padded size ``sum_g N_g p_g``).
     A : sparse matrix, optional
         The SPD matrix that ``coarse_basis="gdsw"``/``"rgdsw"`` are built from
         (:func:`ddops.dd.coarse.coarse_basis`); only used there.  It is not
@@ -164,6 +244,7 @@ class SchwarzOperator(LowRankOperator):
         tied: bool = False,
         base: Any = None,
         *,
+        padding_groups: Any = "auto",
         A: Any = None,
         null_space: Any = None,
     ) -> None:
@@ -179,6 +260,10 @@ class SchwarzOperator(LowRankOperator):
             self.local_rank = d.max_size
         check_choice("init", init, INITS)
         seed = check_int("seed", seed, minimum=0)
+        if isinstance(padding_groups, str):
+            check_choice("padding_groups", padding_groups, ("auto",))
+        else:
+            check_int("padding_groups", padding_groups, minimum=1)
         check_backend(backend)
         dt = check_dtype(dtype)
 
@@ -237,24 +322,29 @@ class SchwarzOperator(LowRankOperator):
         self.tied = tied
         self.base = _check_base(base, d.num_dofs, backend, check_dtype(dtype))
         N, p, r = d.num_subdomains, d.max_size, self.local_rank
-        self._layout = {"Q": (N, p, r), "Q0": (n0, r0)} if tied else {
-            "Q": (N, p, r), "K": (N, p, r), "Q0": (n0, r0), "K0": (n0, r0)}
+        self._plan_groups(padding_groups)
+        rows = self._rows
+        local = (N, p, r) if self.padding_groups == 1 else (rows, r)
+        self._layout = {"Q": local, "Q0": (n0, r0)} if tied else {
+            "Q": local, "K": local, "Q0": (n0, r0), "K0": (n0, r0)}
         check_memory(f"SchwarzOperator(local_rank={r}, coarse_rank={r0}) on {N} subdomains of "
                      f"up to {p} unknowns with n0={n0}",
-                     _schwarz_bytes(N, p, int(d.indices.size), r, n0, r0, 1 if tied else 2,
+                     _schwarz_bytes(rows, int(d.indices.size), r, n0, r0, 1 if tied else 2,
                                     dt.itemsize), "reduce local_rank or coarse_rank")
         super().__init__(d.num_dofs, dt, backend)
 
         # Restriction and scatter by row gathers (the stacked CSR has one entry per
-        # row); the weights multiply the (N, p, r) factors, not the n x B blocks.
+        # row); the weights multiply the padded factors, not the n x B blocks.
         self.partition = partition
         w_in, w_out = PARTITIONS[partition]
         xp = self.xp
-        self._gather = xp.asarray(d.padded_gather())
-        first, extra = d.scatter_plan()
+        grouped = self.padding_groups > 1
+        self._gather = xp.asarray(self._padded_gather() if grouped else d.padded_gather())
+        first, extra = self._scatter_plan() if grouped else d.scatter_plan()
         self._first = xp.asarray(first)
         self._extra = asarray(extra, backend=backend, dtype=dt)
-        self._w = {side: xp.asarray(d.padded_weights(w).reshape(N, p, 1), dtype=dt)
+        self._w = {side: xp.asarray(self._padded_weights(w).reshape(self._padded_shape(1)),
+                                    dtype=dt)
                    for side, w in (("in", w_in), ("out", w_out))}
         # The coarse space goes through the same blocks: the rows of Phi owned by each
         # subdomain become c extra columns of its factors (Phi^T F = sum_i Phi_i^T R_i F),
@@ -262,10 +352,18 @@ class SchwarzOperator(LowRankOperator):
         self._width = r
         if self.coarse_rank > 0:
             blocks, index, collect = subdomain_blocks(d, Phi, extra_columns=r)
+            c = blocks.shape[2]
+            if grouped:  # the padded rows and the subdomain order of the groups
+                flat = np.zeros((rows, c))
+                flat[self._entry_rows] = blocks[d._subdomain_of_entry, d._position_in_subdomain]
+                blocks, index = flat, index[self._order]
+                width = r + c
+                columns = (self._order[:, None] * width + np.arange(width)).reshape(-1)
+                collect = sp.csr_matrix(collect[:, columns])
             self._coarse_block = xp.asarray(blocks, dtype=dt)
             self._coarse_index = xp.asarray(index.reshape(-1))
             self._coarse_collect = asarray(collect, backend=backend, dtype=dt)
-            self._width = r + blocks.shape[2]
+            self._width = r + c
 
         self._draw_initial_factors(init, seed)
         self.init = init
@@ -291,6 +389,111 @@ class SchwarzOperator(LowRankOperator):
                 params[key] = self._draw(rng, (n0, r0), s0)
         self._write_packed(self.params, params)
 
+    # -- padded groups -----------------------------------------------------------------
+    def _plan_groups(self, requested: Any) -> None:
+        """Choose the padded groups and the padded row of every packed entry.
+
+        One group is the layout of earlier releases (row ``i p + l``); with
+        several, the subdomains are stored group by group (:attr:`_order`)
+        and group ``g`` occupies rows ``[start_g, start_g + N_g p_g)``.
+        """
+        d = self.decomposition
+        N, p = d.num_subdomains, d.max_size
+        if isinstance(requested, str):
+            check_choice("padding_groups", requested, ("auto",))
+            groups = [np.arange(N)]
+            if d.padding_overhead > PADDING_LIMIT:
+                for G in range(2, MAX_PADDING_GROUPS + 1):
+                    groups = padding_groups(d.sizes, G)
+                    rows = sum(len(g) * int(d.sizes[g].max()) for g in groups)
+                    if rows <= (1 + PADDING_TARGET) * d.sizes.sum():
+                        break
+        else:
+            groups = padding_groups(d.sizes, check_int("padding_groups", requested, minimum=1))
+        self.requested_padding_groups = requested
+        #: Number of padded groups of subdomains (1: one ``(N, p, r)`` block).
+        self.padding_groups = len(groups)
+        if self.padding_groups == 1:
+            self._order = np.arange(N)
+            self._groups = [(0, N * p, 0, N, p)]
+            self._rows = N * p
+            self._entry_rows = d._padded_rows()
+            return
+        self._order = np.concatenate(groups)
+        plan, row, first = [], 0, 0
+        start_of = np.empty(N, dtype=np.int64)  # first padded row of every subdomain
+        for g in groups:
+            pg = int(d.sizes[g].max())
+            plan.append((row, row + len(g) * pg, first, first + len(g), pg))
+            start_of[g] = row + pg * np.arange(len(g))
+            row += len(g) * pg
+            first += len(g)
+        self._groups = plan
+        self._rows = row
+        self._entry_rows = start_of[d._subdomain_of_entry] + d._position_in_subdomain
+        # the subdomain of every padded row (padding too), for per-subdomain scales
+        self._row_subdomain = np.concatenate(
+            [np.repeat(g, int(d.sizes[g].max())) for g in groups])
+
+    @property
+    def padded_rows(self) -> int:
+        """Rows of the padded local storage: ``sum_g N_g p_g`` (``N p`` for one group)."""
+        return self._rows
+
+    def _padded_shape(self, width: int) -> tuple[int, ...]:
+        """Shape of a padded per-row array: ``(N, p, width)`` for one group, else flat."""
+        if self.padding_groups == 1:
+            d = self.decomposition
+            return (d.num_subdomains, d.max_size, width)
+        return (self._rows, width)
+
+    def _padded_gather(self) -> np.ndarray:
+        gather = np.zeros(self._rows, dtype=np.intp)
+        gather[self._entry_rows] = self.decomposition.indices
+        return gather
+
+    def _padded_weights(self, weighting: str) -> np.ndarray:
+        if self.padding_groups == 1:
+            return self.decomposition.padded_weights(weighting)
+        w = np.zeros(self._rows)
+        w[self._entry_rows] = self.decomposition.entry_weights(weighting)
+        return w
+
+    def _scatter_plan(self) -> tuple[np.ndarray, sp.csr_matrix]:
+        """:meth:`ddops.Decomposition.scatter_plan` for the grouped padded rows."""
+        d = self.decomposition
+        order = np.argsort(d.indices, kind="stable")
+        source = self._entry_rows[order]
+        dofs = d.indices[order]
+        start = np.concatenate([[0], np.cumsum(d.multiplicity)[:-1]])
+        repeat = np.ones(order.size, dtype=bool)
+        repeat[start] = False
+        extra = sp.csr_matrix((np.ones(int(repeat.sum())), (dofs[repeat], source[repeat])),
+                              shape=(d.num_dofs, self._rows))
+        extra.sort_indices()
+        return source[start], extra
+
+    def _group_views(self, X: Any, width: int | None = None) -> list[Any]:
+        """``(N_g, p_g, .)`` views of a padded array (rows first) for every group."""
+        if self.padding_groups == 1:
+            return [X.reshape(self._padded_shape(X.shape[-1] if width is None else width))]
+        flat = X.reshape(self._rows, -1)
+        return [flat[a:b].reshape(m1 - m0, pg, flat.shape[1])
+                for a, b, m0, m1, pg in self._groups]
+
+    def _bmm(self, left: list[Any], right: list[Any], out: Any, transpose: bool = False,
+             rows: bool = True) -> Any:
+        """Batched products group by group, into ``out`` (padded rows or ``(N, ., B)``)."""
+        xp = self.xp
+        if self.padding_groups == 1:
+            a = left[0].transpose(0, 2, 1) if transpose else left[0]
+            return xp.matmul(a, right[0], out=out)
+        for k, (_, _, m0, m1, _) in enumerate(self._groups):
+            a = left[k].transpose(0, 2, 1) if transpose else left[k]
+            target = self._group_views(out)[k] if rows else out[m0:m1]
+            xp.matmul(a, right[k], out=target)
+        return out
+
     # -- layout helpers ----------------------------------------------------------------
     def _keys(self, local: bool) -> tuple[str, ...]:
         """Names of the stored local (or coarse) factors."""
@@ -304,19 +507,37 @@ class SchwarzOperator(LowRankOperator):
             return {"Q": v["Q"], "K": v["Q"], "Q0": v["Q0"], "K0": v["Q0"]}
         return v
 
-    def _pad_rows(self) -> tuple[np.ndarray, np.ndarray]:
+    def _pad_rows(self) -> tuple[np.ndarray, ...]:
+        """Index of the packed entries (``indices`` order) in a stored local factor.
+
+        ``(subdomain, position)`` for one group (``Q[sub, pos]``), ``(row,)``
+        into the ``(rows, r)`` storage of several.
+        """
         d = self.decomposition
-        return d._subdomain_of_entry, d._position_in_subdomain
+        if self.padding_groups == 1:
+            return d._subdomain_of_entry, d._position_in_subdomain
+        return (self._entry_rows,)
+
+    def padded_subdomain_scale(self, values: Any) -> np.ndarray:
+        """Broadcast one value per subdomain to the stored local layout (padding included).
+
+        Returns a host array of shape ``(N, p, 1)`` for one group, ``(rows, 1)``
+        for several; the value of a padding row is its subdomain's.
+        """
+        values = np.asarray(values, dtype=np.float64)
+        if self.padding_groups == 1:
+            return values[:, None, None] * np.ones((1, self.decomposition.max_size, 1))
+        return values[self._row_subdomain][:, None]
 
     def _write_packed(self, views: dict[str, Any], packed: dict[str, np.ndarray]) -> None:
         """Write unpadded stacked ``(sum n_i, r)`` Q/K blocks and the coarse factors."""
-        sub, pos = self._pad_rows()
+        where = self._pad_rows()
         xp = self.xp
         if xp is not np:  # device index arrays: one scatter per factor on the GPU
-            sub, pos = xp.asarray(sub), xp.asarray(pos)
+            where = tuple(xp.asarray(a) for a in where)
         for key in self._keys(local=True):
             views[key][...] = 0
-            views[key][sub, pos] = xp.asarray(packed[key], dtype=self.dtype)
+            views[key][where] = xp.asarray(packed[key], dtype=self.dtype)
         for key in self._keys(local=False):
             if packed[key] is not views[key]:
                 views[key][...] = xp.asarray(packed[key], dtype=self.dtype)
@@ -335,11 +556,11 @@ class SchwarzOperator(LowRankOperator):
 
     def unflatten(self, flat: Any) -> dict[str, Any]:
         views = self._views(flat)
-        sub, pos = self._pad_rows()
+        where = self._pad_rows()
         offsets = self.decomposition.offsets[1:-1]
         out: dict[str, Any] = {}
         for key in self._keys(local=True):
-            stacked = to_numpy(views[key])[sub, pos]
+            stacked = to_numpy(views[key])[where]
             out[key] = np.split(stacked, offsets)
         for key in self._keys(local=False):
             out[key] = to_numpy(views[key]).copy()
@@ -377,10 +598,12 @@ class SchwarzOperator(LowRankOperator):
         ws = self._ws.get(slot)
         if ws is None or ws["out"].shape[1] != B:
             xp, dt = self.xp, self.dtype
-            N, p, r = self._layout["Q"]
+            N, r = self.decomposition.num_subdomains, self.local_rank
             n0, r0, e = self.coarse_dim, self.coarse_rank, self._width
-            shapes = {"X": (N * p, B), "Y": (N * p, B), "out": (self.shape[0], B),
-                      "Z": (N, e, B), "H": (N, e, B), "A_in": (N, p, e), "A_out": (N, p, e)}
+            rows = self._rows
+            shapes = {"X": (rows, B), "Y": (rows, B), "out": (self.shape[0], B),
+                      "Z": (N, e, B), "H": (N, e, B), "A_in": self._padded_shape(e),
+                      "A_out": self._padded_shape(e)}
             if r0 > 0:
                 shapes.update(C=(n0, B), Yc=(n0, B), T0=(r0, B), H0=(r0, B),
                               Yl=(N * (e - r), B))
@@ -389,19 +612,19 @@ class SchwarzOperator(LowRankOperator):
                          "use a smaller batch")
             ws = {k: xp.empty(v, dtype=dt) for k, v in shapes.items()}
             if r0 > 0:  # the coarse columns of the extended factors never change
-                ws["A_in"][:, :, r:] = self._coarse_block
-                ws["A_out"][:, :, r:] = self._coarse_block
+                ws["A_in"][..., r:] = self._coarse_block
+                ws["A_out"][..., r:] = self._coarse_block
             self._ws[slot] = ws
         return ws
 
     def _extended(self, factor: Any, weight: Any, out: Any = None) -> Any:
-        """``[W factor | coarse blocks]``, the ``(N, p, r + c)`` factor of one side."""
-        N, p, r = self._layout["Q"]
+        """``[W factor | coarse blocks]``, the padded ``r + c`` columns of one side."""
+        r = self.local_rank
         if out is None:
-            out = self.xp.empty((N, p, self._width), dtype=self.dtype)
+            out = self.xp.empty(self._padded_shape(self._width), dtype=self.dtype)
             if self._width > r:
-                out[:, :, r:] = self._coarse_block
-        self.xp.multiply(weight, factor, out=out[:, :, :r])
+                out[..., r:] = self._coarse_block
+        self.xp.multiply(weight, factor, out=out[..., :r])
         return out
 
     def _scatter(self, Y, out):
@@ -417,16 +640,20 @@ class SchwarzOperator(LowRankOperator):
         (A, wA), (Bf, wB) = (((f["K"], self._w["in"]), (f["Q"], self._w["out"])) if adjoint
                              else ((f["Q"], self._w["out"]), (f["K"], self._w["in"])))
         A0, B0 = (f["K0"], f["Q0"]) if adjoint else (f["Q0"], f["K0"])
-        N, p, r = self._layout["Q"]
+        N, r = self.decomposition.num_subdomains, self.local_rank
         e = self._width
         B = X.shape[1]
         ws = self._workspace(B, cache["slot"]) if cache is not None else {}
         out = ws["out"] if cache is not None else xp.empty((self.shape[0], B), dtype=self.dtype)
         A_in = self._extended(Bf, wB, ws.get("A_in"))
         A_out = self._extended(A, wA, ws.get("A_out"))
-        Xl = take_rows(X, self._gather, ws.get("X")).reshape(N, p, B)    # every subdomain
+        Xl = take_rows(X, self._gather, ws.get("X"))                      # every subdomain
+        Xg = self._group_views(Xl, B)
         # rows :r are T_i = (W K_i)^T X_i, rows r: the coarse pieces Phi_i^T X_i
-        Z = xp.matmul(A_in.transpose(0, 2, 1), Xl, out=ws.get("Z"))       # (N, r + c, B)
+        Z = ws.get("Z")
+        if Z is None and self.padding_groups > 1:
+            Z = xp.empty((N, e, B), dtype=self.dtype)
+        Z = self._bmm(self._group_views(A_in), Xg, Z, transpose=True, rows=False)  # (N, e, B)
         if self.coarse_rank > 0:
             if part != "local":
                 C = spmm(self._coarse_collect, Z.reshape(N * e, B), ws.get("C"))  # Phi^T X
@@ -440,10 +667,15 @@ class SchwarzOperator(LowRankOperator):
                 Z[:, r:] = 0
         if part == "coarse":
             Z[:, :r] = 0
-        Y = xp.matmul(A_out, Z, out=ws["Y"].reshape(N, p, B) if ws else None)
-        self._scatter(Y.reshape(N * p, B), out)                      # ... and one scatter back
+        Zg = [Z[m0:m1] for _, _, m0, m1, _ in self._groups]
+        if ws:
+            Y = ws["Y"] if self.padding_groups > 1 else ws["Y"].reshape(Xg[0].shape)
+        else:
+            Y = None if self.padding_groups == 1 else xp.empty((self._rows, B), dtype=self.dtype)
+        Y = self._bmm(self._group_views(A_out), Zg, Y)
+        self._scatter(Y.reshape(self._rows, B), out)                 # ... and one scatter back
         if cache is not None:
-            cache.update(Xl=Xl, Z=Z, A_out=A_out)
+            cache.update(Xl=Xg, Z=Z, A_out=A_out)
         if part == "full" and self.base is not None:
             fixed = self.base.rmatmat(X) if adjoint else self.base.matmat(X)
             out = xp.add(out, fixed, out=out)
@@ -451,22 +683,27 @@ class SchwarzOperator(LowRankOperator):
 
     def _backward(self, G, scale, cache: dict, grad: dict) -> None:
         xp = self.xp
-        N, p, r = self._layout["Q"]
+        N, r = self.decomposition.num_subdomains, self.local_rank
         e = self._width
         B = G.shape[1]
         ws = self._workspace(B, cache["slot"])
         w_in, w_out = self._w["in"], self._w["out"]
         # the forward's Y buffer is free again: reuse it for the restricted gradient
-        Gl = take_rows(G, self._gather, ws["Y"]).reshape(N, p, B)
+        Gl = self._group_views(take_rows(G, self._gather, ws["Y"]), B)
         T = cache["Z"][:, :r]
         T *= scale                                                           # T_i diag(s)
-        dQ = xp.matmul(Gl, T.transpose(0, 2, 1), out=grad["Q"])             # G_i T_i^T
+        Tt = [T[m0:m1].transpose(0, 2, 1) for _, _, m0, m1, _ in self._groups]
+        dQ = self._bmm(Gl, Tt, grad["Q"])                                    # G_i T_i^T
         dQ *= w_out
         # rows :r are H_i = (W Q_i)^T G_i, rows r: the coarse pieces Phi_i^T G_i
-        Hx = xp.matmul(cache["A_out"].transpose(0, 2, 1), Gl, out=ws["H"])
+        Hx = self._bmm(self._group_views(cache["A_out"]), Gl, ws["H"], transpose=True,
+                       rows=False)
         H = Hx[:, :r]
         H *= scale
-        dK = xp.matmul(cache["Xl"], H.transpose(0, 2, 1), out=None if self.tied else grad["K"])
+        Ht = [H[m0:m1].transpose(0, 2, 1) for _, _, m0, m1, _ in self._groups]
+        target = grad["K"] if not self.tied else (
+            None if self.padding_groups == 1 else xp.empty_like(grad["Q"]))
+        dK = self._bmm(cache["Xl"], Ht, target)
         dK *= w_in
         if self.tied:  # K_i = Q_i: both roles contribute
             dQ += dK

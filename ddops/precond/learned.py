@@ -429,12 +429,18 @@ def classical_init(op: SchwarzOperator, A: Any, local: bool = True,
         V = _local_factors(A, d, op.local_rank)  # (N, p, r)
         N, p, _ = V.shape
         w_in, w_out = PARTITIONS[op.partition]
+        entries = (d._subdomain_of_entry, d._position_in_subdomain)
         for key, weighting in (("Q", w_out), ("K", w_in)):
             if key not in op.params:
                 continue
             w = np.ones((N, p))
-            w[d._subdomain_of_entry, d._position_in_subdomain] = d.entry_weights(weighting)
-            op.params[key][...] = xp.asarray((V / w[:, :, None]).astype(op.dtype))
+            w[entries] = d.entry_weights(weighting)
+            factor = (V / w[:, :, None]).astype(op.dtype)
+            if op.padding_groups == 1:
+                op.params[key][...] = xp.asarray(factor)
+            else:  # the grouped storage: the packed entries only (padding stays zero)
+                op.set_params({**op.get_params(), key: np.split(
+                    factor[entries], d.offsets[1:-1])})
     if coarse and op.coarse_rank > 0:
         Q0 = _coarse_factor(A, sp.csr_matrix(op.coarse_matrix), op.coarse_rank)
         for key in ("Q0", "K0"):

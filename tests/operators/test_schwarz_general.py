@@ -210,3 +210,121 @@ def test_files_written_before_general_decompositions_still_load():
     assert glob.dim == 1
     np.testing.assert_array_equal(glob.matmat(X), products["glob"])
     np.testing.assert_array_equal(GlobalLowRankOperator(31, 3, seed=2).theta, glob.theta)
+
+
+# -- grouped padding --------------------------------------------------------------------------
+def _uneven():
+    """Many small METIS parts: padding overhead above the 25 % limit (about 26 %)."""
+    A = poisson_2d(16)
+    d = Decomposition.from_matrix(A, 24, 1)
+    assert d.padding_overhead > 0.25
+    return A, d
+
+
+def test_padding_groups_minimise_the_padded_size_brute_force():
+    import itertools
+
+    from ddops.operators.schwarz import padding_groups
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        sizes = rng.integers(1, 25, size=rng.integers(1, 10))
+        G = int(rng.integers(1, 5))
+        groups = padding_groups(sizes, G)
+        assert sorted(np.concatenate(groups).tolist()) == list(range(sizes.size))
+        assert len(groups) <= G
+        got = sum(len(g) * sizes[g].max() for g in groups)
+        values = np.unique(sizes)
+        best = min(
+            sum(((sizes >= values[b[t]]) & (sizes <= values[b[t + 1] - 1])).sum()
+                * values[b[t + 1] - 1] for t in range(len(b) - 1))
+            for k in range(min(G, values.size))
+            for cuts in itertools.combinations(range(1, values.size), k)
+            for b in [[0, *cuts, values.size]])
+        assert got == best
+
+
+def test_auto_groups_only_above_the_limit():
+    A, d = _uneven()
+    op = SchwarzOperator(d, coarse_basis="gdsw", A=A)
+    assert 1 < op.padding_groups <= 4
+    assert op.padded_rows <= 1.10 * d.sizes.sum() < d.num_subdomains * d.max_size
+    _, even = _problem("grid_boxes")
+    assert SchwarzOperator(even, coarse_basis="nicolaides").padding_groups == 1
+    assert SchwarzOperator(d, coarse_basis=None, padding_groups=1).padding_groups == 1
+    with pytest.raises(ValueError, match="padding_groups"):
+        SchwarzOperator(d, padding_groups="many")
+    with pytest.raises(ValueError, match="padding_groups"):
+        SchwarzOperator(d, padding_groups=0)
+
+
+@pytest.mark.parametrize("basis, tied, partition", [("gdsw", False, "symmetric"),
+                                                    ("rgdsw", False, "left"),
+                                                    ("nicolaides", True, "none"),
+                                                    (None, False, "symmetric")])
+def test_grouped_against_dense_and_one_group(basis, tied, partition):
+    A, d = _uneven()
+    kw = dict(local_rank=3, tied=tied, partition=partition, seed=4)
+    op = _randomise(_operator(A, d, basis, padding_groups=3, **kw))
+    assert op.padding_groups == 3
+    M = dense_operator(op)
+    np.testing.assert_allclose(op.to_dense(), M, atol=1e-12 * np.abs(M).max())
+    one = _operator(A, d, basis, padding_groups=1, **kw)
+    one.set_params(op.get_params())
+    X = np.random.default_rng(0).standard_normal((A.shape[0], 6))
+    U = np.random.default_rng(1).standard_normal((A.shape[0], 6))
+    np.testing.assert_allclose(op.matmat(X), one.matmat(X), atol=1e-12 * np.abs(M).max())
+    np.testing.assert_allclose(op.rmatmat(X), one.rmatmat(X), atol=1e-12 * np.abs(M).max())
+    v, g = op.value_and_grad(X, U)
+    v1, g1 = one.value_and_grad(X, U)
+    assert v == pytest.approx(v1, rel=1e-12)
+    for key in g:
+        a = np.concatenate(g[key]) if isinstance(g[key], list) else g[key]
+        b = np.concatenate(g1[key]) if isinstance(g1[key], list) else g1[key]
+        np.testing.assert_allclose(a, b, atol=1e-12 * max(np.abs(b).max(initial=0), 1))
+    dottest(op, nblock=2)
+    assert op.rank_bound == one.rank_bound and op.num_params == one.num_params
+    # the same random draw as one group, and fewer stored rows
+    assert op.padded_rows < one.padded_rows
+    same = _operator(A, d, basis, padding_groups=3, **kw)
+    ref = _operator(A, d, basis, padding_groups=1, **kw)
+    for key, value in same.get_params().items():
+        other = ref.get_params()[key]
+        if isinstance(value, list):
+            assert all(np.array_equal(x, y) for x, y in zip(value, other))
+        else:
+            np.testing.assert_array_equal(value, other)
+
+
+@pytest.mark.parametrize("loss", ["wmse", "mse"])
+@pytest.mark.parametrize("tied, partition", [(False, "left"), (True, "symmetric")])
+def test_grouped_gradients_finite_differences(loss, tied, partition):
+    A, d = _uneven()
+    op = _randomise(_operator(A, d, "gdsw", local_rank=2, coarse_rank=3, tied=tied,
+                              partition=partition), seed=5)
+    assert op.padding_groups > 1
+    op.theta *= 0.3
+    F, U = batch(op, 4)
+    fd_check(op, F, U, loss, coords=16)  # also: padding rows get exactly zero gradient
+
+
+def test_grouped_save_load_and_training_init(tmp_path):
+    from ddops.learning.initialisation import local_scales, lr_scales, problem_init
+    from ddops.precond.learned import classical_init
+
+    A, d = _uneven()
+    op = _randomise(_operator(A, d, "gdsw", local_rank=2))
+    back = load_operator(save_operator(op, tmp_path / "g.npz"))
+    assert back.padding_groups == op.padding_groups > 1
+    X = np.random.default_rng(0).standard_normal((A.shape[0], 3))
+    np.testing.assert_array_equal(back.matmat(X), op.matmat(X))
+    # the problem-scaled and classical initialisations give what one group gives
+    one = _operator(A, d, "gdsw", local_rank=2, padding_groups=1)
+    for init in (problem_init, classical_init):
+        init(op, A)
+        init(one, A)
+        np.testing.assert_allclose(op.to_dense(), one.to_dense(), rtol=1e-12, atol=1e-15)
+    sigma = local_scales(op, A)
+    scales = op.unflatten(lr_scales(op, A))
+    for i, block in enumerate(scales["Q"]):
+        np.testing.assert_array_equal(block, sigma[i])
