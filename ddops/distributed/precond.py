@@ -20,21 +20,29 @@ a second coarse reduction.
 
 The coarse space
 ----------------
-``Phi`` is built by the serial code (:func:`ddops.coarse_basis`) from the
-global decomposition and matrix, identically on every rank, and each rank
-keeps its owned rows (and the rows of its ghosts for the set-up).  This is the
-simple first version: for GDSW it repeats the serial basis set-up on every
-rank, so that part of the set-up does not get faster with more ranks (a
-rank-local construction needs only the interface components touching the
-rank's parts and the harmonic extension into them).  The coarse matrix is
-assembled the distributed way: every rank forms its contribution
-``Phi_owned^T (A_owned Phi_ext)``, one ``Allgatherv`` of the sparse triplets
-sums them, and every rank factorises ``A_0`` redundantly (dense Cholesky up to
-:data:`ddops.precond.schwarz.COARSE_DENSE_MAX`, else sparse).  Redundant
-factorisation instead of one rank plus a broadcast: the ``Allreduce`` of
-``Phi^T x`` already leaves the coarse right-hand side on every rank, so every
-rank solves and no second message (a broadcast of ``A_0^{-1} Phi^T x``) is
-needed per application; ``n0`` is small, so the repeated solve is cheap.
+GDSW and RGDSW with the default (constant) null space are built rank-locally:
+every rank classifies the interface components (the same global
+classification as :func:`ddops.dd.gdsw.gdsw_basis`, repeated on every rank)
+and runs the discrete harmonic extension into *its own parts only*, so the
+expensive part of the basis set-up (factorising and solving the interiors) is
+divided over the ranks.  Each rank then knows Phi on the interface and on its
+interiors, which covers its owned rows and the columns of its rows of ``A``;
+the only pairs it cannot form (an interface row owned here, coupled to an
+interior unknown of another rank, under the shared-node rule) are added,
+transposed, by the owner of that interior unknown.  Every other coarse basis
+(a given null space, Nicolaides, a user Phi, ``local_basis=False``) is built
+by the serial code from the global decomposition and matrix, identically on
+every rank.
+
+The coarse matrix is assembled the distributed way: every rank forms its
+contribution ``Phi_owned^T (A_owned Phi_ext)``, one ``Allgatherv`` of the sparse
+triplets sums them, and every rank factorises ``A_0`` redundantly (dense
+Cholesky up to :data:`ddops.precond.schwarz.COARSE_DENSE_MAX`, else sparse).
+Redundant factorisation instead of one rank plus a broadcast: the
+``Allreduce`` of ``Phi^T x`` already leaves the coarse right-hand side on
+every rank, so every rank solves and no second message (a broadcast of
+``A_0^{-1} Phi^T x``) is needed per application; ``n0`` is small, so the
+repeated solve is cheap.
 """
 
 from __future__ import annotations
@@ -89,6 +97,70 @@ def allreduce_sparse(layout: DistributedLayout, C: sp.spmatrix) -> sp.csr_matrix
     return S
 
 
+def _rank_local_gdsw(layout: DistributedLayout, A: sp.csr_matrix,
+                     kind: str) -> tuple[sp.csr_matrix, tuple[np.ndarray, np.ndarray]]:
+    """GDSW/RGDSW (constant null space) rows of this rank: the extension into its parts only.
+
+    The interface components are classified on every rank (the same global
+    classification as :func:`ddops.dd.gdsw.gdsw_basis`); the discrete harmonic
+    extension :func:`ddops.dd.gdsw.harmonic_extension` then runs with every
+    unknown outside this rank's parts treated as (zero) interface, so it
+    factorises and solves only this rank's interiors.  With the constants as
+    null space no vector is ever dropped, so the columns are the components
+    (GDSW) or the roots with their option-1 weights (RGDSW), in the serial
+    order.  Returns Phi (correct on the interface and this rank's interiors,
+    zero elsewhere) and the masks of those rows and of the interface.
+    """
+    from ..dd.gdsw import harmonic_extension, interface_components
+
+    d = layout.decomposition
+    n = d.num_dofs
+    comps = interface_components(A, d.owner, interface=d.shared_nodes,
+                                 block_size=d.block_size)
+    x = comps.interface
+    if x.size == 0:
+        raise ValueError("owner: the partition has a single part (or parts A does not couple), "
+                         "so there is no interface and no GDSW coarse function")
+    E = sp.csr_matrix((np.ones(x.size), (x, comps.component)),
+                      shape=(n, comps.num_components))
+    on_interface = np.zeros(n, dtype=bool)
+    on_interface[x] = True
+    mine = layout.dof_ranks == layout.rank
+    known = mine | on_interface
+    pieces = harmonic_extension(A, d.owner, np.flatnonzero(~mine | on_interface), E)
+    Phi = pieces if kind == "gdsw" else pieces @ comps.root_weights().tocsr()
+    Phi = sp.csr_matrix(Phi)
+    Phi.eliminate_zeros()
+    Phi.sort_indices()
+    return Phi, (known, on_interface)
+
+
+def _coarse_contribution(layout: DistributedLayout, rows: sp.csr_matrix, Phi_ext: sp.csr_matrix,
+                         known: np.ndarray, on_interface: np.ndarray) -> sp.csr_matrix:
+    """This rank's share of ``Phi^T A Phi`` when it knows Phi only on ``known`` rows.
+
+    Every ordered pair ``(i, j)`` with ``A_ij != 0`` is counted once: by the
+    owner of ``i`` when it knows row ``j`` of Phi, else (``j`` an interior
+    unknown of another rank, ``i`` then on the interface) by the owner of
+    ``j``, which adds the transpose of its pair ``(j, i)``.
+    """
+    known_ext = known[layout.ext_indices]
+    rows = rows.tocoo()
+    n_own = layout.num_owned
+    Phi_own = Phi_ext[:n_own]
+    keep = known_ext[rows.col]
+    K = sp.csr_matrix((rows.data[keep], (rows.row[keep], rows.col[keep])), shape=rows.shape)
+    first = Phi_own.T @ (K @ Phi_ext)
+    # owned rows not on the interface: their couplings to unknowns owned elsewhere are the
+    # pairs those owners cannot form
+    interior = ~on_interface[layout.owned]
+    foreign = (rows.col >= n_own) & interior[rows.row]
+    F = sp.csr_matrix((rows.data[foreign], (rows.row[foreign], rows.col[foreign])),
+                      shape=rows.shape)
+    second = Phi_own.T @ (F @ Phi_ext)
+    return (first + second.T).tocsr()
+
+
 class DistributedTwoLevelSchwarz:
     """Two-level overlapping Schwarz preconditioner with subdomains on MPI ranks.
 
@@ -115,6 +187,10 @@ class DistributedTwoLevelSchwarz:
         Passed to the coarse basis.
     local_solver : {"auto", "dense", "sparse"}
         Local solver of the rank's serial one-level preconditioner.
+    local_basis : bool
+        Build GDSW/RGDSW with the constant null space rank-locally (the
+        harmonic extension into this rank's parts only); False: the serial
+        basis on every rank.  Both give the same Phi to rounding.
 
     Attributes
     ----------
@@ -122,6 +198,8 @@ class DistributedTwoLevelSchwarz:
         The rank's one-level preconditioner on its region.
     coarse_dim : int
         ``n0`` (0 for one level).
+    coarse_construction : {"rank-local", "serial"} or None
+        How Phi was built (None for one level).
     setup_seconds, coarse_basis_seconds, coarse_matrix_seconds : float
         Wall times of this rank's set-up and of its coarse-basis and
         coarse-matrix parts.
@@ -135,11 +213,13 @@ class DistributedTwoLevelSchwarz:
 
     def __init__(self, layout: DistributedLayout, A: Any, coarse_basis: Any = "gdsw",
                  variant: str = "additive", *, null_space: Any = None,
-                 local_solver: str = "auto") -> None:
+                 local_solver: str = "auto", local_basis: bool = True) -> None:
         start = time.perf_counter()
         if not isinstance(layout, DistributedLayout):
             raise TypeError(f"layout must be a DistributedLayout, got {type(layout).__name__}")
         check_choice("variant", variant, DISTRIBUTED_VARIANTS)
+        if not isinstance(local_basis, (bool, np.bool_)):
+            raise TypeError(f"local_basis must be a bool, got {type(local_basis).__name__}")
         if isinstance(coarse_basis, str):
             check_choice("coarse_basis", coarse_basis, ALL_COARSE_BASES)
         A, _ = _check_matrix(A)
@@ -167,31 +247,37 @@ class DistributedTwoLevelSchwarz:
 
         # -- coarse part
         basis_start = time.perf_counter()
-        Phi = self._basis(layout, A, coarse_basis, null_space)
+        Phi, known = self._basis(layout, A, coarse_basis, null_space, local_basis)
         self.coarse_basis_seconds = time.perf_counter() - basis_start
         matrix_start = time.perf_counter()
-        self._factor_coarse(layout, A, Phi)
+        self._factor_coarse(layout, A, Phi, known)
         self.coarse_matrix_seconds = time.perf_counter() - matrix_start
         self.setup_seconds = time.perf_counter() - start
 
     # -- set-up ----------------------------------------------------------------------------
-    @staticmethod
-    def _basis(layout: DistributedLayout, A: sp.csr_matrix, coarse_basis: Any,
-               null_space: Any) -> sp.csr_matrix | None:
+    def _basis(self, layout: DistributedLayout, A: sp.csr_matrix, coarse_basis: Any,
+               null_space: Any, local_basis: bool) -> tuple[sp.csr_matrix | None, Any]:
+        """``(Phi, known)``: Phi with correct rows where ``known`` (None: every row)."""
+        self.coarse_construction = None
         if coarse_basis is None:
             if null_space is not None:
                 raise ValueError("null_space is only used with a coarse basis")
-            return None
+            return None, None
         d = layout.decomposition
+        if (local_basis and null_space is None and isinstance(coarse_basis, str)
+                and coarse_basis in MATRIX_COARSE_BASES and d.owner is not None):
+            self.coarse_construction = "rank-local"
+            return _rank_local_gdsw(layout, A, coarse_basis)
+        self.coarse_construction = "serial"
         if isinstance(coarse_basis, str):
             matrix = A if coarse_basis in MATRIX_COARSE_BASES else None
-            return build_coarse_basis(d, coarse_basis, A=matrix, null_space=null_space)
+            return build_coarse_basis(d, coarse_basis, A=matrix, null_space=null_space), None
         if null_space is not None:
             raise ValueError("null_space is only used with a named coarse basis")
-        return validate_coarse_matrix(coarse_basis, d.num_dofs)
+        return validate_coarse_matrix(coarse_basis, d.num_dofs), None
 
     def _factor_coarse(self, layout: DistributedLayout, A: sp.csr_matrix,
-                       Phi: sp.csr_matrix | None) -> None:
+                       Phi: sp.csr_matrix | None, known: Any) -> None:
         self.coarse_dim = 0 if Phi is None else int(Phi.shape[1])
         self.coarse_solver = None
         if Phi is None:
@@ -201,7 +287,11 @@ class DistributedTwoLevelSchwarz:
         self._PhiT = self._Phi.T.tocsr()
         # this rank's contribution Phi_owned^T (A_owned Phi_ext), summed over the ranks
         rows = layout.local_rows(A)
-        contribution = self._PhiT @ (rows @ Phi[layout.ext_indices])
+        Phi_ext = Phi[layout.ext_indices]
+        if known is None:
+            contribution = self._PhiT @ (rows @ Phi_ext)
+        else:  # the pairs whose Phi rows this rank lacks come from their owners, transposed
+            contribution = _coarse_contribution(layout, rows, Phi_ext, *known)
         A0 = allreduce_sparse(layout, contribution)
         A0 = ((A0 + A0.T) * 0.5).tocsr()
         singular = ValueError(

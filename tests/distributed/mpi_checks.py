@@ -176,6 +176,8 @@ def _precond_cases(comm):
     B = ddops.poisson_2d(24)
     metis = ddops.Decomposition.from_matrix(B, 9, overlap=2, seed=1)
     yield "metis", B, metis, np.random.default_rng(2).permutation(np.arange(9) % P)
+    # element-based 1D: GDSW classifies the shared interface nodes (the shared-node rule)
+    yield "1d-element", ddops.poisson_1d(256), ddops.Decomposition1D(256, 8, overlap=2), None
 
 
 @check
@@ -194,7 +196,15 @@ def precond(comm):
                 y = L.gather(dist.matvec(L.scatter(X)))
                 stats = dict(L.stats)
                 yt = L.gather(dist.rmatvec(L.scatter(X)))
+                err_phi = err_A0 = 0.0
+                if basis is not None:  # this rank's rows of Phi and the assembled A_0
+                    Phi = serial.coarse_matrix
+                    err_phi = _rel(dist._Phi.toarray(), Phi[L.owned].toarray())
+                    A0 = (Phi.T @ A @ Phi).toarray()
+                    err_A0 = _rel(dist.coarse_matrix.toarray(), A0)
                 out[f"{name}/{basis}/{variant}"] = {
+                    "err_phi": _max(comm, err_phi), "err_A0": _max(comm, err_A0),
+                    "construction": str(dist.coarse_construction),
                     "err": _max(comm, _rel(y, serial.matvec(X))),
                     "err_adjoint": _max(comm, _rel(yt, serial.rmatvec(X))),
                     "coarse_dim": dist.coarse_dim, "serial_coarse_dim": serial.coarse_dim,
@@ -202,6 +212,35 @@ def precond(comm):
                     "exchanges": stats["exchanges"], "reductions": stats["reductions"],
                     "reduction_bytes": stats["reduction_bytes"],
                 }
+    return out
+
+
+@check
+def coarse_constructions(comm):
+    """The rank-local GDSW/RGDSW rows and A_0 equal the serial basis; other cases fall back."""
+    A = ddops.poisson_2d(24)
+    d = ddops.Decomposition.from_matrix(A, 6, overlap=1, seed=4)
+    L = DistributedLayout(d, comm, A=A)
+    out = {}
+    for basis in ("gdsw", "rgdsw"):
+        for local in (True, False):
+            for null_space in (None, np.ones(A.shape[0])):
+                dist = DistributedTwoLevelSchwarz(L, A, basis, local_basis=local,
+                                                  null_space=null_space)
+                Phi = ddops.coarse_basis(d, basis, A=A)
+                err = _rel(dist._Phi.toarray(), Phi[L.owned].toarray())
+                err0 = _rel(dist.coarse_matrix.toarray(), (Phi.T @ A @ Phi).toarray())
+                key = f"{basis}/{'local' if local else 'serial'}/" + (
+                    "constants" if null_space is None else "given")
+                out[key] = {"construction": dist.coarse_construction,
+                            "err_phi": _max(comm, err), "err_A0": _max(comm, err0)}
+    # a user matrix Phi (here the RGDSW basis scaled by 2), serial on every rank
+    Phi = 2.0 * ddops.coarse_basis(d, "rgdsw", A=A)
+    dist = DistributedTwoLevelSchwarz(L, A, Phi)
+    out["user/serial/given"] = {
+        "construction": dist.coarse_construction,
+        "err_phi": _max(comm, _rel(dist._Phi.toarray(), Phi[L.owned].toarray())),
+        "err_A0": _max(comm, _rel(dist.coarse_matrix.toarray(), (Phi.T @ A @ Phi).toarray()))}
     return out
 
 
