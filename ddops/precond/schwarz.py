@@ -433,8 +433,6 @@ class TwoLevelSchwarz(BackendLinearOperator):
         w_in, w_out = {"additive": ("none", "none"), "restricted": ("none", "full"),
                        "symmetric_restricted": ("sqrt", "sqrt"),
                        "hybrid": ("none", "none")}[variant]
-        # the hybrid form applies A twice per application (coarse residual and projection)
-        self._A = asarray(A.astype(dt), backend=backend) if variant == "hybrid" else None
         host_in = d.stacked_restriction(w_in, padded=padded, dtype=dt)
         # one matrix when both sides carry the same weights (every symmetric variant)
         host_out = host_in if w_out == w_in else d.stacked_restriction(w_out, padded=padded,
@@ -583,9 +581,18 @@ class TwoLevelSchwarz(BackendLinearOperator):
         self.coarse_solver = None
         if Phi is None:
             return
-        A0 = (Phi.T @ A @ Phi).tocsr()
+        AP = (A @ Phi).tocsr()
+        A0 = (Phi.T @ AP).tocsr()
         A0 = (A0 + A0.T) * 0.5
         singular = _SingularCoarse(A, Phi, self.coarse_dim)
+        self._AP = self._APT = None
+        if self.variant == "hybrid":
+            # A Phi, kept for the hybrid form in place of A: its two products with A
+            # (A X0 = (A Phi) c and Phi^T A Y = (A Phi)^T Y) touch about half the nonzeros
+            self._AP = asarray(AP.astype(self.dtype, copy=False), backend=self.backend)
+            self._APT = self._AP.T if self.backend == "numpy" else asarray(
+                AP.T.tocsr().astype(self.dtype, copy=False), backend=self.backend)
+        del AP
         # no copy when Phi already has the product dtype (it is float64 CSR from the basis)
         self._Phi = asarray(Phi.astype(self.dtype, copy=False), backend=self.backend)
         # Phi^T as a transposed view on the host (no copy), a CSR copy on the GPU
@@ -624,11 +631,14 @@ class TwoLevelSchwarz(BackendLinearOperator):
     # -- application -----------------------------------------------------------------------
     def _apply(self, X: Any, adjoint: bool) -> Any:
         xp = self.xp
-        if self._A is not None and self.coarse_dim:
-            # hybrid: X0 = P0 X;  Y = M1 (X - A X0);  M X = X0 + Y - P0 A Y  (symmetric)
-            X0 = self._coarse(X, adjoint)
-            Y = self._local(X - self._A @ X0, adjoint)
-            return xp.asarray(X0 + Y - self._coarse(self._A @ Y, adjoint), dtype=self.dtype)
+        if self.variant == "hybrid" and self.coarse_dim:
+            # hybrid: X0 = P0 X;  Y = M1 (X - A X0);  M X = X0 + Y - P0 A Y  (symmetric),
+            # with X0 = Phi c1 and P0 A Y = Phi c2:  M X = Y + Phi (c1 - c2), where
+            # c1 = A0^{-1} Phi^T X, Y = M1 (X - (A Phi) c1), c2 = A0^{-1} (A Phi)^T Y
+            c1 = self._coarse_solve(self._PhiT @ X, adjoint)
+            Y = self._local(X - self._AP @ c1, adjoint)
+            c2 = self._coarse_solve(self._APT @ Y, adjoint)
+            return xp.asarray(Y + self._Phi @ (c1 - c2), dtype=self.dtype)
         out = self._local(X, adjoint)
         if self.coarse_dim:
             out = out + self._coarse(X, adjoint)
@@ -656,7 +666,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
     def _coarse(self, X: Any, adjoint: bool) -> Any:
         """The coarse correction ``Phi A_0^{-1} Phi^T X``."""
-        C = self._PhiT @ X
+        return self._Phi @ self._coarse_solve(self._PhiT @ X, adjoint)
+
+    def _coarse_solve(self, C: Any, adjoint: bool) -> Any:
+        """``A_0^{-1} C`` (``A_0^{-T}`` for the adjoint) in the product dtype."""
         if self.coarse_solver == "sparse":
             Y0 = self._coarse_lu.solve(np.asarray(C, dtype=np.float64),
                                        trans="T" if adjoint else "N")
@@ -665,7 +678,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
         else:
             Y0 = sla.cho_solve(self._coarse_cho, np.asarray(C, dtype=np.float64),
                                check_finite=False)
-        return self._Phi @ self.xp.asarray(Y0, dtype=self.dtype)
+        return self.xp.asarray(Y0, dtype=self.dtype)
 
     @property
     def coarse_matrix(self) -> sp.csr_matrix | None:
