@@ -12,6 +12,7 @@ serial training and the serial experiment in its own process.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +134,16 @@ def main(outdir: Path) -> None:
     result = trainer.run()
     if rank == 0:
         record(outdir / f"resumed_P{size}.npz", trainer, result)
+    # a replica that drifted (here: one parameter changed on the last rank) is noticed by all
+    trainer.op.theta[0] += float(rank == size - 1)
+    try:
+        trainer.verify_replicas()
+        noticed = False
+    except RuntimeError as exc:
+        noticed = f"ranks [{size - 1}]" in str(exc)
+    flags = comm.allgather(noticed)
+    if rank == 0:
+        (outdir / "replicas.json").write_text(json.dumps(flags))
     run_compare(compare_config(str(outdir / "compare")), log=lambda line: None)
 
 

@@ -87,6 +87,11 @@ def test_resume_on_another_number_of_ranks(worker_output, workers):
     np.testing.assert_array_equal(got["hist_lr"], result.history["lr"])
 
 
+def test_a_drifted_replica_is_noticed_on_every_rank(worker_output):
+    nprocs, out = worker_output
+    assert json.loads((out / "replicas.json").read_text()) == [True] * nprocs
+
+
 def test_checkpoint_of_ranks_resumes_in_a_serial_trainer(worker_output, workers):
     from ddops.learning.training import Trainer
 
