@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.problem} n={args.n}, batch {args.batch}, {args.steps} timed steps after "
           f"{args.warmup}, {args.rounds} rounds, OMP_NUM_THREADS={env['OMP_NUM_THREADS']}, "
           f"blas_threads=1, {os.cpu_count()} cores")
+    load_before = os.getloadavg()[0]
     runs: dict[int, list[dict[str, Any]]] = {1: [], **{P: [] for P in args.ranks}}
     for _ in range(args.rounds):
         for P in runs:
@@ -184,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     keys = ("step", "data", "forward_backward", "allreduce", "update")
     summary = {P: {k: statistics.median(r[k] for r in rs) for k in keys}
                for P, rs in runs.items()}
+    load = (load_before, os.getloadavg()[0])
+    print(f"load average (1 min) before/after: {load[0]:.1f} / {load[1]:.1f} (other processes "
+          f"share the cores: a load above the number of cores slows the parallel run most)")
     first = runs[1][0]
     print(f"{first['unknowns']} unknowns, {first['subdomains']} subdomains, n0 = "
           f"{first['coarse_dim']}, {first['params']} parameters")
@@ -198,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({"runs": {str(k): v for k, v in runs.items()},
                                                "median": {str(k): v for k, v in
                                                           summary.items()},
-                                               "omp_num_threads": env["OMP_NUM_THREADS"]},
+                                               "omp_num_threads": env["OMP_NUM_THREADS"],
+                                               "load_average": load},
                                               indent=1))
     return 0
 
