@@ -173,3 +173,19 @@ def test_ddops_compare_command_line_on_two_ranks(tmp_path):
     assert bad.returncode == 2
     line = "--batch-size (1) must be at least the number of MPI ranks (2)"
     assert bad.stderr.count(line) == 1, bad.stderr[-2000:]
+
+
+def test_mpiexec_ddops_compare_takes_the_data_parallel_path(tmp_path):
+    import inspect
+
+    from ddops.experiments import cli
+
+    if "distributed.training" not in inspect.getsource(cli):
+        pytest.skip("the ddops command line does not dispatch compare to ddops.distributed yet")
+    prefix = tmp_path / "c"
+    result = launch("-mddops", 2, "compare", "--n", "64", "--subdomains", "4", "--steps", "2",
+                    "--global-rank", "0", "--batch-size", "8", "--no-plots", "--save-prefix",
+                    str(prefix), timeout=120)  # python -m ddops
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count(f"wrote {prefix}_metrics.json") == 1
+    assert json.loads((tmp_path / "c_metrics.json").read_text())["models"]["schwarz"]["steps"] == 2
