@@ -436,6 +436,12 @@ class SchwarzOperator(LowRankOperator):
             [np.repeat(g, int(d.sizes[g].max())) for g in groups])
 
     @property
+    def entry_rows(self) -> np.ndarray:
+        """Row of every packed entry (``decomposition.indices`` order) in the flat local
+        storage ``params["Q"].reshape(-1, local_rank)`` (padding rows hold zeros)."""
+        return self._entry_rows
+
+    @property
     def padded_rows(self) -> int:
         """Rows of the padded local storage: ``sum_g N_g p_g`` (``N p`` for one group)."""
         return self._rows

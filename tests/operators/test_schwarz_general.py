@@ -284,6 +284,9 @@ def test_grouped_against_dense_and_one_group(basis, tied, partition):
         np.testing.assert_allclose(a, b, atol=1e-12 * max(np.abs(b).max(initial=0), 1))
     dottest(op, nblock=2)
     assert op.rank_bound == one.rank_bound and op.num_params == one.num_params
+    stacked = np.concatenate(op.get_params()["Q"])
+    np.testing.assert_array_equal(op.params["Q"].reshape(-1, 3)[op.entry_rows], stacked)
+    np.testing.assert_array_equal(one.entry_rows, d._padded_rows())
     # the same random draw as one group, and fewer stored rows
     assert op.padded_rows < one.padded_rows
     same = _operator(A, d, basis, padding_groups=3, **kw)
