@@ -81,6 +81,7 @@ def speed(rounds: int, steps: int, blas_threads: int) -> dict[str, Any]:
     from threadpoolctl import threadpool_limits
 
     cases = {"2d_64x64_N16": _config("poisson2d", n=64, subdomains=16),
+             "2d_64x64_N16_rhs_modes4": _config("poisson2d", n=64, subdomains=16, rhs_modes=4),
              "1d_n4096_N128": _config("poisson1d", n=4096, subdomains=128)}
     trainers = {}
     for name, c in cases.items():
@@ -165,10 +166,12 @@ def accuracy(presets: list[str], steps: int, prefix: str, problem: str = "poisso
     return out
 
 
-def scaling(ns: list[int], steps: int, prefix: str, preset: str) -> dict[str, Any]:
+def scaling(ns: list[int], steps: int, prefix: str, preset: str,
+            rhs_modes: int | None = None) -> dict[str, Any]:
     from ddops.experiments.compare import run_scaling
 
-    c = _config("poisson2d", preset, steps=steps, save_prefix=prefix, plots=False)
+    c = _config("poisson2d", preset, steps=steps, save_prefix=prefix, plots=False,
+                rhs_modes=rhs_modes)
     out = {}
     for n in ns:
         t0 = time.perf_counter()
@@ -214,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--presets", nargs="+", default=["improved", "v2"],
                    help="presets of the accuracy section (default improved v2)")
     p.add_argument("--scaling-ns", type=int, nargs="+", default=[64, 128, 256])
+    p.add_argument("--rhs-modes", type=int, default=None,
+                   help="modes per direction of the right-hand sides in the scaling section "
+                        "(default: the problem's, 8 in 2D: 256 functions)")
     p.add_argument("--blas-threads", type=int, default=1, help="default 1 (the Trainer's)")
     p.add_argument("--prefix", default="results/beyond_1d/run",
                    help="output prefix of the comparisons (default results/beyond_1d/run)")
@@ -228,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if "speed" in args.sections:
         r = result["speed"] = speed(args.rounds, args.steps, args.blas_threads)
-        for name in ("2d_64x64_N16", "1d_n4096_N128"):
+        for name in ("2d_64x64_N16", "2d_64x64_N16_rhs_modes4", "1d_n4096_N128"):
             e = r[name]
             print(f"speed {name}: {e['steps_per_s']:.1f} steps/s ({e['median_ms']:.2f} ms, "
                   f"parts ms {json.dumps({k: round(v, 2) for k, v in e['parts_ms'].items()})}; "
@@ -246,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         save()
     if "scaling" in args.sections:
         result["scaling"] = scaling(args.scaling_ns, args.train_steps, args.prefix + "_scaling",
-                                    args.presets[0])
+                                    args.presets[0], args.rhs_modes)
         save()
     if "memory" in args.sections:
         r = result["memory"] = memory(max(args.scaling_ns), 3, args.presets[0])

@@ -384,7 +384,7 @@ def build_models(c: ExperimentConfig, d: Decomposition,
         ranks = tuple(dict.fromkeys(_grid.global_ranks_for(models["schwarz"], d.num_dofs)))
     for r in ranks:
         models[f"global_r{r}"] = GlobalLowRankOperator(d.num_dofs, r, init=c.init, seed=c.seed,
-                                                       dtype=c.dtype, h=d.h)
+                                                       dtype=c.dtype, h=d.h, dim=d.dim)
     if coarse_init or local:
         for op in models.values():
             problem_init(op, A, coarse=coarse_init, local=local)
