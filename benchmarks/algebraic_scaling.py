@@ -43,7 +43,9 @@ subdomain size (weak scaling).  Sections (``--sections``, run in this order):
     ``/proc/self/clear_refs``, so the transient peak of the assembly does not
     hide the preconditioner; where that is not possible the script says so),
     set-up and solve seconds, the time split of the set-up, and the ratios to
-    pyamg's ``smoothed_aggregation_solver`` measured in the same run.
+    pyamg's ``smoothed_aggregation_solver`` measured in the same run (also
+    round by round, to show the noise).  GDSW (boxes) also in its hybrid form
+    (``variant="hybrid"``).
 ``setup``
     Set-up time (decomposition + preconditioner) of GDSW against ``nnz(A)``
     for ``n = 10^4 ... 10^6`` at fixed subdomain size, and the fitted exponent
@@ -203,13 +205,14 @@ def metis_decomposition(A, N: int, overlap: int, block_size: int = 1):
     return d, {"partition_s": t_part, "overlap_s": t_over}
 
 
-def schwarz(A, d, basis, null_space=None) -> tuple[Any, dict[str, float]]:
+def schwarz(A, d, basis, null_space=None, variant="additive") -> tuple[Any, dict[str, float]]:
     import ddops
 
     if basis is None:
         M = ddops.TwoLevelSchwarz(A, d, coarse_basis=None)
     else:
-        M = ddops.TwoLevelSchwarz(A, d, coarse_basis=basis, null_space=null_space)
+        M = ddops.TwoLevelSchwarz(A, d, coarse_basis=basis, null_space=null_space,
+                                  variant=variant)
     split = {
         "coarse_basis_s": float(getattr(M, "coarse_basis_seconds", 0.0)),
         "local_factor_s": float(M.local_setup_seconds),
@@ -521,6 +524,7 @@ def _child(spec: dict[str, Any]) -> None:
          f"{base:.0f} MiB")
     method = spec["method"]
     start = time.perf_counter()
+    cpu_start = time.process_time()  # CPU seconds: less sensitive to a loaded machine
     if method == "pyamg":
         import pyamg
 
@@ -550,7 +554,7 @@ def _child(spec: dict[str, Any]) -> None:
             for order in ("tottime", "cumulative"):
                 pstats.Stats(prof).sort_stats(order).print_stats(20)
         else:
-            M, split = schwarz(A, d, method)
+            M, split = schwarz(A, d, method, variant=spec.get("variant", "additive"))
         out.update(split)
         out["setup_s"] = time.perf_counter() - start
         out["local_solver"] = M.local_solver
@@ -558,7 +562,11 @@ def _child(spec: dict[str, Any]) -> None:
     out["setup_peak_mb"] = _rss_mb() - base
     _log(f"PROGRESS set-up {out['setup_s']:.1f} s, peak {out['setup_peak_mb']:.0f} MiB above "
          "baseline")
+    out["setup_cpu_s"] = time.process_time() - cpu_start
+    cpu_solve = time.process_time()
     out.update(cg_solve(A, b, M))
+    out["solve_cpu_s"] = time.process_time() - cpu_solve
+    out["total_cpu_s"] = out["setup_cpu_s"] + out["solve_cpu_s"]
     out["peak_mb"] = _rss_mb() - base
     out["peak_abs_mb"] = _rss_mb()
     out["total_s"] = out["setup_s"] + out["solve_s"]
@@ -652,19 +660,35 @@ def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     return result
 
 
+MEMORY_METHODS = ("gdsw boxes", "gdsw metis", "rgdsw boxes", "gdsw boxes hybrid")
+
+
+def _memory_key(spec: dict[str, Any]) -> str:
+    """``"pyamg"``, or method, decomposition and (when not additive) variant."""
+    if spec["method"] == "pyamg":
+        return "pyamg"
+    key = f"{spec['method']} {spec['decomposition']}"
+    if spec.get("variant", "additive") != "additive":
+        key += f" {spec['variant']}"
+    return key
+
+
 def section_memory(args) -> dict[str, Any]:
     n = 300 if args.quick else 1000
     P = max(1, round(n / 32))
     specs = [{"method": "pyamg", "n": n}] if _have_pyamg() else []
     specs += [{"method": "gdsw", "n": n, "parts": P, "decomposition": "boxes"},
               {"method": "gdsw", "n": n, "parts": P, "decomposition": "metis"},
-              {"method": "rgdsw", "n": n, "parts": P, "decomposition": "boxes"}]
+              {"method": "rgdsw", "n": n, "parts": P, "decomposition": "boxes"},
+              {"method": "gdsw", "n": n, "parts": P, "decomposition": "boxes",
+               "variant": "hybrid"}]
+    specs = [s for s in specs if s["method"] == "pyamg" or args.memory_methods is None
+             or _memory_key(s) in args.memory_methods]
     runs: dict[str, list[dict[str, Any]]] = {}
     for rep in range(max(1, args.repeat)):  # interleaved: the machine's load hits all alike
         for spec in specs:
             spec = dict(spec, threads=args.threads)
-            key = spec["method"] + ("" if spec["method"] == "pyamg"
-                                    else f" {spec['decomposition']}")
+            key = _memory_key(spec)
             _log(f"  memory {key} (run {rep + 1})")
             runs.setdefault(key, []).append(run_child(spec, args.child_timeout))
     _log("  memory: GDSW boxes phase by phase")
@@ -696,6 +720,20 @@ def section_memory(args) -> dict[str, Any]:
             split_rows.append([key, r["partition_s"], r["overlap_s"], r["local_factor_s"],
                                r["coarse_basis_s"], r["coarse_factor_s"], r["other_s"],
                                r["solve_s"], r["solve_s"] / max(r["iterations"], 1) * 1e3])
+    # the ratio to pyamg round by round (each round runs every method once, back to back):
+    # its spread shows the noise of the shared machine
+    round_rows = []
+    amg_runs = runs.get("pyamg", [])
+    for key, rs in runs.items():
+        if key == "pyamg" or not amg_runs:
+            continue
+        pairs = [(r, a) for r, a in zip(rs, amg_runs) if "error" not in r and "error" not in a]
+        ratios = [r["total_s"] / a["total_s"] for r, a in pairs]
+        cpu = [r["total_cpu_s"] / a["total_cpu_s"] for r, a in pairs]
+        if ratios:
+            round_rows.append([key, " ".join(f"{x:.2f}" for x in ratios),
+                               float(np.median(ratios)), " ".join(f"{x:.2f}" for x in cpu),
+                               float(np.median(cpu))])
     reset = all(r.get("peak_reset", False) for r in best.values() if "error" not in r)
     method = ("peak = the process's peak RSS at the end (VmHWM, the counter ru_maxrss reads) "
               "minus its RSS once A and b are built, the peak mark reset to the current RSS at "
@@ -709,6 +747,9 @@ def section_memory(args) -> dict[str, Any]:
            + table(["method", "n0", "iterations", "peak MiB", "bytes/unknown",
                     "memory / pyamg", "set-up s", "solve s", "set-up + solve s",
                     "time / pyamg"], rows)
+           + "\n\nSet-up + solve / pyamg's in each round (the same round's pyamg run):\n\n"
+           + table(["method", "wall-time ratio per round", "median",
+                    "CPU-time ratio per round", "median CPU"], round_rows)
            + "\n\nWhere the time goes (seconds):\n\n"
            + table(["method", "partition", "overlap", "local factorisation", "coarse basis",
                     "coarse factorisation", "other set-up", "solve", "ms / iteration"],
@@ -726,8 +767,9 @@ def section_memory(args) -> dict[str, Any]:
                          "peak above baseline MiB"], prow))
     else:
         txt += f"\n\nphase-by-phase run failed: {phases.get('error')}"
+    medians = {row[0]: {"wall": row[2], "cpu": row[4]} for row in round_rows}
     return {"results": best, "runs": runs, "phases": phases, "n": n, "parts": P,
-            "method": method, "text": txt}
+            "method": method, "round_medians": medians, "text": txt}
 
 
 def section_setup(args) -> dict[str, Any]:
@@ -845,7 +887,7 @@ def targets(res: dict[str, Any]) -> list[str]:
     if "memory" in res:
         best = res["memory"]["results"]
         amg = best.get("pyamg")
-        for key in ("gdsw boxes", "gdsw metis"):
+        for key in ("gdsw boxes", "gdsw metis", "gdsw boxes hybrid"):
             r = best.get(key)
             if not amg or not r or "error" in r or "error" in amg:
                 continue
@@ -854,9 +896,12 @@ def targets(res: dict[str, Any]) -> list[str]:
             lines.append(f"memory at {r['unknowns']} unknowns, {key}: <= 2x pyamg: "
                          f"{_verdict(mr <= 2)} ({r['peak_mb']:.0f} vs {amg['peak_mb']:.0f} MiB, "
                          f"{mr:.2f}x)")
+            med = res["memory"].get("round_medians", {}).get(key)
+            rounds = (f"; median of the rounds {med['wall']:.2f}x wall time, {med['cpu']:.2f}x "
+                      "CPU time" if med else "")
             lines.append(f"time at {r['unknowns']} unknowns, {key}: set-up + solve <= 2x pyamg: "
-                         f"{_verdict(tr_ <= 2)} ({r['total_s']:.2f} vs {amg['total_s']:.2f} s, "
-                         f"{tr_:.2f}x)")
+                         f"{_verdict(tr_ <= 2)} (best runs {r['total_s']:.2f} vs "
+                         f"{amg['total_s']:.2f} s, {tr_:.2f}x{rounds})")
     if "setup" in res:
         e = res["setup"]["exponents"]["total_s"]
         lines.append(f"set-up O(nnz): fitted exponent <= 1.1: {_verdict(e <= 1.1)} ({e:.2f})")
@@ -904,6 +949,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="BLAS threads (threadpoolctl; default 1)")
     p.add_argument("--fem-sizes", type=int, nargs="+", default=[128, 256, 512, 1024],
                    help="grid points per direction of the unstructured P1 meshes")
+    p.add_argument("--memory-methods", nargs="+", choices=MEMORY_METHODS, default=None,
+                   help="memory section: the Schwarz methods to run beside pyamg (default: all)")
     p.add_argument("--child-timeout", type=float, default=600.0,
                    help="seconds per subprocess measurement of the memory section")
     p.add_argument("--huge-timeout", type=float, default=600.0,

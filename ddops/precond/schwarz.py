@@ -186,14 +186,17 @@ def _sparse_spd_chunk(K: sp.spmatrix, block: np.ndarray,
     ``e_i = x_i^T z_i`` is not in ``(0, s_i / SINGULAR_PIVOT_RTOL]`` with
     ``s_i = x_i^T D_i^{-1} x_i``.  For an SPD block ``e_i / s_i`` lies
     between ``1 / lambda_max`` and ``1 / lambda_min`` of the diagonally
-    scaled block, so the upper bound flags condition numbers above ``1e12``
-    as the pivot rule does.  An indefinite block is flagged when ``e_i <= 0``
-    or when ``(x_i^T x_i)^2 > e_i x_i^T A_i x_i`` (Cauchy-Schwarz in the
-    ``A_i`` inner product, which holds for every SPD block); these are
-    necessary conditions tested on one vector, not a proof, but a random
-    ``x`` fails them for the indefinite blocks met in practice (a sign
-    error, a shifted Laplacian).  Off-diagonal pivots, non-positive diagonal
-    entries and exactly zero pivots are detected exactly.  One solve and one
+    scaled block (``lambda_max >= 1``), so only blocks with a condition
+    number above ``1e12`` are flagged by the upper bound, as by the pivot
+    rule.  An indefinite block is flagged when ``e_i <= 0`` or when
+    ``(x_i^T x_i)^2 > e_i x_i^T A_i x_i`` (Cauchy-Schwarz in the ``A_i``
+    inner product, which holds for every SPD block).  These are necessary
+    conditions tested on one vector, not a proof: a random ``x`` fails them
+    for strongly indefinite blocks (a sign error, a Laplacian shifted well
+    past its smallest eigenvalues), but a block with one negative eigenvalue
+    as small as its smallest positive ones can pass.  Off-diagonal pivots,
+    non-positive diagonal entries and exactly zero pivots are detected
+    exactly.  One solve and one
     product per chunk: at 10^6 unknowns 0.05 s, where reading ``U`` took
     0.47 s and kept 310 MiB.
 
