@@ -6,7 +6,8 @@ whole operator and the whole optimiser state; per step:
 
 * every rank draws the same global batch from the same random stream (the
   training seed), so the stream, and therefore a checkpoint, does not depend
-  on the number of ranks.  With a stock :class:`~ddops.learning.data.FourierRHS`
+  on the number of ranks.  With a :class:`~ddops.learning.data.BasisRHS`
+  (``FourierRHS``, ``GridFourierRHS``, ``MatrixRHS``, with the stock ``sample``)
   only the small coefficient matrix of the batch is drawn and every rank forms
   its own columns of ``F`` and ``U``; a sampler with a method
   ``sample_columns(batch_size, rng, start, stop)`` (columns ``start:stop`` of
