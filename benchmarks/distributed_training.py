@@ -40,7 +40,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _trainer(problem: str, n: int, batch: int, comm: Any = None):
+def _trainer(problem: str, n: int, batch: int, comm: Any = None, coarse_rank: Any = None):
     """The model: 1D as ``ddops scaling``, 2D as ``ddops compare --problem poisson2d``."""
     from ddops import Decomposition, Decomposition1D, SchwarzOperator, coarse_basis, poisson_2d
     from ddops.learning.data import FourierRHS, make_rhs_sampler
@@ -48,13 +48,14 @@ def _trainer(problem: str, n: int, batch: int, comm: Any = None):
 
     if problem == "1d":
         d = Decomposition1D(n, max(2, n // 32), 2)
-        op = SchwarzOperator(d, local_rank=4)
+        op = SchwarzOperator(d, local_rank=4, coarse_rank=coarse_rank)
         sampler: Any = FourierRHS(n)
     else:
         A = poisson_2d(n)
         parts = max(1, n // 16)
         d = Decomposition.from_grid((n, n), (parts, parts), overlap=1)
-        op = SchwarzOperator(d, local_rank=4, coarse_basis=coarse_basis(d, "gdsw", A=A))
+        op = SchwarzOperator(d, local_rank=4, coarse_basis=coarse_basis(d, "gdsw", A=A),
+                             coarse_rank=coarse_rank)
         # the data of ddops compare --problem poisson2d: 8 frequencies per direction
         sampler = make_rhs_sampler(A, shape=(n, n), kind="fourier", modes=8)
     config = TrainingConfig(steps=10**9, batch_size=batch, progress=False, val_every=10**9)
@@ -65,15 +66,15 @@ def _trainer(problem: str, n: int, batch: int, comm: Any = None):
     return DataParallelTrainer(op, sampler, config, comm=comm)
 
 
-def worker(problem: str, n: int, batch: int, steps: int, warmup: int,
-           serial: bool) -> dict[str, Any]:
+def worker(problem: str, n: int, batch: int, steps: int, warmup: int, serial: bool,
+           coarse_rank: Any = None) -> dict[str, Any]:
     """One timed run (every rank); rank 0's dictionary holds the slowest rank's numbers."""
     comm = None
     if not serial:
         from ddops.distributed import world
 
         comm = world()
-    trainer = _trainer(problem, n, batch, comm)
+    trainer = _trainer(problem, n, batch, comm, coarse_rank)
     op = trainer.op
     trainer.run(warmup)  # allocate and touch every buffer
     if comm is not None:
@@ -119,7 +120,8 @@ def worker(problem: str, n: int, batch: int, steps: int, warmup: int,
         out = {k: comm.allreduce(v, op=mpi().MAX) for k, v in out.items()}
     out.update(ranks=1 if comm is None else comm.Get_size(), params=int(op.theta.size),
                problem=problem, n=n, batch=batch, unknowns=int(op.shape[0]),
-               subdomains=int(op.decomposition.num_subdomains), coarse_dim=int(op.coarse_dim))
+               subdomains=int(op.decomposition.num_subdomains), coarse_dim=int(op.coarse_dim),
+               coarse_rank=int(op.coarse_rank))
     return out
 
 
@@ -127,6 +129,8 @@ def _launch(ranks: int, args: argparse.Namespace, env: dict[str, str]) -> dict[s
     script = str(Path(__file__).resolve())
     flags = ["--worker", "--problem", args.problem, "--n", str(args.n), "--batch",
              str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    if args.coarse_rank is not None:
+        flags += ["--coarse-rank", str(args.coarse_rank)]
     if ranks == 1:
         command = [sys.executable, script, *flags, "--serial"]
     else:
@@ -154,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
                    "(default 3)")
     p.add_argument("--ranks", type=int, nargs="+", default=[2], help="MPI rank counts compared "
                    "with the serial trainer (default 2)")
+    p.add_argument("--coarse-rank", type=int, help="coarse rank r0 (default n0, as ddops "
+                   "scaling and compare): the coarse factors hold 2 n0 r0 of the parameters "
+                   "that every step reduces and updates on every rank")
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--serial", action="store_true", help=argparse.SUPPRESS)
@@ -162,13 +169,15 @@ def main(argv: list[str] | None = None) -> int:
         args.n = 131072 if args.problem == "1d" else 256
     if args.worker:
         if args.serial:
-            result = worker(args.problem, args.n, args.batch, args.steps, args.warmup, True)
+            result = worker(args.problem, args.n, args.batch, args.steps, args.warmup, True,
+                            args.coarse_rank)
             print(json.dumps(result))
             return 0
         from ddops.distributed import guard, world
 
         with guard():
-            result = worker(args.problem, args.n, args.batch, args.steps, args.warmup, False)
+            result = worker(args.problem, args.n, args.batch, args.steps, args.warmup, False,
+                            args.coarse_rank)
         if world().Get_rank() == 0:
             print(json.dumps(result))
         return 0
@@ -190,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
           f"share the cores: a load above the number of cores slows the parallel run most)")
     first = runs[1][0]
     print(f"{first['unknowns']} unknowns, {first['subdomains']} subdomains, n0 = "
-          f"{first['coarse_dim']}, {first['params']} parameters")
+          f"{first['coarse_dim']}, r0 = {first['coarse_rank']}, {first['params']} parameters")
     print("ranks | ms/step | speed-up | data | fwd+bwd (this rank) | allreduce | update")
     for P, s in summary.items():
         ratios = [a["step"] / b["step"] for a, b in zip(runs[1], runs[P])]
