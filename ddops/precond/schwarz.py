@@ -359,7 +359,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
     ValueError
         Non-square, non-symmetric or non-finite ``A``; a size different from
         ``decomposition.num_dofs``; a singular (or indefinite) subdomain or
-        coarse matrix; an unknown variant, coarse basis or solver name.
+        coarse matrix; an unknown variant, coarse basis or solver name.  With
+        the sparse local solver on more than :data:`EXACT_PIVOT_CHECK_ROWS`
+        stacked rows, subdomain matrices are checked by a one-solve test (see
+        ``_sparse_spd_chunk``) that can miss a weakly indefinite block.
 
     Examples
     --------
