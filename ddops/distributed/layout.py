@@ -58,7 +58,8 @@ API summary
 exchange="neighbor")``, attributes ``comm, rank, size, num_dofs, decomposition,
 subdomain_ranks, local_subdomains, dof_ranks, owned, ghosts, ext_indices,
 num_owned, num_ghosts, num_ext, owned_counts, region, region_in_ext,
-send_ranks, recv_ranks, send_counts, recv_counts, send_index, stats``;
+send_ranks, recv_ranks, send_counts, recv_counts, send_displs, recv_displs, send_index,
+stats``;
 methods ``update_ghosts(x, out=None)``, ``reduce_ghosts(y_ext, out=None)``,
 ``ext_positions(global_indices)``, ``local_rows(A)``, ``local_decomposition()``,
 ``scatter(x_global)``, ``gather(x_local, root=None)``, ``allreduce(values)``,
