@@ -17,7 +17,7 @@ overlap 1 and the GDSW coarse space:
 CG to ``rtol = 1e-8`` on one fixed right-hand side.  About a minute with the
 defaults on two cores::
 
-    python examples/learned_preconditioner_2d.py [--n 64] [--subdomains 16] [--steps 300]
+    python examples/learned_preconditioner_2d.py [--n 64] [--subdomains 16] [--steps 300] [--lr 0.1]
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from ddops.precond.learned import (
 from ddops.problems import diffusion_2d, high_contrast_channels, poisson_2d
 
 
-def compare(name: str, A, n: int, subdomains: int, steps: int, seed: int = 0) -> dict:
+def compare(name: str, A, n: int, subdomains: int, steps: int, lr: float = 0.1,
+            seed: int = 0) -> dict:
     """CG iterations of GDSW and of the learned preconditioner on one problem."""
     d = ddops.Decomposition.from_grid((n, n), grid_parts(subdomains, 2, n), overlap=1)
     b = np.random.default_rng(seed).standard_normal(A.shape[0])
@@ -56,15 +57,17 @@ def compare(name: str, A, n: int, subdomains: int, steps: int, seed: int = 0) ->
                                             init="classical", coarse_basis=Phi,
                                             local_init_scale=local_scale, seed=seed)
         t0 = time.perf_counter()
-        t = train_preconditioner(op, A, steps=steps, lr=0.1, check_every=50, b=b)
+        t = train_preconditioner(op, A, steps=steps, lr=lr, check_every=50, b=b)
         rows[label] = {"iterations": t.best.iterations, "initial": t.initial.iterations,
                        "checks": [c.iterations for c in t.checks], "kept_step": t.best.step,
+                       "objective_start": t.initial.objective, "objective_end": t.final.objective,
                        "seconds": time.perf_counter() - t0, "status": t.status}
     print(f"{name}: n = {n} x {n}, {d.num_subdomains} boxes, GDSW n0 = {Phi.shape[1]}; CG "
           "iterations to rtol 1e-8")
     for label, r in rows.items():
         extra = (f"  (start {r['initial']}, checks {' -> '.join(map(str, r['checks']))}, kept "
-                 f"step {r['kept_step']}, {r['seconds']:.1f} s)" if "checks" in r else "")
+                 f"step {r['kept_step']}, objective {r['objective_start']:.3e} -> "
+                 f"{r['objective_end']:.3e}, {r['seconds']:.1f} s)" if "checks" in r else "")
         print(f"  {label:<36} {r['iterations']:>5}{extra}")
     return rows
 
@@ -74,16 +77,18 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=64, help="points per direction (default 64)")
     parser.add_argument("--subdomains", type=int, default=16, help="boxes (default 16)")
     parser.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
+    parser.add_argument("--lr", type=float, default=0.1,
+                        help="learning rate relative to the problem's scale (default 0.1)")
     parser.add_argument("--contrast", type=float, default=1e6,
                         help="channel coefficient over the background (default 1e6)")
     parser.add_argument("--json", metavar="PATH", default=None, help="also write the numbers")
     args = parser.parse_args()
     results = {
         "poisson2d": compare("2D Poisson", poisson_2d(args.n), args.n, args.subdomains,
-                             args.steps),
+                             args.steps, args.lr),
         "high_contrast": compare(f"high-contrast channels (contrast {args.contrast:g})",
                                  diffusion_2d(high_contrast_channels(args.n, args.contrast)),
-                                 args.n, args.subdomains, args.steps),
+                                 args.n, args.subdomains, args.steps, args.lr),
     }
     if args.json:
         with open(args.json, "w") as fh:
