@@ -184,12 +184,18 @@ class DataParallelTrainer(Trainer):
         return result
 
     # -- replicas and checkpoints ---------------------------------------------------------
-    def replica_digest(self) -> int:
-        """A checksum of this rank's parameters, optimiser moments and random stream."""
-        digest = zlib.crc32(np.ascontiguousarray(self.op.theta).view(np.uint8))
-        for key, value in sorted(self.optimizer.state_dict().items()):
-            digest = zlib.crc32(key.encode() + np.asarray(value).tobytes(), digest)
-        return zlib.crc32(repr(self.rng.bit_generator.state).encode(), digest)
+    def replica_digest(self) -> tuple[int, ...]:
+        """Checksums of this rank's parameters, optimiser and scheduler state and stream.
+
+        Every array is read once as machine words (their sum modulo ``2^64`` and
+        their exclusive or: any flipped bit changes the result), at memory speed.
+        """
+        opt = self.optimizer
+        arrays = [self.op.theta, *opt.exp_avg, *opt.exp_avg_sq]
+        small = (opt.step_count, opt.lr, self.rng.bit_generator.state,
+                 None if self.scheduler is None else self.scheduler.state_dict())
+        words = tuple(w for a in arrays for w in _word_digest(a))
+        return (*words, zlib.crc32(repr(small).encode()))
 
     def verify_replicas(self) -> None:
         """Check that every rank holds the same parameters, optimiser state and stream.
@@ -229,6 +235,13 @@ class DataParallelTrainer(Trainer):
         changed = _everywhere(self.comm, load)
         self.verify_replicas()
         return changed
+
+
+def _word_digest(array: Any) -> tuple[int, int]:
+    """Sum (modulo ``2^64``) and exclusive or of an array's bytes read as machine words."""
+    data = np.ascontiguousarray(array).reshape(-1)
+    words = data.view(np.uint64 if data.itemsize == 8 else np.uint32)
+    return (int(np.add.reduce(words, dtype=np.uint64)), int(np.bitwise_xor.reduce(words)))
 
 
 def _in_place() -> Any:
