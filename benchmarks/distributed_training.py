@@ -20,6 +20,10 @@ rank)::
 
 ``OMP_NUM_THREADS`` (default 1 when unset) is passed to every process and
 printed; the trainer also limits the BLAS to ``blas_threads=1`` per process.
+Before and after the runs, two single-thread GEMM loops run alone and then at
+the same time: the cores' worth they get together (2.00 on two free cores) is
+printed with the load average, since on a machine shared with other work it
+bounds any two-rank speed-up measured in the same minutes.
 """
 
 from __future__ import annotations
@@ -125,6 +129,36 @@ def worker(problem: str, n: int, batch: int, steps: int, warmup: int, serial: bo
     return out
 
 
+_PROBE = """
+import time, numpy as np
+from threadpoolctl import threadpool_limits
+a, b = np.random.rand(2048, 2048), np.random.rand(2048, 256)
+with threadpool_limits(1):
+    a @ b
+    t = time.perf_counter()
+    for _ in range(20):
+        a @ b
+    print((time.perf_counter() - t) / 20)
+"""
+
+
+def parallel_capacity(env: dict[str, str]) -> float:
+    """Cores' worth of GEMM throughput two processes get at once (2.0 on two free cores).
+
+    One single-thread GEMM loop alone, then two at the same time:
+    ``2 t_alone / t_together``.  On a machine shared with other work this is
+    the ceiling of any two-rank speed-up measured in the same minutes.
+    """
+    def run(count: int) -> list[float]:
+        procs = [subprocess.Popen([sys.executable, "-c", _PROBE], stdout=subprocess.PIPE,
+                                  text=True, env=env) for _ in range(count)]
+        return [float(p.communicate()[0]) for p in procs]
+
+    alone = run(1)[0]
+    together = max(run(2))
+    return 2 * alone / together
+
+
 def _launch(ranks: int, args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     script = str(Path(__file__).resolve())
     flags = ["--worker", "--problem", args.problem, "--n", str(args.n), "--batch",
@@ -187,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.warmup}, {args.rounds} rounds, OMP_NUM_THREADS={env['OMP_NUM_THREADS']}, "
           f"blas_threads=1, {os.cpu_count()} cores")
     load_before = os.getloadavg()[0]
+    capacity = [parallel_capacity(env)]
     runs: dict[int, list[dict[str, Any]]] = {1: [], **{P: [] for P in args.ranks}}
     for _ in range(args.rounds):
         for P in runs:
@@ -194,9 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     keys = ("step", "data", "forward_backward", "allreduce", "update")
     summary = {P: {k: statistics.median(r[k] for r in rs) for k in keys}
                for P, rs in runs.items()}
+    capacity.append(parallel_capacity(env))
     load = (load_before, os.getloadavg()[0])
-    print(f"load average (1 min) before/after: {load[0]:.1f} / {load[1]:.1f} (other processes "
-          f"share the cores: a load above the number of cores slows the parallel run most)")
+    print(f"load average (1 min) before/after: {load[0]:.1f} / {load[1]:.1f}; two concurrent "
+          f"single-thread GEMMs ran at {capacity[0]:.2f} / {capacity[1]:.2f} cores' worth "
+          f"(2.00 on two free cores: the ceiling of a two-rank speed-up now)")
     first = runs[1][0]
     print(f"{first['unknowns']} unknowns, {first['subdomains']} subdomains, n0 = "
           f"{first['coarse_dim']}, r0 = {first['coarse_rank']}, {first['params']} parameters")
@@ -212,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                                                "median": {str(k): v for k, v in
                                                           summary.items()},
                                                "omp_num_threads": env["OMP_NUM_THREADS"],
-                                               "load_average": load},
+                                               "load_average": load,
+                                               "parallel_capacity": capacity},
                                               indent=1))
     return 0
 
