@@ -102,11 +102,8 @@ class DistributedSchwarzOperator:
         local = np.repeat(np.arange(Nr), counts)
         padded = local * p + (entries - offsets[S][local])
         # ... their rows in the operator's flat local storage (params["Q"] as rows x r) ...
-        rows = getattr(op, "_entry_rows", None)
-        if rows is None:  # one padded block (N, p_max, r): row i p_max + position
-            rows = d._padded_rows()
         self._factor_rows = np.zeros(Nr * p, dtype=np.intp)
-        self._factor_rows[padded] = np.asarray(rows)[entries]
+        self._factor_rows[padded] = np.asarray(op.entry_rows)[entries]
         # ... their extended positions (padding reads row 0, cancelled by its zero weight) ...
         self._gather = np.zeros(Nr * p, dtype=np.intp)
         self._gather[padded] = layout.ext_positions(np.asarray(d.indices)[entries])
