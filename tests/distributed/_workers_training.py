@@ -56,6 +56,23 @@ class ColumnSampler(WholeBatchSampler):
         return self.inner.synthesize(self.inner.sample_coefficients(batch_size, rng)[:, start:stop])
 
 
+class CountingComm:
+    """A communicator that counts its collective calls by name (the rest is forwarded)."""
+
+    def __init__(self, comm) -> None:
+        self.comm, self.calls = comm, {}
+
+    def __getattr__(self, name):
+        attribute = getattr(self.comm, name)
+        if name[0].isupper() and name not in ("Get_rank", "Get_size") or name in (
+                "allgather", "bcast", "allreduce"):
+            def counted(*args, **kwargs):
+                self.calls[name] = self.calls.get(name, 0) + 1
+                return attribute(*args, **kwargs)
+            return counted
+        return attribute
+
+
 def cases() -> dict[str, dict]:
     """The trainings compared with serial training (same settings in the test)."""
     return {
@@ -117,6 +134,13 @@ def main(outdir: Path) -> None:
                 assert sampler.column_calls == STEPS, sampler.column_calls
             if sub.Get_rank() == 0:
                 record(outdir / f"{name}_P{sub.Get_size()}.npz", trainer, result)
+    # the messages of a run: one Allreduce per step and per validation, nothing else but the
+    # final check of the replicas
+    op, sampler, config, validation = build(cases()["schwarz_wmse"])
+    counting = CountingComm(comm)
+    DataParallelTrainer(op, sampler, config, validation=validation, comm=counting).run()
+    if rank == 0:
+        (outdir / "calls.json").write_text(json.dumps(counting.calls))
     # a checkpoint written by two ranks at step 8, resumed by every rank to step 12
     case = cases()["schwarz_wmse"]
     ckpt = outdir / "resume_checkpoint.npz"

@@ -87,6 +87,14 @@ def test_resume_on_another_number_of_ranks(worker_output, workers):
     np.testing.assert_array_equal(got["hist_lr"], result.history["lr"])
 
 
+def test_one_allreduce_per_step(worker_output, workers):
+    _, out = worker_output
+    calls = json.loads((out / "calls.json").read_text())
+    validations = workers.STEPS // 4  # val_every=4
+    # the gradient and the loss of every step, the validation losses; one check of the replicas
+    assert calls == {"Allreduce": workers.STEPS + validations, "allgather": 1}
+
+
 def test_a_drifted_replica_is_noticed_on_every_rank(worker_output):
     nprocs, out = worker_output
     assert json.loads((out / "replicas.json").read_text()) == [True] * nprocs
