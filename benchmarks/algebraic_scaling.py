@@ -45,7 +45,9 @@ subdomain size (weak scaling).  Sections (``--sections``, run in this order):
     set-up and solve seconds, the time split of the set-up, and the ratios to
     pyamg's ``smoothed_aggregation_solver`` measured in the same run (also
     round by round, to show the noise).  GDSW (boxes) also in its hybrid form
-    (``variant="hybrid"``).
+    (``variant="hybrid"``), and both forms with float32 local factors
+    (``factor_dtype="float32"``: the methods ``"gdsw boxes float32"`` and
+    ``"gdsw boxes hybrid float32"``).
 ``setup``
     Set-up time (decomposition + preconditioner) of GDSW against ``nnz(A)``
     for ``n = 10^4 ... 10^6`` at fixed subdomain size, and the fitted exponent
@@ -205,14 +207,15 @@ def metis_decomposition(A, N: int, overlap: int, block_size: int = 1):
     return d, {"partition_s": t_part, "overlap_s": t_over}
 
 
-def schwarz(A, d, basis, null_space=None, variant="additive") -> tuple[Any, dict[str, float]]:
+def schwarz(A, d, basis, null_space=None, variant="additive",
+            factor_dtype="float64") -> tuple[Any, dict[str, float]]:
     import ddops
 
     if basis is None:
-        M = ddops.TwoLevelSchwarz(A, d, coarse_basis=None)
+        M = ddops.TwoLevelSchwarz(A, d, coarse_basis=None, factor_dtype=factor_dtype)
     else:
         M = ddops.TwoLevelSchwarz(A, d, coarse_basis=basis, null_space=null_space,
-                                  variant=variant)
+                                  variant=variant, factor_dtype=factor_dtype)
     split = {
         "coarse_basis_s": float(getattr(M, "coarse_basis_seconds", 0.0)),
         "local_factor_s": float(M.local_setup_seconds),
@@ -554,8 +557,10 @@ def _child(spec: dict[str, Any]) -> None:
             for order in ("tottime", "cumulative"):
                 pstats.Stats(prof).sort_stats(order).print_stats(20)
         else:
-            M, split = schwarz(A, d, method, variant=spec.get("variant", "additive"))
+            M, split = schwarz(A, d, method, variant=spec.get("variant", "additive"),
+                               factor_dtype=spec.get("factor_dtype", "float64"))
         out.update(split)
+        out["factor_bytes"] = int(M.factor_bytes)
         out["setup_s"] = time.perf_counter() - start
         out["local_solver"] = M.local_solver
         out["coarse_solver"] = M.coarse_solver
@@ -660,7 +665,8 @@ def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     return result
 
 
-MEMORY_METHODS = ("gdsw boxes", "gdsw metis", "rgdsw boxes", "gdsw boxes hybrid")
+MEMORY_METHODS = ("gdsw boxes", "gdsw metis", "rgdsw boxes", "gdsw boxes hybrid",
+                  "gdsw boxes float32", "gdsw boxes hybrid float32")
 
 
 def _memory_key(spec: dict[str, Any]) -> str:
@@ -670,6 +676,8 @@ def _memory_key(spec: dict[str, Any]) -> str:
     key = f"{spec['method']} {spec['decomposition']}"
     if spec.get("variant", "additive") != "additive":
         key += f" {spec['variant']}"
+    if spec.get("factor_dtype", "float64") != "float64":  # mixed-precision local solves
+        key += f" {spec['factor_dtype']}"
     return key
 
 
@@ -681,7 +689,11 @@ def section_memory(args) -> dict[str, Any]:
               {"method": "gdsw", "n": n, "parts": P, "decomposition": "metis"},
               {"method": "rgdsw", "n": n, "parts": P, "decomposition": "boxes"},
               {"method": "gdsw", "n": n, "parts": P, "decomposition": "boxes",
-               "variant": "hybrid"}]
+               "variant": "hybrid"},
+              {"method": "gdsw", "n": n, "parts": P, "decomposition": "boxes",
+               "factor_dtype": "float32"},
+              {"method": "gdsw", "n": n, "parts": P, "decomposition": "boxes",
+               "variant": "hybrid", "factor_dtype": "float32"}]
     specs = [s for s in specs if s["method"] == "pyamg" or args.memory_methods is None
              or _memory_key(s) in args.memory_methods]
     runs: dict[str, list[dict[str, Any]]] = {}
@@ -887,7 +899,8 @@ def targets(res: dict[str, Any]) -> list[str]:
     if "memory" in res:
         best = res["memory"]["results"]
         amg = best.get("pyamg")
-        for key in ("gdsw boxes", "gdsw metis", "gdsw boxes hybrid"):
+        for key in ("gdsw boxes", "gdsw metis", "gdsw boxes hybrid", "gdsw boxes float32",
+                    "gdsw boxes hybrid float32"):
             r = best.get(key)
             if not amg or not r or "error" in r or "error" in amg:
                 continue

@@ -66,8 +66,8 @@ from ..problems.poisson1d import KINDS, poisson_1d
 from ._argtypes import int_at_least, positive_float
 
 __all__ = ["PrecondConfig", "METHODS", "PROBLEMS", "COARSE_SPACES", "COARSE_CHOICES",
-           "PARTITIONER_CHOICES", "NULL_SPACES", "MEMORY_METHOD", "box_grid", "add_arguments",
-           "run_from_args", "run_precond"]
+           "PARTITIONER_CHOICES", "NULL_SPACES", "FACTOR_DTYPES", "MEMORY_METHOD", "box_grid",
+           "add_arguments", "run_from_args", "run_precond"]
 
 #: Method keys in table order: ``key -> (Krylov method, label)`` (``--problem poisson1d``;
 #: the 2D/3D problems have the rows none, jacobi, one_level, two_level and pyamg).
@@ -118,6 +118,10 @@ GRID_ASPECT = 2
 #: Null spaces of ``--null-space`` (elasticity): the three rigid body modes, the two
 #: translations, or the constant vector.
 NULL_SPACES = ("rbm", "translations", "constants")
+
+#: ``--factor-dtype``: precision of the Schwarz rows' local factorisations
+#: (``TwoLevelSchwarz(factor_dtype=...)``; the coarse solve and CG stay in float64).
+FACTOR_DTYPES = ("float64", "float32")
 
 #: Default contrast of ``--problem diffusion2d``.
 DEFAULT_CONTRAST = 1e6
@@ -222,6 +226,10 @@ class PrecondConfig:
         (default ``"rbm"``); elasticity only.
     contrast : float, optional
         Channel contrast of ``diffusion2d`` (default :data:`DEFAULT_CONTRAST`).
+    factor_dtype : {"float64", "float32"}
+        Precision of the local factorisations of the one- and two-level Schwarz rows
+        (``TwoLevelSchwarz(factor_dtype=...)``); the coarse solve and the Krylov
+        method stay in float64.
     memory : bool
         Measure the peak memory of every row of the 2D/3D problems (tracemalloc
         hooks slow allocation-heavy set-ups slightly; see :data:`MEMORY_METHOD`).
@@ -272,6 +280,7 @@ class PrecondConfig:
     partitioner: str | None = None
     null_space: str | None = None
     contrast: float | None = None
+    factor_dtype: str = "float64"
     memory: bool = True
     local_rank: int = 4
     coarse_rank: int | None = None
@@ -295,6 +304,7 @@ class PrecondConfig:
         """A checked copy with the defaults resolved; ValueError/TypeError name the field."""
         c = replace(self)
         check_choice("problem", c.problem, PROBLEMS)
+        check_choice("factor_dtype", c.factor_dtype, FACTOR_DTYPES)
         if c.problem == "poisson1d":
             _resolve_1d(c)
         else:
@@ -465,6 +475,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "aggregation: rigid body modes, translations or constants "
                          "(default rbm)")
     s = parser.add_argument_group("solvers")
+    s.add_argument("--factor-dtype", choices=FACTOR_DTYPES, default=d.factor_dtype,
+                   help="precision of the Schwarz rows' local factorisations: float32 "
+                        "factors are applied to the float64 residual (the coarse solve and "
+                        "CG stay in float64); default %(default)s")
     s.add_argument("--rtol", type=positive_float, default=d.rtol,
                    help="relative residual tolerance of every solve, below 1; "
                         "default %(default)g")
@@ -531,7 +545,8 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
     c = PrecondConfig(
         problem=args.problem, n=args.n, subdomains=args.subdomains, overlap=args.overlap,
         coarse=args.coarse, partitioner=args.partitioner, null_space=args.null_space,
-        contrast=args.contrast, memory=args.memory is not False, rtol=args.rtol,
+        contrast=args.contrast, factor_dtype=args.factor_dtype,
+        memory=args.memory is not False, rtol=args.rtol,
         maxiter=args.maxiter, seed=args.seed, blas_threads=args.blas_threads or None,
         save_prefix=args.save_prefix, plots=args.plots, progress=args.progress, **learned)
     return run_precond(c)
@@ -687,14 +702,16 @@ def _run(c: PrecondConfig, log: Callable[[str], Any]) -> dict[str, Any]:
         return lambda: (factory(), 0.0, {})
 
     def schwarz(coarse: str, variant: str) -> Callable[[], Any]:
-        return lambda: TwoLevelSchwarz(A, d, coarse_basis=coarse, variant=variant)
+        return lambda: TwoLevelSchwarz(A, d, coarse_basis=coarse, variant=variant,
+                                       factor_dtype=c.factor_dtype)
 
     # (key, Krylov, label, builder) in table order; the two-level rows take --coarse
     builders: list[tuple[str, str, str, Callable[[], tuple[Any, float, dict[str, Any]]]]] = [
         ("none", *METHODS["none"], classical(lambda: None)),
         ("jacobi", *METHODS["jacobi"], classical(lambda: jacobi(A))),
         ("one_level", *METHODS["one_level"],
-         classical(lambda: TwoLevelSchwarz(A, d, coarse=False))),
+         classical(lambda: TwoLevelSchwarz(A, d, coarse=False,
+                                           factor_dtype=c.factor_dtype))),
     ]
     two_level = _two_level_rows(c, "two_level", METHODS["two_level"][1])
     builders += [(key, "cg", label, classical(schwarz(coarse, "additive")))
@@ -744,7 +761,8 @@ def _run(c: PrecondConfig, log: Callable[[str], Any]) -> dict[str, Any]:
             f"{setup:.3f} s, training {train_seconds:.1f} s, solve {row['solve_seconds']:.3f} s")
 
     title = (f"n = {c.n} ({c.kind}, {n} unknowns), N = {c.subdomains}, overlap {c.overlap}, "
-             f"rtol {c.rtol:g}, cap {cap} iterations")
+             f"rtol {c.rtol:g}, cap {cap} iterations"
+             + ("; float32 local factors" if c.factor_dtype == "float32" else ""))
     payload = {
         "config": asdict(c), "unknowns": n, "iteration_cap": cap,
         "pyamg": getattr(pyamg, "__version__", "installed") if pyamg is not None else None,
@@ -897,7 +915,7 @@ def _superlu_bytes(M: Any) -> int:
     """Estimated bytes of the SuperLU factors of a TwoLevelSchwarz (invisible to tracemalloc)."""
     if not isinstance(M, TwoLevelSchwarz):
         return 0
-    return SUPERLU_BYTES_PER_NONZERO * M.factor_nnz
+    return M.factor_bytes  # SUPERLU_BYTES_PER_NONZERO per float64 nonzero, 8 per float32 one
 
 
 _SPLIT = ("partition", "overlap", "local_factorisation", "coarse_space", "coarse_factorisation",
@@ -920,9 +938,10 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
         def build() -> tuple[Any, dict[str, float], dict[str, Any]]:
             d, t_part, t_overlap = _decompose(c, prob)
             if coarse is None:
-                M = TwoLevelSchwarz(A, d, coarse=False)
+                M = TwoLevelSchwarz(A, d, coarse=False, factor_dtype=c.factor_dtype)
             else:
-                M = TwoLevelSchwarz(A, d, coarse_basis=coarse, null_space=Z)
+                M = TwoLevelSchwarz(A, d, coarse_basis=coarse, null_space=Z,
+                                    factor_dtype=c.factor_dtype)
             split = {"partition": t_part, "overlap": t_overlap,
                      "local_factorisation": M.local_setup_seconds,
                      "coarse_space": M.coarse_basis_seconds,
@@ -931,6 +950,7 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                                  - split["coarse_space"] - split["coarse_factorisation"])
             info = {"coarse_basis": M.coarse_basis_name, "coarse_dim": M.coarse_dim,
                     "local_solver": M.local_solver, "coarse_solver": M.coarse_solver,
+                    "factor_dtype": str(M.factor_dtype),
                     "subdomain_sizes": {"min": int(d.sizes.min()), "mean": float(d.sizes.mean()),
                                         "max": int(d.sizes.max())}}
             return M, split, info
@@ -999,7 +1019,8 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
     boxes = decomposition["boxes"]
     parts = (f"{' x '.join(map(str, boxes))} boxes" if boxes else c.partitioner)
     title = (f"{prob.description}: {n} unknowns, {A.nnz} nonzeros; N = {c.subdomains} "
-             f"({parts}), overlap {c.overlap}; CG to rtol {c.rtol:g}, cap {cap} iterations")
+             f"({parts}), overlap {c.overlap}; CG to rtol {c.rtol:g}, cap {cap} iterations"
+             + ("; float32 local factors" if c.factor_dtype == "float32" else ""))
     payload = {
         "config": asdict(c), "problem": prob.description, "unknowns": n, "nonzeros": int(A.nnz),
         "iteration_cap": cap, "decomposition": decomposition,

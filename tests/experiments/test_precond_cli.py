@@ -71,6 +71,7 @@ def test_precond_no_train_no_plots(tmp_path):
     (["--n", "64", "--subdomains", "100"], "n must be"),
     (["--n", "64", "--subdomains", "32", "--overlap", "5"], "overlap"),
     (["--rtol", "2"], "rtol"),
+    (["--factor-dtype", "float16"], "--factor-dtype"),
 ])
 def test_precond_bad_flags_one_line(argv, needle, tmp_path, capsys):
     rc = main(["precond", *argv, "--save-prefix", str(tmp_path / "x"), "--no-train",
@@ -82,7 +83,29 @@ def test_precond_bad_flags_one_line(argv, needle, tmp_path, capsys):
     assert not list(tmp_path.iterdir())
 
 
+def test_precond_factor_dtype_float32(tmp_path):
+    """float32 local factors: at most two iterations more than float64, smaller factors."""
+    payloads = {}
+    for dt in ("float64", "float32"):
+        prefix = str(tmp_path / dt)
+        assert main(["precond", "--problem", "poisson2d", "--n", "64", "--subdomains", "4",
+                     "--factor-dtype", dt, "--save-prefix", prefix, "--no-plots",
+                     "--no-progress"]) == 0
+        payloads[dt] = json.loads((tmp_path / f"{dt}_results.json").read_text())
+    rows = {dt: {r["method"]: r for r in p["rows"]} for dt, p in payloads.items()}
+    assert payloads["float32"]["config"]["factor_dtype"] == "float32"
+    for key in ("one_level", "two_level"):
+        r64, r32 = rows["float64"][key], rows["float32"][key]
+        assert r32["converged"] and abs(r32["iterations"] - r64["iterations"]) <= 2
+        assert r32["factor_dtype"] == "float32" and r64["factor_dtype"] == "float64"
+        if r64["local_solver"] == "sparse":
+            assert r32["superlu_factor_bytes"] < r64["superlu_factor_bytes"]
+    assert "float32 local factors" in (tmp_path / "float32_table.md").read_text()
+
+
 def test_config_validation_names_the_field():
+    with pytest.raises(ValueError, match="factor_dtype"):
+        PrecondConfig(factor_dtype="half").validated()
     with pytest.raises(ValueError, match="learned_base"):
         PrecondConfig(learned_base="none").validated()
     with pytest.raises(TypeError, match="train_steps"):
