@@ -25,6 +25,10 @@ Sections (``--sections``, run in this order):
 ``other``
     3D Poisson (16^3, 8 boxes) and high-contrast diffusion (64 x 64,
     contrast 1e6, 16 boxes) with the same comparison.
+``steptime`` (not in the default run)
+    Milliseconds per training step at the largest scaling size (256 x 256,
+    64 boxes) with 256 and with 64 right-hand-side functions (5 steps after
+    2 warm ones), and the projected time of 2000 steps.
 ``structure``
     What the Schwarz structure can reach at all, from dense matrices (small
     sizes): outside the union of the subdomain blocks only the coarse term
@@ -58,7 +62,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-SECTIONS = ("speed", "accuracy", "scaling", "memory", "other", "structure")
+SECTIONS = ("speed", "accuracy", "scaling", "memory", "other", "structure", "steptime")
 
 
 def _config(problem: str = "poisson2d", preset: str = "improved", **changes: Any):
@@ -275,9 +279,28 @@ def structure() -> dict[str, Any]:
     return out
 
 
+def steptime(n: int, preset: str, modes: tuple[int, ...] = (8, 4)) -> dict[str, Any]:
+    out = {}
+    for m in modes:
+        c = _config("poisson2d", preset, n=n, subdomains=(n // 32) ** 2, rhs_modes=m,
+                    val_size=16)
+        t0 = time.perf_counter()
+        t, _ = _trainer(c, 1)
+        setup = time.perf_counter() - t0
+        t.run(2)
+        before = t.seconds["total"]
+        t.run(7)
+        ms = 1e3 * (t.seconds["total"] - before) / 5
+        out[m] = {"ms_per_step": ms, "projected_2000_steps_s": 2 * ms, "setup_s": setup,
+                  "functions": (2 * m) ** 2}
+        print(f"steptime n={n}, rhs modes {m} ({(2 * m) ** 2} functions): {ms:.0f} ms per step, "
+              f"2000 steps ~ {2 * ms:.0f} s; set-up {setup:.1f} s", flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS[:-1]))
     p.add_argument("--rounds", type=int, default=5, help="interleaved blocks (default 5)")
     p.add_argument("--steps", type=int, default=20, help="steps per block (default 20)")
     p.add_argument("--train-steps", type=int, default=2000,
@@ -335,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
             "diffusion2d": accuracy(args.presets[:1], args.train_steps, args.prefix + "_hc",
                                     "diffusion2d", n=64, subdomains=16, contrast=1e6),
         }
+        save()
+    if "steptime" in args.sections:
+        result["steptime"] = steptime(max(args.scaling_ns), args.presets[0])
         save()
     if "structure" in args.sections:
         result["structure"] = structure()
