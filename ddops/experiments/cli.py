@@ -18,6 +18,7 @@ stderr without a traceback; 3 a result could not be written during the run
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from dataclasses import fields, replace
@@ -361,12 +362,39 @@ def _diverged_line(diverged: list[tuple[str, dict[str, Any]]], where: str) -> st
     return (f"training of {name}{where} diverged{more}: {message[0] if message else 'stopped'}")
 
 
+def _mpi_ranks() -> int:
+    """Ranks announced by an MPI launcher (read before mpi4py is imported; 1 outside one)."""
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
+
+
+def _distributed(name: str) -> Any:
+    """``ddops.distributed.<name>``, or one line naming the ``mpi`` extra when mpi4py is missing."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"ddops.distributed.{name}")
+    except ImportError as exc:
+        raise ValueError(str(exc).splitlines()[0]) from None
+
+
 def _run(args: argparse.Namespace) -> int:
     from . import compare as experiments
 
+    ranks = _mpi_ranks()
+    if ranks > 1 and args.command in ("sweep", "scaling"):
+        # every rank would run the whole sweep and write the same files
+        raise ValueError(f"ddops {args.command} runs in one process; under mpiexec "
+                         f"({ranks} ranks) use 'ddops compare' or 'ddops precond'")
     if args.command == "compare":
         c = _config_from_args(args, "results/compare")
-        metrics = experiments.run_compare(c)
+        if ranks > 1:  # mpiexec -n P ddops compare: data-parallel training, rank 0 writes
+            metrics = _distributed("training").run_compare(c)
+        else:
+            metrics = experiments.run_compare(c)
         print(f"wrote {c.save_prefix}_metrics.json")
         diverged = [(k, e) for k, e in metrics.items() if e.get("status") == "diverged"]
         if diverged:
@@ -391,6 +419,8 @@ def _run(args: argparse.Namespace) -> int:
             if not args.keep_going:
                 raise _Diverged(f"{line}; stopped there (--keep-going continues), see {table}")
             print(f"{len(diverged)} diverged run(s), marked in {table}: {line}")
+    elif ranks > 1:  # mpiexec -n P ddops precond: the distributed preconditioners
+        _distributed("cli").run_precond(args)
     else:
         from .precond import run_from_args
 

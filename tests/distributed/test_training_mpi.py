@@ -184,12 +184,6 @@ def test_ddops_compare_command_line_on_two_ranks(tmp_path):
 
 
 def test_mpiexec_ddops_compare_takes_the_data_parallel_path(tmp_path):
-    import inspect
-
-    from ddops.experiments import cli
-
-    if "distributed.training" not in inspect.getsource(cli):
-        pytest.skip("the ddops command line does not dispatch compare to ddops.distributed yet")
     prefix = tmp_path / "c"
     result = launch("-mddops", 2, "compare", "--n", "64", "--subdomains", "4", "--steps", "2",
                     "--global-rank", "0", "--batch-size", "8", "--no-plots", "--save-prefix",

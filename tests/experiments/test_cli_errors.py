@@ -580,3 +580,12 @@ def test_figures_mark_diverged_and_unconverged_runs(tmp_path, monkeypatch,
     expected = {r["label"]: r["converged"] for r in rows}
     assert not all(expected.values())
     assert seen["residuals"][0] == expected
+
+
+@pytest.mark.parametrize("command", ["sweep", "scaling"])
+def test_sweep_and_scaling_refuse_mpi_ranks(command, monkeypatch, capsys):
+    # under mpiexec every rank would run the whole sweep and write the same files
+    monkeypatch.setenv("PMI_SIZE", "2")
+    assert main([command, "--steps", "1", "--no-plots"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "runs in one process" in err[0] and "2 ranks" in err[0]
