@@ -4,7 +4,10 @@
 launcher started it with more than one rank.  It builds the same problem and
 decomposition as the serial ``ddops precond`` (through
 :mod:`ddops.experiments.precond`, identically on every rank), places the
-subdomains on the ranks (:class:`~ddops.distributed.DistributedLayout`) and
+subdomains on the ranks (:class:`~ddops.distributed.DistributedLayout`); each
+rank then keeps only its own rows of ``A`` (the global matrix is deleted before
+any preconditioner is built: the subdomain matrices and the GDSW/RGDSW basis
+come from the owned rows and the ghost rows exchanged once at set-up) and
 solves with the distributed one-level and two-level Schwarz preconditioners:
 CG with the additive variant for every coarse space asked for, and GMRES with
 the restricted variant (RAS) and the first coarse space.  Rank 0 prints the
@@ -76,13 +79,14 @@ def _coarse_spaces(c: Any) -> tuple[str, ...]:
     return (("interface_hats",) if c.problem == "poisson1d" else ()) + COARSE_SPACES
 
 
-def _row(layout: DistributedLayout, A: Any, b: np.ndarray, Ad: DistributedMatrix, c: Any,
+def _row(layout: DistributedLayout, b: np.ndarray, Ad: DistributedMatrix, c: Any,
          method: str, variant: str, coarse: str | None, null_space: Any,
          cap: int) -> dict[str, Any]:
     comm = layout.comm
     comm.Barrier()
     start = time.perf_counter()
-    M = DistributedTwoLevelSchwarz(layout, A, coarse, variant=variant,
+    # A=None: the layout's rows (this rank's own rows of A, the global matrix is gone)
+    M = DistributedTwoLevelSchwarz(layout, None, coarse, variant=variant,
                                    null_space=null_space if coarse in (
                                        "nicolaides", "gdsw", "rgdsw") else None)
     setup = comm.allreduce(time.perf_counter() - start, op=_max())
@@ -111,7 +115,8 @@ def _row(layout: DistributedLayout, A: Any, b: np.ndarray, Ad: DistributedMatrix
                 "bytes": int(comm.allreduce(per_apply["bytes"])),
                 "reductions": per_apply["reductions"],
                 "reduction_bytes": per_apply["reduction_bytes"]},
-            "solve_communication": {k: int(comm.allreduce(v)) for k, v in layout.stats.items()}}
+            "solve_communication": {k: int(comm.allreduce(layout.stats[k]))
+                                    for k in layout.APPLICATION_STATS}}
 
 
 def _max():
@@ -182,7 +187,11 @@ def run_precond(args: argparse.Namespace, comm: Any = None) -> dict[str, Any]:
             if rank == 0:
                 os.makedirs(os.path.dirname(c.save_prefix) or ".", exist_ok=True)
             A, d, Z = _problem(c)
-            layout = DistributedLayout(d, comm, A=A)
+            # every rank keeps only its own rows of A: the preconditioner is built from them
+            # and the ghost rows its subdomains need (exchanged once at set-up)
+            rows = A[DistributedLayout(d, comm).owned].tocsr()
+            del A
+            layout = DistributedLayout(d, comm, A=rows)
             Ad = DistributedMatrix(layout)
             n = d.num_dofs
             cap = 2 * n if c.maxiter is None else c.maxiter
@@ -196,7 +205,7 @@ def run_precond(args: argparse.Namespace, comm: Any = None) -> dict[str, Any]:
             if rank == 0:
                 print(title, flush=True)
             for method, variant, coarse in runs:
-                row = _row(layout, A, b, Ad, c, method, variant, coarse, Z, cap)
+                row = _row(layout, b, Ad, c, method, variant, coarse, Z, cap)
                 rows.append(row)
                 if rank == 0:
                     print(f"  {method.upper()} {variant} {row['coarse']}: {row['iterations']} "

@@ -61,7 +61,8 @@ num_owned, num_ghosts, num_ext, owned_counts, region, region_in_ext,
 send_ranks, recv_ranks, send_counts, recv_counts, send_displs, recv_displs, send_index,
 stats``;
 methods ``update_ghosts(x, out=None)``, ``reduce_ghosts(y_ext, out=None)``,
-``ext_positions(global_indices)``, ``local_rows(A)``, ``local_decomposition()``,
+``ext_positions(global_indices)``, ``local_rows(A)``, ``ghost_rows(A, which)``,
+``ext_rows(A, which)``, ``allgather_rows(A, select)``, ``local_decomposition()``,
 ``scatter(x_global)``, ``gather(x_local, root=None)``, ``allreduce(values)``,
 ``dot(x, y)``, ``norm(x)``, ``reset_stats()``, ``plan_summary()``.
 """
@@ -262,11 +263,17 @@ class DistributedLayout:
 
     # -- bookkeeping ------------------------------------------------------------------------
     def reset_stats(self) -> None:
-        """Zero the communication counters of :attr:`stats`."""
+        """Zero the communication counters of :attr:`stats` (per application and set-up)."""
         #: counters of this rank: halo exchanges (forward and reverse), point-to-point
-        #: messages sent, bytes sent, global reductions and the bytes each rank contributes
+        #: messages sent, bytes sent, global reductions and the bytes each rank contributes;
+        #: the ``setup_*`` keys count the one-time matrix-row exchanges and gathers of the
+        #: set-up (:meth:`ghost_rows`, :meth:`allgather_rows`), never an application
         self.stats = {"exchanges": 0, "messages": 0, "bytes": 0, "reductions": 0,
-                      "reduction_bytes": 0}
+                      "reduction_bytes": 0, "setup_exchanges": 0, "setup_messages": 0,
+                      "setup_bytes": 0}
+
+    #: keys of :attr:`stats` that count the applications (not the set-up)
+    APPLICATION_STATS = ("exchanges", "messages", "bytes", "reductions", "reduction_bytes")
 
     def plan_summary(self) -> dict[str, int]:
         """Sizes of this rank's part: owned, ghosts, subdomains, neighbours, entries sent."""
@@ -384,6 +391,150 @@ class DistributedLayout:
         out.reshape(self.num_owned, width)[...] = result
         return out
 
+    # -- rows of A (set-up) -----------------------------------------------------------------
+    def _owned_rows(self, A: Any) -> sp.csr_matrix:
+        """This rank's rows of ``A`` in global numbering (``num_owned x n``)."""
+        if A is None:
+            if self._rows is None:
+                raise ValueError("A is required: the layout was built without a matrix")
+            return self._rows
+        A = _csr(A)
+        n = self.num_dofs
+        if A.shape == (n, n):
+            return A[self.owned]
+        if A.shape == (self.num_owned, n):
+            return A
+        raise ValueError(f"A must have shape ({n}, {n}) or ({self.num_owned}, {n}), got "
+                         f"{A.shape}")
+
+    def _setup_alltoallv(self, send: np.ndarray, scounts: np.ndarray, recv: np.ndarray,
+                         rcounts: np.ndarray, mpi_type: Any) -> None:
+        """One set-up ``Alltoallv`` of 1-D arrays (counted in the ``setup_*`` keys)."""
+        sdispls = np.concatenate([[0], np.cumsum(scounts)[:-1]]).astype(np.int64)
+        rdispls = np.concatenate([[0], np.cumsum(rcounts)[:-1]]).astype(np.int64)
+        self.comm.Alltoallv([np.ascontiguousarray(send), (scounts, sdispls), mpi_type],
+                            [recv, (rcounts, rdispls), mpi_type])
+        self.stats["setup_exchanges"] += 1
+        self.stats["setup_messages"] += int(np.count_nonzero(scounts))
+        self.stats["setup_bytes"] += int(send.nbytes)
+
+    def ghost_rows(self, A: Any = None, which: Any = None) -> sp.csr_matrix:
+        """The rows of ``A`` of this rank's ghosts, from their owners (a one-time exchange).
+
+        Each rank sends, along the halo plan's pairs of ranks, the rows it owns
+        that a neighbour asked for, as CSR pieces: first the flags of the
+        requested ghosts travel to their owners, then the row lengths, then
+        the column indices (global numbering, ``int64``) and the values
+        (``float64``); four ``Alltoallv`` on the parent communicator in all,
+        made once at set-up and counted in the ``setup_*`` keys of
+        :attr:`stats`.  Only pairs of the plan carry data.
+
+        Parameters
+        ----------
+        A : sparse matrix, optional
+            This rank's owned rows (``num_owned x n``) or the global matrix;
+            default the matrix given to the constructor.
+        which : array of bool, shape (num_ghosts,), optional
+            The ghosts whose rows are wanted (default: all).
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix
+            ``num_ghosts x n`` in the ghost order of :attr:`ghosts`, global
+            column indices; the rows not asked for are empty.
+        """
+        MPI = mpi()
+        rows = self._owned_rows(A)
+        n, G = self.num_dofs, self.num_ghosts
+        want = np.ones(G, dtype=bool) if which is None else np.asarray(which, dtype=bool)
+        if want.shape != (G,):
+            raise ValueError(f"which must have shape ({G},), got {want.shape}")
+        # 1. the flags of the plan's ghosts travel back to their owners
+        asked = np.empty(int(self.send_counts.sum()), dtype=np.int8)
+        self._setup_alltoallv(want.astype(np.int8), self.recv_counts, asked, self.send_counts,
+                              MPI.INT8_T)
+        asked = asked.astype(bool)
+        sources = np.repeat(np.arange(self.size), self.send_counts)
+        send_rows = self.send_index[asked]  # owned positions, grouped by destination
+        lengths = np.diff(rows.indptr)[send_rows].astype(np.int64)
+        n_rows = np.bincount(sources[asked], minlength=self.size).astype(np.int64)
+        r_rows = np.bincount(self.dof_ranks[self.ghosts[want]],
+                             minlength=self.size).astype(np.int64)
+        # 2. the lengths of the rows
+        r_lengths = np.empty(int(r_rows.sum()), dtype=np.int64)
+        self._setup_alltoallv(lengths, n_rows, r_lengths, r_rows, MPI.INT64_T)
+        # 3. the column indices and values, concatenated row after row
+        starts = np.repeat(rows.indptr[send_rows].astype(np.int64), lengths)
+        first = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        take = starts + np.arange(int(lengths.sum()), dtype=np.int64) - first
+        s_nnz = np.bincount(sources[asked], weights=lengths, minlength=self.size).astype(np.int64)
+        ghost_src = self.dof_ranks[self.ghosts[want]]
+        r_nnz = np.bincount(ghost_src, weights=r_lengths, minlength=self.size).astype(np.int64)
+        cols = np.empty(int(r_nnz.sum()), dtype=np.int64)
+        vals = np.empty(int(r_nnz.sum()), dtype=np.float64)
+        self._setup_alltoallv(rows.indices[take].astype(np.int64), s_nnz, cols, r_nnz,
+                              MPI.INT64_T)
+        self._setup_alltoallv(rows.data[take].astype(np.float64), s_nnz, vals, r_nnz,
+                              MPI.DOUBLE)
+        # the ghosts are grouped by owner, increasing inside each: the received order
+        counts = np.zeros(G, dtype=np.int64)
+        counts[want] = r_lengths
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        out = sp.csr_matrix((vals, cols, indptr), shape=(G, n))
+        out.sort_indices()
+        return out
+
+    def ext_rows(self, A: Any = None, which: Any = None) -> sp.csr_matrix:
+        """Owned rows stacked on the ghost rows (:meth:`ghost_rows`): ``num_ext x n``."""
+        return sp.vstack([self._owned_rows(A), self.ghost_rows(A, which)], format="csr")
+
+    def allgather_rows(self, A: Any = None, select: Any = None) -> sp.csr_matrix:
+        """Selected owned rows of every rank, on every rank: an ``n x n`` matrix (set-up).
+
+        Parameters
+        ----------
+        A : sparse matrix, optional
+            Owned rows or the global matrix; default the constructor's.
+        select : array of bool, shape (num_owned,), optional
+            Which of this rank's rows to contribute (default: all, which
+            gathers the whole matrix on every rank).
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix
+            ``n x n`` with the selected rows of all ranks; the other rows empty.
+            Three ``Allgatherv`` (rows and lengths, columns, values), counted
+            in the ``setup_*`` keys of :attr:`stats`.
+        """
+        MPI = mpi()
+        rows = self._owned_rows(A)
+        sel = np.ones(self.num_owned, dtype=bool) if select is None else np.asarray(select, bool)
+        mine = rows[np.flatnonzero(sel)]
+        ids = self.owned[sel]
+        lengths = np.diff(mine.indptr).astype(np.int64)
+        header = np.ascontiguousarray(np.stack([ids, lengths], axis=1).ravel())
+        counts = np.array(self.comm.allgather(int(header.size)), dtype=np.int64)
+        all_header = np.empty(int(counts.sum()), dtype=np.int64)
+        self.comm.Allgatherv([header, MPI.INT64_T],
+                             [all_header, (counts, np.concatenate([[0], np.cumsum(counts)[:-1]])),
+                              MPI.INT64_T])
+        nnz = np.array(self.comm.allgather(int(mine.nnz)), dtype=np.int64)
+        ndispls = np.concatenate([[0], np.cumsum(nnz)[:-1]])
+        cols = np.empty(int(nnz.sum()), dtype=np.int64)
+        vals = np.empty(int(nnz.sum()), dtype=np.float64)
+        self.comm.Allgatherv([np.ascontiguousarray(mine.indices, dtype=np.int64), MPI.INT64_T],
+                             [cols, (nnz, ndispls), MPI.INT64_T])
+        self.comm.Allgatherv([np.ascontiguousarray(mine.data, dtype=np.float64), MPI.DOUBLE],
+                             [vals, (nnz, ndispls), MPI.DOUBLE])
+        self.stats["setup_exchanges"] += 3
+        self.stats["setup_messages"] += 3 * (self.size - 1)
+        self.stats["setup_bytes"] += int(header.nbytes + 16 * mine.nnz)
+        ids_all, len_all = all_header[0::2], all_header[1::2]
+        row_of_entry = np.repeat(ids_all, len_all)
+        out = sp.csr_matrix((vals, (row_of_entry, cols)), shape=(self.num_dofs, self.num_dofs))
+        out.sum_duplicates()
+        return out
+
     # -- reductions -------------------------------------------------------------------------
     def allreduce(self, values: Any) -> np.ndarray:
         """Sum of ``values`` over all ranks (one ``Allreduce``; counted in :attr:`stats`)."""
@@ -475,7 +626,9 @@ class DistributedLayout:
         except ValueError as exc:
             raise ValueError(f"A: a column of this rank's rows is not in the layout ({exc}); "
                              "build the layout with A=") from None
-        local = sp.csr_matrix((rows.data, cols, rows.indptr), shape=(self.num_owned, self.num_ext))
+        # copies: sorting the extended columns in place must not reorder the caller's rows
+        local = sp.csr_matrix((rows.data.copy(), cols, rows.indptr.copy()),
+                              shape=(self.num_owned, self.num_ext))
         local.sort_indices()
         return local
 

@@ -54,7 +54,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from .._validation import check_choice
+from .._validation import check_choice, check_finite
 from ..dd.coarse import ALL_COARSE_BASES, MATRIX_COARSE_BASES, validate_coarse_matrix
 from ..dd.coarse import coarse_basis as build_coarse_basis
 from ..precond.schwarz import (
@@ -135,16 +135,86 @@ def _rank_local_gdsw(layout: DistributedLayout, A: sp.csr_matrix,
     return Phi, (known, on_interface)
 
 
+def _interface_rows(layout: DistributedLayout, rows: sp.csr_matrix) -> sp.csr_matrix:
+    """The pattern of ``A`` on the interface rows, replicated: ``n x n``, symmetric, ones.
+
+    Every rank contributes its owned rows that may lie on the interface (a
+    column owned by another part, or a shared node), whole nodes at a time,
+    through one :meth:`DistributedLayout.allgather_rows`; the pattern plus
+    its transpose then gives :func:`ddops.dd.gdsw.interface_components` the
+    same interface, part-sets and components as the global matrix (the rows
+    left out couple only to their own part, so their part-set is their own
+    part either way).
+    """
+    d = layout.decomposition
+    n, b = d.num_dofs, d.block_size
+    rows = rows.copy()
+    rows.eliminate_zeros()  # as the serial classification (explicit zeros are no coupling)
+    owner_own = d.owner[layout.owned]
+    row_of = np.repeat(np.arange(layout.num_owned), np.diff(rows.indptr))
+    cross = np.bincount(row_of[d.owner[rows.indices] != owner_own[row_of]],
+                        minlength=layout.num_owned) > 0
+    if d.shared_nodes is not None:
+        shared = np.zeros(n, dtype=bool)
+        shared[np.asarray(d.shared_nodes, dtype=np.int64)] = True
+        cross |= shared[layout.owned]
+    if b > 1:  # whole nodes (a node's unknowns share the owner, hence the rank)
+        node = layout.owned // b
+        cross = np.bincount(node[cross], minlength=n // b)[node] > 0
+    S = layout.allgather_rows(rows, select=cross)
+    S.data[:] = 1.0
+    S = (S + S.T).tocsr()
+    S.data[:] = 1.0
+    return S
+
+
+def _rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: str):
+    """GDSW/RGDSW (constant null space) from this rank's owned rows of ``A`` only.
+
+    The interface components come from the replicated interface pattern
+    (:func:`_interface_rows`); the harmonic extension runs in the extended
+    numbering on the owned rows, every ghost treated as (zero) interface, as
+    in :func:`_rank_local_gdsw`.  Returns ``Phi_ext`` (``num_ext x n0``,
+    correct on the owned rows and the interface ghosts) and the masks
+    ``(known_ext, on_interface_owned)``.
+    """
+    from ..dd.gdsw import harmonic_extension, interface_components
+
+    d = layout.decomposition
+    comps = interface_components(_interface_rows(layout, rows), d.owner,
+                                 interface=d.shared_nodes, block_size=d.block_size)
+    x = comps.interface
+    if x.size == 0:
+        raise ValueError("owner: the partition has a single part (or parts A does not couple), "
+                         "so there is no interface and no GDSW coarse function")
+    ext, m = layout.ext_indices, layout.num_ext
+    at = np.minimum(np.searchsorted(x, ext), x.size - 1)
+    on_ext = x[at] == ext
+    E = sp.csr_matrix((np.ones(int(on_ext.sum())), (np.flatnonzero(on_ext),
+                                                     comps.component[at[on_ext]])),
+                      shape=(m, comps.num_components))
+    mine = np.arange(m) < layout.num_owned
+    A_ext = sp.vstack([layout.local_rows(rows), sp.csr_matrix((layout.num_ghosts, m))],
+                      format="csr")
+    A_ext.sort_indices()
+    pieces = harmonic_extension(A_ext, d.owner[ext], np.flatnonzero(~mine | on_ext), E)
+    Phi = pieces if kind == "gdsw" else pieces @ comps.root_weights().tocsr()
+    Phi = sp.csr_matrix(Phi)
+    Phi.eliminate_zeros()
+    Phi.sort_indices()
+    return Phi, (mine | on_ext, on_ext[: layout.num_owned])
+
+
 def _coarse_contribution(layout: DistributedLayout, rows: sp.csr_matrix, Phi_ext: sp.csr_matrix,
-                         known: np.ndarray, on_interface: np.ndarray) -> sp.csr_matrix:
-    """This rank's share of ``Phi^T A Phi`` when it knows Phi only on ``known`` rows.
+                         known_ext: np.ndarray, on_interface_owned: np.ndarray) -> sp.csr_matrix:
+    """This rank's share of ``Phi^T A Phi`` when it knows Phi only on ``known_ext`` rows.
 
     Every ordered pair ``(i, j)`` with ``A_ij != 0`` is counted once: by the
     owner of ``i`` when it knows row ``j`` of Phi, else (``j`` an interior
     unknown of another rank, ``i`` then on the interface) by the owner of
-    ``j``, which adds the transpose of its pair ``(j, i)``.
+    ``j``, which adds the transpose of its pair ``(j, i)``.  The masks are in
+    extended numbering (``known_ext``) and over the owned unknowns.
     """
-    known_ext = known[layout.ext_indices]
     rows = rows.tocoo()
     n_own = layout.num_owned
     Phi_own = Phi_ext[:n_own]
@@ -153,7 +223,7 @@ def _coarse_contribution(layout: DistributedLayout, rows: sp.csr_matrix, Phi_ext
     first = Phi_own.T @ (K @ Phi_ext)
     # owned rows not on the interface: their couplings to unknowns owned elsewhere are the
     # pairs those owners cannot form
-    interior = ~on_interface[layout.owned]
+    interior = ~on_interface_owned
     foreign = (rows.col >= n_own) & interior[rows.row]
     F = sp.csr_matrix((rows.data[foreign], (rows.row[foreign], rows.col[foreign])),
                       shape=rows.shape)
@@ -211,7 +281,7 @@ class DistributedTwoLevelSchwarz:
         variant or coarse basis, a singular coarse matrix.
     """
 
-    def __init__(self, layout: DistributedLayout, A: Any, coarse_basis: Any = "gdsw",
+    def __init__(self, layout: DistributedLayout, A: Any = None, coarse_basis: Any = "gdsw",
                  variant: str = "additive", *, null_space: Any = None,
                  local_solver: str = "auto", local_basis: bool = True) -> None:
         start = time.perf_counter()
@@ -222,39 +292,120 @@ class DistributedTwoLevelSchwarz:
             raise TypeError(f"local_basis must be a bool, got {type(local_basis).__name__}")
         if isinstance(coarse_basis, str):
             check_choice("coarse_basis", coarse_basis, ALL_COARSE_BASES)
+        n = layout.num_dofs
+        self.layout = layout
+        self.variant = variant
+        self.shape = (n, n)
+        self.dtype = np.dtype(np.float64)
+        self.gathered_matrix = False
+        if A is None or (sp.issparse(A) or hasattr(A, "shape")) and (
+                tuple(A.shape) == (layout.num_owned, n) and layout.num_owned != n):
+            self.matrix_input = "local rows"
+            self._setup_local_rows(layout, A, coarse_basis, null_space, local_solver,
+                                   local_basis)
+        else:
+            self.matrix_input = "global"
+            self._setup_global(layout, A, coarse_basis, null_space, local_solver, local_basis)
+        self.setup_seconds = time.perf_counter() - start
+
+    # -- set-up ----------------------------------------------------------------------------
+    def _local_part(self, layout: DistributedLayout, A_region: sp.csr_matrix,
+                    local_solver: str) -> None:
+        """The serial one-level preconditioner on the rank's region."""
+        # hybrid: the additive local sum, the coarse correction applied multiplicatively
+        local_variant = "additive" if self.variant == "hybrid" else self.variant
+        self.local = TwoLevelSchwarz(A_region, layout.local_decomposition(), coarse_basis=None,
+                                     variant=local_variant, coarse=False,
+                                     local_solver=local_solver)
+        self._region_in_ext = layout.region_in_ext
+        self._y_ext = np.zeros(layout.num_ext)
+
+    def _setup_global(self, layout: DistributedLayout, A: Any, coarse_basis: Any,
+                      null_space: Any, local_solver: str, local_basis: bool) -> None:
+        """Set-up from the global matrix, identical on every rank."""
         A, _ = _check_matrix(A)
         n = layout.num_dofs
         if A.shape[0] != n:
             raise ValueError(f"A has size {A.shape[0]} but the layout has num_dofs={n}")
         _check_symmetric(A)
         A = ((A + A.T) * 0.5).tocsr()  # as the serial preconditioner does
-        self.layout = layout
-        self.variant = variant
-        self.shape = (n, n)
-        self.dtype = np.dtype(np.float64)
-
-        # -- local part: the serial one-level preconditioner on the rank's region
         region = layout.region
-        A_region = A[region][:, region]
-        # hybrid: the additive local sum, the coarse correction applied multiplicatively
-        local_variant = "additive" if variant == "hybrid" else variant
-        self.local = TwoLevelSchwarz(A_region, layout.local_decomposition(), coarse_basis=None,
-                                     variant=local_variant, coarse=False,
-                                     local_solver=local_solver)
-        self._A = DistributedMatrix(layout, A) if variant == "hybrid" else None
-        self._region_in_ext = layout.region_in_ext
-        self._y_ext = np.zeros(layout.num_ext)
-
-        # -- coarse part
+        self._local_part(layout, A[region][:, region], local_solver)
+        self._A = DistributedMatrix(layout, A) if self.variant == "hybrid" else None
         basis_start = time.perf_counter()
         Phi, known = self._basis(layout, A, coarse_basis, null_space, local_basis)
         self.coarse_basis_seconds = time.perf_counter() - basis_start
         matrix_start = time.perf_counter()
-        self._factor_coarse(layout, A, Phi, known)
+        if Phi is None:
+            self._factor_coarse(layout, None, None, None, None)
+        else:
+            Phi = sp.csr_matrix(Phi, dtype=np.float64)
+            if known is not None:
+                known = (known[0][layout.ext_indices], known[1][layout.owned])
+            self._factor_coarse(layout, layout.local_rows(A), Phi[layout.owned],
+                                Phi[layout.ext_indices], known)
         self.coarse_matrix_seconds = time.perf_counter() - matrix_start
-        self.setup_seconds = time.perf_counter() - start
 
-    # -- set-up ----------------------------------------------------------------------------
+    def _setup_local_rows(self, layout: DistributedLayout, A: Any, coarse_basis: Any,
+                          null_space: Any, local_solver: str, local_basis: bool) -> None:
+        """Set-up from this rank's owned rows of ``A`` and the ghost rows of its region."""
+        try:
+            rows = layout._owned_rows(A)
+        except ValueError as exc:
+            raise ValueError(f"A: {exc}") from None
+        rows = sp.csr_matrix(rows, dtype=np.float64)
+        rows.sum_duplicates()
+        check_finite("A", rows.data)
+        # the region's ghost rows, once (counted in the setup_* keys of layout.stats)
+        region = layout.region
+        at = np.minimum(np.searchsorted(region, layout.ghosts), max(region.size - 1, 0))
+        in_region = region[at] == layout.ghosts if region.size else np.zeros(0, bool)
+        ext_rows = layout.ext_rows(rows, which=in_region)
+        R = ext_rows[layout.region_in_ext].tocoo()
+        pos = np.minimum(np.searchsorted(region, R.col), region.size - 1)
+        keep = region[pos] == R.col
+        A_region = sp.csr_matrix((R.data[keep], (R.row[keep], pos[keep])),
+                                 shape=(region.size, region.size))
+        A_region.sum_duplicates()
+        _check_symmetric(A_region, "A")  # the region's block: the part this rank can see
+        # the same values as the serial sym(A)[region][:, region]
+        self._local_part(layout, ((A_region + A_region.T) * 0.5).tocsr(), local_solver)
+        self._A = DistributedMatrix(layout, rows) if self.variant == "hybrid" else None
+        basis_start = time.perf_counter()
+        Phi_owned = Phi_ext = known = None
+        self.coarse_construction = None
+        d = layout.decomposition
+        if coarse_basis is None:
+            if null_space is not None:
+                raise ValueError("null_space is only used with a coarse basis")
+        elif (local_basis and null_space is None and isinstance(coarse_basis, str)
+                and coarse_basis in MATRIX_COARSE_BASES and d.owner is not None):
+            self.coarse_construction = "rank-local"
+            Phi_ext, known = _rank_local_gdsw_rows(layout, rows, coarse_basis)
+            Phi_owned = Phi_ext[: layout.num_owned]
+        else:
+            self.coarse_construction = "serial"
+            if isinstance(coarse_basis, str) and coarse_basis in MATRIX_COARSE_BASES:
+                # the serial GDSW code needs the whole matrix: gathered on every rank
+                self.gathered_matrix = True
+                A_full = layout.allgather_rows(rows)
+                _check_symmetric(A_full)
+                A_full = ((A_full + A_full.T) * 0.5).tocsr()
+                Phi = build_coarse_basis(d, coarse_basis, A=A_full, null_space=null_space)
+                del A_full
+            elif isinstance(coarse_basis, str):
+                Phi = build_coarse_basis(d, coarse_basis, A=None, null_space=null_space)
+            else:
+                if null_space is not None:
+                    raise ValueError("null_space is only used with a named coarse basis")
+                Phi = validate_coarse_matrix(coarse_basis, d.num_dofs)
+            Phi = sp.csr_matrix(Phi, dtype=np.float64)
+            Phi_owned, Phi_ext = Phi[layout.owned], Phi[layout.ext_indices]
+        self.coarse_basis_seconds = time.perf_counter() - basis_start
+        matrix_start = time.perf_counter()
+        self._factor_coarse(layout, layout.local_rows(rows), Phi_owned, Phi_ext, known)
+        self.coarse_matrix_seconds = time.perf_counter() - matrix_start
+
     def _basis(self, layout: DistributedLayout, A: sp.csr_matrix, coarse_basis: Any,
                null_space: Any, local_basis: bool) -> tuple[sp.csr_matrix | None, Any]:
         """``(Phi, known)``: Phi with correct rows where ``known`` (None: every row)."""
@@ -276,18 +427,23 @@ class DistributedTwoLevelSchwarz:
             raise ValueError("null_space is only used with a named coarse basis")
         return validate_coarse_matrix(coarse_basis, d.num_dofs), None
 
-    def _factor_coarse(self, layout: DistributedLayout, A: sp.csr_matrix,
-                       Phi: sp.csr_matrix | None, known: Any) -> None:
-        self.coarse_dim = 0 if Phi is None else int(Phi.shape[1])
+    def _factor_coarse(self, layout: DistributedLayout, rows: sp.csr_matrix | None,
+                       Phi_owned: sp.csr_matrix | None, Phi_ext: sp.csr_matrix | None,
+                       known: Any) -> None:
+        """Assemble ``A_0`` from every rank's contribution and factorise it on every rank.
+
+        ``rows`` are the owned rows in extended numbering, ``Phi_owned`` and
+        ``Phi_ext`` the owned and extended rows of Phi, ``known`` None (Phi
+        correct on every extended row) or ``(known_ext, on_interface_owned)``.
+        """
+        self.coarse_dim = 0 if Phi_owned is None else int(Phi_owned.shape[1])
         self.coarse_solver = None
-        if Phi is None:
+        if Phi_owned is None:
             return
-        Phi = sp.csr_matrix(Phi, dtype=np.float64)
-        self._Phi = Phi[layout.owned]
+        self._Phi = sp.csr_matrix(Phi_owned, dtype=np.float64)
         self._PhiT = self._Phi.T.tocsr()
+        Phi_ext = sp.csr_matrix(Phi_ext, dtype=np.float64)
         # this rank's contribution Phi_owned^T (A_owned Phi_ext), summed over the ranks
-        rows = layout.local_rows(A)
-        Phi_ext = Phi[layout.ext_indices]
         if known is None:
             contribution = self._PhiT @ (rows @ Phi_ext)
         else:  # the pairs whose Phi rows this rank lacks come from their owners, transposed

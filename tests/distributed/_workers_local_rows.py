@@ -1,0 +1,157 @@
+"""Local-rows checks run on every rank under ``mpiexec``; rank 0 writes the numbers as JSON.
+
+Usage: ``mpiexec -n P python tests/distributed/_workers_local_rows.py --out FILE``.
+Every rank builds the problem, computes the serial references (the serial
+:class:`ddops.TwoLevelSchwarz` applications and scipy CG iteration counts),
+keeps only its own rows of ``A`` and deletes the global matrix before any
+distributed object is built: the layout, the preconditioner and the
+distributed matrix only ever see the owned rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import scipy.sparse.linalg as spla
+
+import ddops
+from ddops.distributed import DistributedLayout, DistributedMatrix, guard, mpi, world
+from ddops.distributed.krylov import cg
+from ddops.distributed.precond import DistributedTwoLevelSchwarz
+from ddops.precond.schwarz import TwoLevelSchwarz
+
+BASES = ("gdsw", "rgdsw", "nicolaides", None)
+VARIANTS = ("additive", "restricted")
+
+
+def _max(comm, value: float) -> float:
+    return float(comm.allreduce(float(value), op=mpi().MAX))
+
+
+def _all(comm, flag: bool) -> bool:
+    return bool(comm.allreduce(bool(flag), op=mpi().LAND))
+
+
+def _rel(a, b) -> float:
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def _cases(P):
+    """(name, matrix builder, decomposition, subdomain_ranks)."""
+    grid = ddops.Decomposition.from_grid((32, 32), (4, 4), overlap=1)
+    yield "grid", lambda: ddops.poisson_2d(32), grid, None
+    B = ddops.poisson_2d(24)
+    metis = ddops.Decomposition.from_matrix(B, 9, overlap=2, seed=1)
+    yield "metis", lambda: ddops.poisson_2d(24), metis, (
+        np.random.default_rng(2).permutation(np.arange(9) % P))
+    # element-based 1D: the shared-node interface rule
+    yield "1d-element", lambda: ddops.poisson_1d(256), ddops.Decomposition1D(256, 8,
+                                                                             overlap=2), None
+
+
+def _count(solver, *args, **kwargs):
+    calls = [0]
+
+    def callback(_):
+        calls[0] += 1
+
+    _, info = solver(*args, callback=callback, **kwargs)
+    return int(info), calls[0]
+
+
+def run(comm) -> dict:
+    P = comm.Get_size()
+    out: dict = {"size": P, "apply": {}, "cg": {}, "ghost_rows": {}}
+    for name, build, d, ranks in _cases(P):
+        A = build()
+        n = A.shape[0]
+        X = np.random.default_rng(7).standard_normal(n)
+        b = np.random.default_rng(3).standard_normal(n)
+        # -- serial references, then only this rank's rows survive
+        ref, ref_cg = {}, {}
+        for basis in BASES:
+            for variant in VARIANTS:
+                S = TwoLevelSchwarz(A, d, coarse_basis=basis, variant=variant,
+                                    coarse=basis is not None)
+                ref[basis, variant] = (S.matvec(X), S.rmatvec(X), S.coarse_dim)
+            if basis in ("gdsw", "rgdsw", None):
+                S = TwoLevelSchwarz(A, d, coarse_basis=basis, coarse=basis is not None)
+                ref_cg[basis] = _count(spla.cg, A, b, rtol=1e-8, M=S)
+        S = TwoLevelSchwarz(A, d, coarse_basis="gdsw", null_space=np.ones(n))
+        ref["gdsw-given", "additive"] = (S.matvec(X), S.rmatvec(X), S.coarse_dim)
+        owned = DistributedLayout(d, comm, subdomain_ranks=ranks).owned
+        rows = A[owned].tocsr()
+        probe = DistributedLayout(d, comm, A=rows, subdomain_ranks=ranks)
+        expected_ghost_rows = A[probe.ghosts].toarray()
+        del A, S  # from here on no global matrix exists on any rank
+        L = DistributedLayout(d, comm, A=rows, subdomain_ranks=ranks)
+        # -- the ghost-row exchange against slicing the global matrix
+        L.reset_stats()
+        G = L.ghost_rows()
+        some = np.arange(L.num_ghosts) % 2 == 0
+        G2 = L.ghost_rows(rows, which=some)
+        sub = expected_ghost_rows.copy()
+        sub[~some] = 0.0
+        out["ghost_rows"][name] = {
+            "equal": _all(comm, np.array_equal(G.toarray(), expected_ghost_rows)),
+            "equal_subset": _all(comm, np.array_equal(G2.toarray(), sub)
+                                 and np.all(np.diff(G2.indptr)[~some] == 0)),
+            "setup_bytes": int(comm.allreduce(L.stats["setup_bytes"])),
+            # bytes received = bytes sent, over all ranks: per call one flag byte per
+            # ghost, 8 bytes per row length, 8 + 8 per entry (column, value)
+            "expected_bytes": int(comm.allreduce(
+                9 * L.num_ghosts + 16 * np.count_nonzero(expected_ghost_rows)
+                + L.num_ghosts + 8 * int(some.sum()) + 16 * np.count_nonzero(sub))),
+            "per_application": int(comm.allreduce(L.stats["exchanges"] + L.stats["bytes"])),
+        }
+        # -- applications from the owned rows only
+        for key, (y_ref, yt_ref, n0) in ref.items():
+            basis, variant = key
+            kwargs = {}
+            if basis == "gdsw-given":
+                basis, kwargs = "gdsw", {"null_space": np.ones(d.num_dofs)}
+            L.reset_stats()
+            M = DistributedTwoLevelSchwarz(L, rows, basis, variant=variant, **kwargs)
+            setup = dict(L.stats)
+            L.reset_stats()
+            y = L.gather(M.matvec(L.scatter(X)))
+            apply_stats = dict(L.stats)
+            yt = L.gather(M.rmatvec(L.scatter(X)))
+            out["apply"][f"{name}/{key[0]}/{variant}"] = {
+                "err": _max(comm, _rel(y, y_ref)), "err_adjoint": _max(comm, _rel(yt, yt_ref)),
+                "coarse_dim": M.coarse_dim, "serial_coarse_dim": n0,
+                "matrix_input": M.matrix_input, "construction": str(M.coarse_construction),
+                "gathered": _all(comm, M.gathered_matrix) if basis else False,
+                "setup_exchanges": int(comm.allreduce(setup["setup_exchanges"])),
+                "apply_setup_bytes": int(comm.allreduce(apply_stats["setup_bytes"])),
+                "exchanges": apply_stats["exchanges"],
+            }
+        # -- distributed CG from the owned rows against scipy's serial CG
+        Ad = DistributedMatrix(L)
+        for basis in ("gdsw", "rgdsw", None):
+            M = DistributedTwoLevelSchwarz(L, None, basis)  # None: the layout's rows
+            info, its = _count(cg, Ad, L.scatter(b), rtol=1e-8, M=M)
+            out["cg"][f"{name}/{basis}"] = {
+                "iterations": int(comm.allreduce(its, op=mpi().MAX)),
+                "min_iterations": int(comm.allreduce(its, op=mpi().MIN)),
+                "serial_iterations": ref_cg[basis][1], "info": info,
+                "serial_info": ref_cg[basis][0]}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    comm = world()
+    with guard(comm):
+        results = run(comm)
+        if comm.Get_rank() == 0:
+            with open(args.out, "w") as fh:
+                json.dump(results, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""The distributed preconditioner from each rank's own rows of A (under mpiexec -n 2 and -n 4).
+
+The worker deletes the global matrix on every rank after computing the serial
+references, so the layout, the ghost-row exchange, the subdomain matrices,
+the GDSW/RGDSW basis and the coarse matrix can only come from the owned rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from ._mpi import HERE, run_json
+from .conftest import RANKS
+
+MESHES = ("grid", "metis", "1d-element")
+CASES = [f"{m}/{b}/{v}" for m, b, v in itertools.product(
+    MESHES, ("gdsw", "rgdsw", "nicolaides", "None"), ("additive", "restricted"))]
+
+
+@pytest.fixture(scope="module", params=RANKS, ids=lambda p: f"np{p}")
+def results(request, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp(f"local_rows{request.param}") / "results.json"
+    return run_json(HERE / "_workers_local_rows.py", request.param, out)
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+def test_ghost_row_exchange_equals_slicing(results, mesh):
+    r = results["ghost_rows"][mesh]
+    assert r["equal"] and r["equal_subset"]
+    # counted once, at set-up: flags, row lengths, columns and values; nothing per application
+    assert r["setup_bytes"] == r["expected_bytes"] > 0
+    assert r["per_application"] == 0
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_apply_from_local_rows_equals_serial(results, case):
+    r = results["apply"][case]
+    assert r["matrix_input"] == "local rows"
+    assert r["coarse_dim"] == r["serial_coarse_dim"]
+    basis = case.split("/")[1]
+    expected = {"gdsw": "rank-local", "rgdsw": "rank-local", "None": "None"}
+    assert r["construction"] == expected.get(basis, "serial")
+    assert not r["gathered"]  # no global matrix assembled anywhere
+    assert r["err"] <= 1e-12 and r["err_adjoint"] <= 1e-12
+    # one application: the forward and the reverse halo exchange, no set-up traffic
+    assert r["exchanges"] == 2 and r["apply_setup_bytes"] == 0
+    assert r["setup_exchanges"] > 0  # the region's ghost rows were exchanged
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+def test_given_null_space_falls_back_to_the_gathered_matrix(results, mesh):
+    r = results["apply"][f"{mesh}/gdsw-given/additive"]
+    assert r["construction"] == "serial" and r["gathered"]
+    assert r["err"] <= 1e-12 and r["err_adjoint"] <= 1e-12
+
+
+@pytest.mark.parametrize("case", [f"{m}/{b}" for m in MESHES for b in ("gdsw", "rgdsw", "None")])
+def test_cg_iterations_equal_serial(results, case):
+    r = results["cg"][case]
+    assert r["iterations"] == r["min_iterations"] == r["serial_iterations"]
+    assert r["info"] == r["serial_info"] == 0
