@@ -2,11 +2,13 @@
 
 Conventions
 -----------
-* The global :class:`~ddops.Decomposition` (and, for now, the global matrix
-  ``A`` when one is given) is built identically on every rank.  This is fine
-  up to a few million unknowns; the layout itself only keeps O(n) integer maps
-  and its own rows and plan, so a later version can build it from a
-  distributed partitioner without changing the API below.
+* The global :class:`~ddops.Decomposition` is built identically on every
+  rank (O(n) integers per rank: owner labels and subdomain index arrays).
+  The matrix may be given as this rank's owned rows only; the rows of other
+  ranks that a rank needs (its region's ghost rows) come from their owners
+  once, at set-up (:meth:`DistributedLayout.ghost_rows`).  The layout keeps
+  O(n) integer maps and its own rows and plan, so a later version can build
+  it from a distributed partitioner without changing the API below.
 * **Subdomains to ranks.**  Rank ``r`` owns a set of subdomains: by default
   contiguous blocks of subdomain indices (sizes differing by at most one,
   :func:`ddops.dd.decomposition.split_sizes`), or any map
@@ -47,6 +49,13 @@ what to send.  Then per exchange:
 * :meth:`~DistributedLayout.reduce_ghosts` (reverse, sum): the ghost entries
   of an extended vector travel back to their owners, which add them to their
   owned entries (the scatter-add of ``R_i^T``).
+
+Set-up only: :meth:`~DistributedLayout.ghost_rows` sends the CSR rows of the
+ghosts a rank asks for (flags back to the owners, then row lengths, column
+indices in global numbering and values; four ``Alltoallv``), and
+:meth:`~DistributedLayout.allgather_rows` gathers selected rows on every rank
+(the interface rows of the GDSW classification).  Their traffic is counted in
+the ``setup_*`` keys of :attr:`DistributedLayout.stats`.
 
 Every exchange and every reduction made through the layout is counted in
 :attr:`DistributedLayout.stats` (messages sent by this rank, bytes sent,

@@ -34,6 +34,33 @@ transposed, by the owner of that interior unknown.  Every other coarse basis
 by the serial code from the global decomposition and matrix, identically on
 every rank.
 
+From the rank's own rows of A
+-----------------------------
+Given this rank's owned rows (``num_owned x n``, global columns) or
+``A=None`` (the rows the layout was built with), no rank ever holds the
+global matrix:
+
+* the rows of the region's unknowns that the rank does not own come once, at
+  set-up, from their owners through the halo plan
+  (:meth:`DistributedLayout.ghost_rows`, counted in the ``setup_*`` keys of
+  ``layout.stats``); the region block ``A[region][:, region]`` is cut from the
+  owned and ghost rows and symmetrised as the serial code does;
+* GDSW/RGDSW with the constant null space: the interface is classified from
+  the pattern of the *interface rows* only, gathered on every rank by one
+  :meth:`DistributedLayout.allgather_rows` (the rows that may lie on the
+  interface: a column in another part, or a shared node); the harmonic
+  extension and the coarse-matrix contribution use the owned rows;
+* bases without the matrix (Nicolaides, partition of unity, hats, a user
+  Phi) are built from the replicated decomposition as before;
+* GDSW/RGDSW with a given null space, ``local_basis=False`` or a
+  decomposition without owner labels still need the serial basis code on the
+  whole matrix: the owned rows of all ranks are gathered on every rank for
+  that set-up step (``gathered_matrix`` is then True) and dropped after it.
+
+A is then assumed symmetric: it is checked (and symmetrised) on the region
+block the rank holds, and the owned rows enter the coarse matrix and the
+``"hybrid"`` products as they are.
+
 The coarse matrix is assembled the distributed way: every rank forms its
 contribution ``Phi_owned^T (A_owned Phi_ext)``, one ``Allgatherv`` of the sparse
 triplets sums them, and every rank factorises ``A_0`` redundantly (dense
@@ -243,9 +270,13 @@ class DistributedTwoLevelSchwarz:
     layout : DistributedLayout
         The layout; its ghosts must include the rank's region (always) and,
         for the coarse matrix, the columns of its rows (build it with ``A=``).
-    A : sparse matrix
+    A : sparse matrix or None
         The global SPD matrix, identical on every rank (the region's rows of
-        ``A`` give the subdomain matrices; the serial GDSW code needs all of it).
+        ``A`` give the subdomain matrices), or this rank's owned rows only
+        (``num_owned x n``, global column indices, rows in the order of
+        ``layout.owned``), or None: the owned rows the layout was built with.
+        From owned rows the ghost rows are exchanged once at set-up (module
+        notes); on one rank both forms coincide.
     coarse_basis : str, sparse matrix or None
         A name of :data:`ddops.dd.coarse.ALL_COARSE_BASES`, a global
         ``n x n0`` matrix Phi (identical on every rank), or None (one level).
@@ -270,6 +301,12 @@ class DistributedTwoLevelSchwarz:
         ``n0`` (0 for one level).
     coarse_construction : {"rank-local", "serial"} or None
         How Phi was built (None for one level).
+    matrix_input : {"global", "local rows"}
+        Which form of ``A`` was given.
+    gathered_matrix : bool
+        True when the owned rows of all ranks were gathered for the serial
+        GDSW/RGDSW code (local rows with a given null space,
+        ``local_basis=False`` or no owner labels).
     setup_seconds, coarse_basis_seconds, coarse_matrix_seconds : float
         Wall times of this rank's set-up and of its coarse-basis and
         coarse-matrix parts.
@@ -277,8 +314,9 @@ class DistributedTwoLevelSchwarz:
     Raises
     ------
     ValueError
-        A different size than the layout, a non-symmetric ``A``, an unknown
-        variant or coarse basis, a singular coarse matrix.
+        A different size than the layout, owned rows of the wrong shape (or
+        ``A=None`` with a layout built without a matrix), a non-symmetric
+        ``A``, an unknown variant or coarse basis, a singular coarse matrix.
     """
 
     def __init__(self, layout: DistributedLayout, A: Any = None, coarse_basis: Any = "gdsw",
