@@ -336,8 +336,9 @@ class DistributedTwoLevelSchwarz:
         self.shape = (n, n)
         self.dtype = np.dtype(np.float64)
         self.gathered_matrix = False
-        if A is None or (sp.issparse(A) or hasattr(A, "shape")) and (
-                tuple(A.shape) == (layout.num_owned, n) and layout.num_owned != n):
+        shape = tuple(getattr(A, "shape", ()))
+        # owned rows: n columns but not n rows (with one rank both forms are the same matrix)
+        if A is None or (len(shape) == 2 and shape[1] == n and shape[0] != n):
             self.matrix_input = "local rows"
             self._setup_local_rows(layout, A, coarse_basis, null_space, local_solver,
                                    local_basis)
@@ -387,10 +388,7 @@ class DistributedTwoLevelSchwarz:
     def _setup_local_rows(self, layout: DistributedLayout, A: Any, coarse_basis: Any,
                           null_space: Any, local_solver: str, local_basis: bool) -> None:
         """Set-up from this rank's owned rows of ``A`` and the ghost rows of its region."""
-        try:
-            rows = layout._owned_rows(A)
-        except ValueError as exc:
-            raise ValueError(f"A: {exc}") from None
+        rows = layout._owned_rows(A)  # its ValueError names A and the shapes expected
         rows = sp.csr_matrix(rows, dtype=np.float64)
         rows.sum_duplicates()
         check_finite("A", rows.data)

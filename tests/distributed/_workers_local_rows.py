@@ -23,7 +23,7 @@ from ddops.distributed.precond import DistributedTwoLevelSchwarz
 from ddops.precond.schwarz import TwoLevelSchwarz
 
 BASES = ("gdsw", "rgdsw", "nicolaides", None)
-VARIANTS = ("additive", "restricted")
+VARIANTS = ("additive", "restricted", "symmetric_restricted", "hybrid")
 
 
 def _max(comm, value: float) -> float:
@@ -138,7 +138,31 @@ def run(comm) -> dict:
                 "min_iterations": int(comm.allreduce(its, op=mpi().MIN)),
                 "serial_iterations": ref_cg[basis][1], "info": info,
                 "serial_info": ref_cg[basis][0]}
+    out["errors"] = _errors(comm)
     return out
+
+
+def _errors(comm) -> dict:
+    """Bad matrix arguments raise on every rank alike (no rank is left in a collective)."""
+    d = ddops.Decomposition.from_grid((8, 8), (4, 2), overlap=1)
+    A = ddops.poisson_2d(8)
+    bare = DistributedLayout(d, comm)
+    rows = A[bare.owned]
+    L = DistributedLayout(d, comm, A=rows)
+    attempts = {
+        "wrong_rows": lambda: DistributedTwoLevelSchwarz(L, rows[:-1], "gdsw"),
+        "no_matrix": lambda: DistributedTwoLevelSchwarz(bare, None, "gdsw"),
+        "wrong_size": lambda: DistributedTwoLevelSchwarz(L, ddops.poisson_2d(4), "gdsw"),
+        "bad_which": lambda: L.ghost_rows(rows, which=np.ones(L.num_ghosts + 1, bool)),
+    }
+    messages = {}
+    for key, attempt in attempts.items():
+        try:
+            attempt()
+            messages[key] = ""
+        except (ValueError, TypeError) as exc:
+            messages[key] = f"{type(exc).__name__}: {exc}"
+    return messages
 
 
 def main() -> None:
