@@ -45,17 +45,21 @@ global matrix:
   (:meth:`DistributedLayout.ghost_rows`, counted in the ``setup_*`` keys of
   ``layout.stats``); the region block ``A[region][:, region]`` is cut from the
   owned and ghost rows and symmetrised as the serial code does;
-* GDSW/RGDSW with the constant null space: the interface is classified from
-  the pattern of the *interface rows* only, gathered on every rank by one
+* GDSW/RGDSW (the constants or a given null space, which is then a global
+  ``n x k`` array on every rank): the interface is classified from the
+  pattern of the *interface rows* only, gathered on every rank by one
   :meth:`DistributedLayout.allgather_rows` (the rows that may lie on the
-  interface: a column in another part, or a shared node); the harmonic
-  extension and the coarse-matrix contribution use the owned rows;
+  interface: a column in another part, or a shared node); the pieces of the
+  null space on the components, the dependent-vector removal and the RGDSW
+  weights are computed on the replicated interface as the serial code does;
+  the harmonic extension and the coarse-matrix contribution use the owned
+  rows;
 * bases without the matrix (Nicolaides, partition of unity, hats, a user
   Phi) are built from the replicated decomposition as before;
-* GDSW/RGDSW with a given null space, ``local_basis=False`` or a
-  decomposition without owner labels still need the serial basis code on the
-  whole matrix: the owned rows of all ranks are gathered on every rank for
-  that set-up step (``gathered_matrix`` is then True) and dropped after it.
+* GDSW/RGDSW with ``local_basis=False`` or a decomposition without owner
+  labels still need the serial basis code on the whole matrix: the owned
+  rows of all ranks are gathered on every rank for that set-up step
+  (``gathered_matrix`` is then True) and dropped after it.
 
 A is then assumed symmetric: it is checked (and symmetrised) on the region
 block the rank holds, and the owned rows enter the coarse matrix and the
@@ -195,37 +199,76 @@ def _interface_rows(layout: DistributedLayout, rows: sp.csr_matrix) -> sp.csr_ma
     return S
 
 
-def _rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: str):
-    """GDSW/RGDSW (constant null space) from this rank's owned rows of ``A`` only.
+def _rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: str,
+                          null_space: Any = None):
+    """GDSW/RGDSW from this rank's owned rows of ``A`` only (any null space).
 
     The interface components come from the replicated interface pattern
-    (:func:`_interface_rows`); the harmonic extension runs in the extended
+    (:func:`_interface_rows`); the pieces ``Z[:, a]`` on every component, the
+    dependent-vector removal and the RGDSW weights are computed on the
+    (replicated) interface exactly as :func:`ddops.dd.gdsw.gdsw_basis` does;
+    only the harmonic extension is rank-local: it runs in the extended
     numbering on the owned rows, every ghost treated as (zero) interface, as
     in :func:`_rank_local_gdsw`.  Returns ``Phi_ext`` (``num_ext x n0``,
     correct on the owned rows and the interface ghosts) and the masks
     ``(known_ext, on_interface_owned)``.
     """
-    from ..dd.gdsw import harmonic_extension, interface_components
+    from ..dd.gdsw import (
+        DEPENDENCE_RTOL,
+        _check_null_space,
+        _columns_from_groups,
+        _independent_vectors,
+        harmonic_extension,
+        interface_components,
+    )
 
     d = layout.decomposition
+    n = d.num_dofs
+    Z = _check_null_space(null_space, n)
     comps = interface_components(_interface_rows(layout, rows), d.owner,
                                  interface=d.shared_nodes, block_size=d.block_size)
     x = comps.interface
     if x.size == 0:
         raise ValueError("owner: the partition has a single part (or parts A does not couple), "
                          "so there is no interface and no GDSW coarse function")
+    C, k = comps.num_components, Z.shape[1]
+    values = Z[x]
+    nonzero = np.zeros((C, k), dtype=bool)
+    nz_row, nz_col = np.nonzero(values)
+    nonzero[comps.component[nz_row], nz_col] = True
+    # the interface pieces in interface numbering, then on this rank's extended rows
+    pieces_G, piece_of = _columns_from_groups(np.arange(x.size), comps.component, values,
+                                              nonzero, x.size)
     ext, m = layout.ext_indices, layout.num_ext
     at = np.minimum(np.searchsorted(x, ext), x.size - 1)
     on_ext = x[at] == ext
-    E = sp.csr_matrix((np.ones(int(on_ext.sum())), (np.flatnonzero(on_ext),
-                                                     comps.component[at[on_ext]])),
-                      shape=(m, comps.num_components))
+    pick = sp.csr_matrix((np.ones(int(on_ext.sum())), (np.flatnonzero(on_ext), at[on_ext])),
+                         shape=(m, x.size))
     mine = np.arange(m) < layout.num_owned
     A_ext = sp.vstack([layout.local_rows(rows), sp.csr_matrix((layout.num_ghosts, m))],
                       format="csr")
     A_ext.sort_indices()
-    pieces = harmonic_extension(A_ext, d.owner[ext], np.flatnonzero(~mine | on_ext), E)
-    Phi = pieces if kind == "gdsw" else pieces @ comps.root_weights().tocsr()
+    pieces = harmonic_extension(A_ext, d.owner[ext], np.flatnonzero(~mine | on_ext),
+                                (pick @ pieces_G).tocsr())
+    if kind == "gdsw":
+        keep = _independent_vectors(comps.component, values, C, DEPENDENCE_RTOL)
+        Phi = pieces[:, piece_of[keep]]
+    else:  # as gdsw_basis: piece (c, a) enters column (r, a) with weight W[c, r]
+        W = comps.root_weights().tocoo()
+        E = sp.csr_matrix((np.ones(x.size), (np.arange(x.size), comps.component)),
+                          shape=(x.size, C))
+        XW = (E @ W.tocsr()).tocoo()
+        keep = _independent_vectors(XW.col, XW.data[:, None] * Z[x[XW.row]],
+                                    comps.roots().size, DEPENDENCE_RTOL)
+        column = np.full(keep.shape, -1, dtype=np.int64)
+        column[keep] = np.arange(int(keep.sum()))
+        c_idx, r_idx = np.repeat(W.row, k), np.repeat(W.col, k)
+        a_idx, w_val = np.tile(np.arange(k), W.nnz), np.repeat(W.data, k)
+        ok = (piece_of[c_idx, a_idx] >= 0) & (column[r_idx, a_idx] >= 0)
+        combine = sp.csr_matrix((w_val[ok], (piece_of[c_idx[ok], a_idx[ok]],
+                                             column[r_idx[ok], a_idx[ok]])),
+                                shape=(pieces.shape[1], int(keep.sum())))
+        Phi = pieces @ combine
     Phi = sp.csr_matrix(Phi)
     Phi.eliminate_zeros()
     Phi.sort_indices()
@@ -305,8 +348,8 @@ class DistributedTwoLevelSchwarz:
         Which form of ``A`` was given.
     gathered_matrix : bool
         True when the owned rows of all ranks were gathered for the serial
-        GDSW/RGDSW code (local rows with a given null space,
-        ``local_basis=False`` or no owner labels).
+        GDSW/RGDSW code (local rows with ``local_basis=False`` or no owner
+        labels).
     setup_seconds, coarse_basis_seconds, coarse_matrix_seconds : float
         Wall times of this rank's set-up and of its coarse-basis and
         coarse-matrix parts.
@@ -414,10 +457,10 @@ class DistributedTwoLevelSchwarz:
         if coarse_basis is None:
             if null_space is not None:
                 raise ValueError("null_space is only used with a coarse basis")
-        elif (local_basis and null_space is None and isinstance(coarse_basis, str)
+        elif (local_basis and isinstance(coarse_basis, str)
                 and coarse_basis in MATRIX_COARSE_BASES and d.owner is not None):
             self.coarse_construction = "rank-local"
-            Phi_ext, known = _rank_local_gdsw_rows(layout, rows, coarse_basis)
+            Phi_ext, known = _rank_local_gdsw_rows(layout, rows, coarse_basis, null_space)
             Phi_owned = Phi_ext[: layout.num_owned]
         else:
             self.coarse_construction = "serial"
