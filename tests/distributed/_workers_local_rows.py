@@ -146,7 +146,33 @@ def run(comm) -> dict:
                 "min_iterations": int(comm.allreduce(its, op=mpi().MIN)),
                 "serial_iterations": ref_cg[basis][1], "info": info,
                 "serial_info": ref_cg[basis][0]}
+    out["elasticity"] = _elasticity(comm)
     out["errors"] = _errors(comm)
+    return out
+
+
+def _elasticity(comm) -> dict:
+    """2D elasticity (two unknowns per node, the rigid body modes) from owned rows."""
+    from ddops.experiments.precond import PrecondConfig, _build_problem, _decompose
+
+    c = PrecondConfig(problem="elasticity2d", n=12, subdomains=4, overlap=1, memory=False,
+                      plots=False, progress=False).validated()
+    prob = _build_problem(c)
+    d, _, _ = _decompose(c, prob)
+    A, Z = prob.A, prob.null_space
+    X = np.random.default_rng(5).standard_normal(A.shape[0])
+    ref = {b: TwoLevelSchwarz(A, d, coarse_basis=b, null_space=Z) for b in ("gdsw", "rgdsw")}
+    ref = {b: (S.matvec(X), S.coarse_dim) for b, S in ref.items()}
+    rows = A[DistributedLayout(d, comm).owned].tocsr()
+    del A
+    L = DistributedLayout(d, comm, A=rows)
+    out = {"block_size": d.block_size}
+    for b, (y_ref, n0) in ref.items():
+        M = DistributedTwoLevelSchwarz(L, None, b, null_space=Z)
+        out[b] = {"err": _max(comm, _rel(L.gather(M.matvec(L.scatter(X))), y_ref)),
+                  "coarse_dim": M.coarse_dim, "serial_coarse_dim": n0,
+                  "construction": M.coarse_construction,
+                  "gathered": _all(comm, M.gathered_matrix)}
     return out
 
 

@@ -86,3 +86,13 @@ def test_bad_matrix_arguments_raise_on_every_rank(results):
     assert m["no_matrix"].startswith("ValueError: A is required")
     assert m["wrong_size"].startswith("ValueError: A has size 16")
     assert m["bad_which"].startswith("ValueError: which must have shape")
+
+
+@pytest.mark.parametrize("basis", ("gdsw", "rgdsw"))
+def test_elasticity_rigid_body_modes_from_local_rows(results, basis):
+    # two unknowns per node: the interface rows are gathered node by node
+    assert results["elasticity"]["block_size"] == 2
+    r = results["elasticity"][basis]
+    assert r["construction"] == "rank-local" and not r["gathered"]
+    assert r["coarse_dim"] == r["serial_coarse_dim"]
+    assert r["err"] <= 1e-12
