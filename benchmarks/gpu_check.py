@@ -20,15 +20,18 @@ rewritten after every section and case, so a run cut short keeps what it measure
    buffers, parameters, save/load; variants: every coarse basis and
    partition the library lists, a custom matrix, none, a truncated coarse
    rank, tied, a fixed matrix or operator ``base``, the ``naive``
-   initialisation, a ``dof`` and an irregular decomposition),
+   initialisation, a ``dof`` and an irregular decomposition, METIS parts of a
+   2D grid in three padding groups with GDSW built from ``A``, RGDSW on
+   boxes),
    ``GlobalLowRankOperator``, the losses, ``Adam``/``AdamW`` (with a state
    round trip) and ``ReduceLROnPlateau``, ``FourierRHS`` (every mode and
-   kind, ``out=``, ``synthesize``), ``PreconditionerSampler`` (every
+   kind, ``out=``, ``synthesize``), ``GridFourierRHS`` and ``MatrixRHS``
+   (eigenvectors, smoothed vectors), ``PreconditionerSampler`` (every
    distribution), the stacked restrictions, ``spmm`` and ``take_rows``,
    ``Trainer`` (history, ``log_every``, validation, checkpoint and resume, a
    float64 sampler for a float32 operator, the energy loss; ``workers > 1``
    must be refused on the GPU), ``TwoLevelSchwarz`` (every variant and coarse
-   basis) and ``jacobi``, CG and GMRES of the device's Krylov module with
+   basis, float32 local factors) and ``jacobi``, CG and GMRES of the device's Krylov module with
    them (additive and symmetric restricted in CG, RAS in GMRES), and the
    learned preconditioner (every base and initialisation, ``classical_init``,
    ``preconditioner_objective``, ``cg_iterations``, ``train_preconditioner``
@@ -108,7 +111,7 @@ from ddops.dd.decomposition import WEIGHTINGS, Decomposition, Decomposition1D  #
 from ddops.dd.gdsw import GDSW_VARIANTS, gdsw_basis, nicolaides_basis  # noqa: E402
 from ddops.dd.partition import decomposition_from_grid, decomposition_from_matrix  # noqa: E402
 from ddops.io import atomic_write_json, load_operator, save_operator  # noqa: E402
-from ddops.learning.data import RHS_MODES, FourierRHS  # noqa: E402
+from ddops.learning.data import RHS_MODES, FourierRHS, GridFourierRHS, MatrixRHS  # noqa: E402
 from ddops.learning.optim import Adam, AdamW, ReduceLROnPlateau  # noqa: E402
 from ddops.learning.training import Trainer, TrainingConfig  # noqa: E402
 from ddops.operators import PARTITIONS, GlobalLowRankOperator, SchwarzOperator  # noqa: E402
@@ -471,6 +474,9 @@ def check_variants(dev: Device, dt: np.dtype, c: Checks) -> None:
     A = poisson_1d(n)
     phi = sp.random(m, 5, density=0.2, random_state=2, format="csr") + sp.eye(m, 5)
     irregular = Decomposition([np.arange(0, 70), np.arange(60, 140), np.arange(130, m)], m)
+    A2 = poisson_2d(16)
+    metis2d = decomposition_from_matrix(A2, 12, overlap=1)
+    boxes2d = decomposition_from_grid((16, 16), (4, 4), overlap=1)
     # every coarse basis and partition the library knows, then the other options
     variants: dict[str, Callable[[str], dict[str, Any]]] = {
         f"coarse_{name}": lambda b, name=name: {"coarse_basis": name} for name in COARSE_BASES}
@@ -489,6 +495,11 @@ def check_variants(dev: Device, dt: np.dtype, c: Checks) -> None:
             A, d, coarse=False, local_solver="dense", dtype=dt, backend=b)},
         "dof_kind": lambda b: {"decomposition": Decomposition1D(n, 8, overlap=3, kind="dof")},
         "irregular_decomposition": lambda b: {"decomposition": irregular, "coarse_basis": "pou"},
+        # 2D: METIS parts of uneven size in three padded groups, GDSW and RGDSW built from A
+        "grid2d_gdsw_padding_groups": lambda b: {"decomposition": metis2d, "coarse_basis": "gdsw",
+                                                 "A": A2, "padding_groups": 3},
+        "grid2d_rgdsw_boxes": lambda b: {"decomposition": boxes2d, "coarse_basis": "rgdsw",
+                                         "A": A2},
     })
     for name, spec in variants.items():
         def make(b: str, spec=spec) -> SchwarzOperator:
@@ -613,6 +624,21 @@ def check_data(dev: Device, dt: np.dtype, c: Checks) -> None:
     C = h.sample_coefficients(32, _rng(11))
     (Fs, Us), (Fsd, Usd) = h.synthesize(C), g.synthesize(C[:, 3:20])
     c.value("rhs.synthesize", max(rel(Fsd, Fs[:, 3:20]), rel(Usd, Us[:, 3:20])), c.tol)
+    # the general samplers: tensor-product Fourier modes on a 2D grid, eigenvectors and
+    # smoothed vectors of any SPD matrix (same host coefficients, device GEMMs)
+    A2 = poisson_2d(16)
+    samplers = {
+        "grid_fourier_2d": lambda b: GridFourierRHS(A2, (16, 16), modes=4, dtype=dt, backend=b),
+        "matrix_eigen": lambda b: MatrixRHS(A2, size=24, basis="eigen", dtype=dt, backend=b),
+        "matrix_smooth": lambda b: MatrixRHS(A2, size=24, basis="smooth", dtype=dt, backend=b),
+    }
+    for name, make_sampler in samplers.items():
+        h, g = both(make_sampler, dev)
+        Fh, Uh = h.sample(32, _rng(13))
+        Fd, Ud = g.sample(32, _rng(13))
+        c.flag(f"rhs.{name}.device_array", isinstance(Fd, dev.xp.ndarray) and Fd.dtype == dt,
+               type(Fd).__name__)
+        c.value(f"rhs.{name}", max(rel(Fd, Fh), rel(Ud, Uh)), c.tol)
     A = poisson_1d(256)
     for dist in DISTRIBUTIONS:
         h, g = both(lambda b, dist=dist: PreconditionerSampler(A, dist, dtype=dt, backend=b), dev)
@@ -730,6 +756,11 @@ def check_preconditioners(dev: Device, dt: np.dtype, c: Checks) -> None:
                 A, d, coarse_basis=cb, variant=v, dtype=dt, local_solver="dense", backend=b), dev)
             c.value(f"two_level.{variant}.{coarse}",
                     max(rel(g.matmat(Xd), h.matmat(X)), rel(g.rmatmat(Xd), h.rmatmat(X))), c.tol)
+    # mixed precision: float32 local inverses applied to the working precision
+    h, g = both(lambda b: TwoLevelSchwarz(A, d, dtype=dt, local_solver="dense",
+                                          factor_dtype=np.float32, backend=b), dev)
+    c.value("two_level.factor_dtype_float32",
+            max(rel(g.matmat(Xd), h.matmat(X)), rel(g.rmatmat(Xd), h.rmatmat(X))), c.tol)
     h, g = both(lambda b: jacobi(A, dtype=dt, backend=b), dev)
     c.rel("jacobi", g.matmat(Xd), h.matmat(X))
     # Krylov solves: the device's module with device operators against scipy with host ones
