@@ -43,6 +43,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -382,7 +383,7 @@ def main() -> None:
     runs: dict[int, list[dict[str, Any]]] = {1: [], args.ranks: []}
     for round_ in range(args.rounds):
         for P in (1, args.ranks):
-            out = Path(f"/tmp/ddops_distributed_bench_{os.getpid()}_{P}.json")
+            out = Path(tempfile.gettempdir()) / f"ddops_distributed_bench_{os.getpid()}_{P}.json"
             command = [mpiexec, "-n", str(P), sys.executable, os.path.abspath(__file__),
                        "--worker", "--out", str(out), "--n", str(args.n), "--parts",
                        str(args.parts), "--rtol", str(args.rtol), "--applies",
