@@ -25,7 +25,6 @@ from scipy.sparse.linalg import splu
 
 from ..backend import to_numpy
 from ..operators import LowRankOperator
-from ..operators.losses import loss_value
 
 __all__ = ["PROBLEMS", "GRID_PROBLEMS", "PARTITIONERS", "GRID_COARSE_BASES", "DIMENSION",
            "PROBLEM_DEFAULTS", "SUBDOMAIN_WIDTH", "SCALING_WIDTH", "SCALING_GRID_NS",
@@ -185,12 +184,8 @@ def evaluate_grid(op: LowRankOperator, A: Any, solve: Any, validation: tuple[Any
     ``best_rank_error_method`` say how each number was obtained, and
     ``sampled_metrics`` lists the randomised estimates.
     """
-    from ..learning.metrics import operator_fro_error, relative_l2_errors
+    from ..learning.metrics import model_metrics, operator_fro_error
 
-    xp = op.xp
-    Fv, Uv = (xp.asarray(a, dtype=op.dtype) for a in validation)
-    Fe, Ue = evaluation
-    Pe = to_numpy(op._apply(xp.asarray(Fe, dtype=op.dtype), False))
     err, method = operator_fro_error(op, solve, exact_limit, probes=PROBES)
     n = A.shape[0]
     if mu is not None:
@@ -203,15 +198,11 @@ def evaluate_grid(op: LowRankOperator, A: Any, solve: Any, validation: tuple[Any
         inv_norm = float(np.sqrt(_sampled_sq_norm(solve, n, PROBES, seed=1)))
         norm_method = f"sampled ({PROBES} Rademacher probes)"
         best, best_method = None, "not computed (no closed-form spectrum above the dense limit)"
-    rel = relative_l2_errors(Pe, Ue)
     sampled = [k for k, m in (("operator_fro_error", method),
                               ("operator_rel_fro_error", method),
                               ("operator_rel_fro_error", norm_method))
                if m.startswith("sampled")]
-    return {
-        "num_params": int(op.num_params),
-        "rank_bound": int(op.rank_bound),
-        "val_loss": float(loss_value(loss, op._apply(Fv, False), Uv)),
+    entry = model_metrics(op, validation, evaluation, loss, {
         "operator_fro_error": err,
         "operator_rel_fro_error": err / inv_norm,
         "operator_error_method": method,
@@ -219,10 +210,9 @@ def evaluate_grid(op: LowRankOperator, A: Any, solve: Any, validation: tuple[Any
         "inverse_norm_method": norm_method,
         "best_rank_fro_error": best,
         "best_rank_error_method": best_method,
-        "mean_rel_l2": float(rel.mean()),
-        "max_rel_l2": float(rel.max()),
-        "sampled_metrics": sorted(set(sampled)),
-    }
+    })
+    entry["sampled_metrics"] = sorted(set(sampled))
+    return entry
 
 
 def global_ranks_for(schwarz: LowRankOperator, n: int) -> tuple[int, int]:

@@ -77,6 +77,28 @@ def relative_l2_errors(P: Any, U: Any) -> np.ndarray:
     return np.linalg.norm(P - U, axis=0) / np.linalg.norm(U, axis=0)
 
 
+def model_metrics(op: LowRankOperator, validation: tuple[Any, Any],
+                  evaluation: tuple[Any, Any], loss: str, errors: dict[str, Any]) -> dict[str, Any]:
+    """The metrics dict of one model: sizes, the validation loss, ``errors``, evaluation errors.
+
+    ``errors`` holds the operator-error entries (``operator_fro_error`` ...),
+    which depend on how ``A^{-1}`` is known; they are placed between
+    ``val_loss`` and the relative errors on the evaluation set.
+    """
+    xp = op.xp
+    Fv, Uv = (xp.asarray(a, dtype=op.dtype) for a in validation)
+    Fe, Ue = evaluation
+    rel = relative_l2_errors(op._apply(xp.asarray(Fe, dtype=op.dtype), False), Ue)
+    return {
+        "num_params": int(op.num_params),
+        "rank_bound": int(op.rank_bound),
+        "val_loss": float(loss_value(loss, op._apply(Fv, False), Uv)),
+        **errors,
+        "mean_rel_l2": float(rel.mean()),
+        "max_rel_l2": float(rel.max()),
+    }
+
+
 def evaluate(op: LowRankOperator, A: Any, solve: Any, validation: tuple[Any, Any],
              evaluation: tuple[Any, Any], loss: str = "wmse",
              exact_limit: int | None = None) -> dict[str, Any]:
@@ -87,21 +109,11 @@ def evaluate(op: LowRankOperator, A: Any, solve: Any, validation: tuple[Any, Any
     ``operator_error_method``, ``best_rank_fro_error`` (rank = the model's rank
     bound), ``mean_rel_l2`` and ``max_rel_l2`` on the evaluation set.
     """
-    xp = op.xp
-    Fv, Uv = (xp.asarray(a, dtype=op.dtype) for a in validation)
-    Fe, Ue = evaluation
-    Pe = to_numpy(op._apply(xp.asarray(Fe, dtype=op.dtype), False))
     err, method = operator_fro_error(op, solve, exact_limit)
     inv_norm = float(np.sqrt(np.sum(inverse_eigenvalues(A) ** 2)))
-    rel = relative_l2_errors(Pe, Ue)
-    return {
-        "num_params": int(op.num_params),
-        "rank_bound": int(op.rank_bound),
-        "val_loss": float(loss_value(loss, op._apply(Fv, False), Uv)),
+    return model_metrics(op, validation, evaluation, loss, {
         "operator_fro_error": err,
         "operator_rel_fro_error": err / inv_norm,
         "operator_error_method": method,
         "best_rank_fro_error": best_rank_error(A, op.rank_bound),
-        "mean_rel_l2": float(rel.mean()),
-        "max_rel_l2": float(rel.max()),
-    }
+    })
