@@ -223,15 +223,7 @@ class DistributedLayout:
         needed = [self.region]
         self._rows = None
         if A is not None:
-            A = _csr(A)
-            if A.shape == (n, n):
-                rows = A[self.owned]
-            elif A.shape == (self.num_owned, n):
-                rows = A
-            else:
-                raise ValueError(f"A must have shape ({n}, {n}) (global) or "
-                                 f"({self.num_owned}, {n}) (this rank's rows), got {A.shape}")
-            self._rows = rows
+            rows = self._rows = self._owned_rows(A)
             needed.append(rows.indices)
         candidates = _members(np.concatenate(needed), n)
         ghosts = candidates[self.dof_ranks[candidates] != self.rank]
@@ -413,8 +405,8 @@ class DistributedLayout:
             return A[self.owned]
         if A.shape == (self.num_owned, n):
             return A
-        raise ValueError(f"A must have shape ({n}, {n}) or ({self.num_owned}, {n}), got "
-                         f"{A.shape}")
+        raise ValueError(f"A must have shape ({n}, {n}) (global) or ({self.num_owned}, {n}) "
+                         f"(this rank's rows), got {A.shape}")
 
     def _setup_alltoallv(self, send: np.ndarray, scounts: np.ndarray, recv: np.ndarray,
                          rcounts: np.ndarray, mpi_type: Any) -> None:
@@ -616,20 +608,7 @@ class DistributedLayout:
             No matrix, or a column that is neither owned nor a ghost (give
             ``A`` to the constructor so that its columns join the ghosts).
         """
-        if A is None:
-            if self._rows is None:
-                raise ValueError("A is required: the layout was built without a matrix")
-            rows = self._rows
-        else:
-            A = _csr(A)
-            n = self.num_dofs
-            if A.shape == (n, n):
-                rows = A[self.owned]
-            elif A.shape == (self.num_owned, n):
-                rows = A
-            else:
-                raise ValueError(f"A must have shape ({n}, {n}) or ({self.num_owned}, {n}), "
-                                 f"got {A.shape}")
+        rows = self._owned_rows(A)
         try:
             cols = self.ext_positions(rows.indices)
         except ValueError as exc:
