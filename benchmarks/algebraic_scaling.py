@@ -320,6 +320,26 @@ def _time_rows(results):
     return table(headers, rows)
 
 
+def _overlap_study(A, b, r: dict, tag: str, repeat: int, decompose) -> Any:
+    """Every 2D coarse basis and the hybrid forms at overlaps 1 and 2, into ``r``.
+
+    ``decompose(overlap)`` returns ``(decomposition, split times)``; the last
+    decomposition is returned.
+    """
+    for ov in (1, 2):
+        d, dsplit = decompose(ov)
+        kept: dict = {}
+        r["overlap"][str(ov)] = {name: run_schwarz(A, b, d, basis, dsplit, repeat=repeat,
+                                                   keep=kept) for name, basis in BASES_2D}
+        r["hybrid"][str(ov)] = run_hybrid(A, b, kept)
+        del kept
+        m = r["overlap"][str(ov)]
+        _log(f"  {tag} n={A.shape[0]} ov={ov}: " + ", ".join(
+            f"{k} {v['iterations']}" for k, v in m.items()) + ", hybrid " + ", ".join(
+            f"{k} {v['iterations']}" for k, v in r["hybrid"][str(ov)].items()))
+    return d
+
+
 def section_poisson2d(args) -> dict[str, Any]:
     from ddops.problems import poisson_2d
 
@@ -331,17 +351,8 @@ def section_poisson2d(args) -> dict[str, Any]:
         b = _rhs(A.shape[0])
         r = {"N": P * P, "n_per_dir": n, "unknowns": A.shape[0], "nnz": A.nnz, "overlap": {},
              "hybrid": {}}
-        for ov in (1, 2):
-            d, dsplit = grid_decomposition((n, n), (P, P), ov)
-            kept: dict = {}
-            r["overlap"][str(ov)] = {name: run_schwarz(A, b, d, basis, dsplit, repeat=args.repeat,
-                                                       keep=kept) for name, basis in BASES_2D}
-            r["hybrid"][str(ov)] = run_hybrid(A, b, kept)
-            del kept
-            m = r["overlap"][str(ov)]
-            _log(f"  poisson2d N={P * P} n={A.shape[0]} ov={ov}: " + ", ".join(
-                f"{k} {v['iterations']}" for k, v in m.items()) + ", hybrid " + ", ".join(
-                f"{k} {v['iterations']}" for k, v in r["hybrid"][str(ov)].items()))
+        d = _overlap_study(A, b, r, f"poisson2d N={P * P}", args.repeat,
+                           lambda ov, n=n, P=P: grid_decomposition((n, n), (P, P), ov))
         r["pyamg"] = pyamg_run(A, b, repeat=args.repeat) if _have_pyamg() else None
         out.append(r)
         del A, d
@@ -363,17 +374,8 @@ def section_fem2d(args) -> dict[str, Any]:
         N = max(2, round(A.shape[0] / 1024))
         r = {"N": N, "n_per_dir": n, "unknowns": A.shape[0], "nnz": A.nnz, "overlap": {},
              "hybrid": {}}
-        for ov in (1, 2):
-            d, dsplit = metis_decomposition(A, N, ov)
-            kept: dict = {}
-            r["overlap"][str(ov)] = {name: run_schwarz(A, b, d, basis, dsplit, repeat=args.repeat,
-                                                       keep=kept) for name, basis in BASES_2D}
-            r["hybrid"][str(ov)] = run_hybrid(A, b, kept)
-            del kept
-            m = r["overlap"][str(ov)]
-            _log(f"  fem2d N={N} n={A.shape[0]} ov={ov}: " + ", ".join(
-                f"{k} {v['iterations']}" for k, v in m.items()) + ", hybrid " + ", ".join(
-                f"{k} {v['iterations']}" for k, v in r["hybrid"][str(ov)].items()))
+        d = _overlap_study(A, b, r, f"fem2d N={N}", args.repeat,
+                           lambda ov, A=A, N=N: metis_decomposition(A, N, ov))
         r["pyamg"] = pyamg_run(A, b, repeat=args.repeat) if _have_pyamg() else None
         out.append(r)
         del A, d
