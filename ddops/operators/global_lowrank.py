@@ -80,12 +80,6 @@ class GlobalLowRankOperator(LowRankOperator):
     def unflatten(self, flat: Any) -> dict[str, Any]:
         return {k: to_numpy(v).copy() for k, v in self._views(flat).items()}
 
-    def get_params(self) -> dict[str, Any]:
-        return self.unflatten(self.theta)
-
-    def set_params(self, params: dict[str, Any]) -> None:
-        self._write(self.params, self._validate_params(params))
-
     @property
     def num_params(self) -> int:
         return 2 * self.shape[0] * self.rank

@@ -112,11 +112,11 @@ class LowRankOperator(BackendLinearOperator):
 
     def get_params(self) -> dict[str, Any]:
         """Copies of the factors as numpy arrays."""
-        raise NotImplementedError
+        return self.unflatten(self.theta)
 
     def set_params(self, params: dict[str, Any]) -> None:
         """Replace the factors (same structure as :meth:`get_params`), validated."""
-        raise NotImplementedError
+        self._write(self.params, self._validate_params(params))
 
     def flatten(self, params: dict[str, Any]) -> Any:
         """Pack a :meth:`get_params`-structured dict into a flat vector like :attr:`theta`."""

@@ -572,12 +572,6 @@ class SchwarzOperator(LowRankOperator):
             out[key] = to_numpy(views[key]).copy()
         return out
 
-    def get_params(self) -> dict[str, Any]:
-        return self.unflatten(self.theta)
-
-    def set_params(self, params: dict[str, Any]) -> None:
-        self._write(self.params, self._validate_params(params))
-
     @property
     def num_params(self) -> int:
         d = self.decomposition
