@@ -6,8 +6,15 @@
   :func:`diffusion_3d`, :func:`high_contrast_channels`, :func:`grid_coordinates`).
 - :mod:`ddops.problems.elasticity`: :func:`rigid_body_modes`, the null space of linear
   elasticity.
-- :mod:`ddops.problems.fem`: P1 Poisson and linear elasticity on triangle meshes with
-  scikit-fem (optional extra ``fem``; imported on first use).
+- :mod:`ddops.problems.random_fields`: high-contrast heterogeneous coefficients: cell
+  coefficients for the grids (:func:`lognormal_field`, :func:`random_inclusions`), element
+  values for the meshes (:func:`stiff_inclusions`, :func:`layered_coefficient`) and
+  :func:`coefficient_contrast`.
+- :mod:`ddops.problems.fem`: P1 Poisson and linear elasticity on triangle and tetrahedral
+  meshes with scikit-fem (:func:`fem_poisson_2d`, :func:`fem_poisson_3d`,
+  :func:`fem_elasticity_2d`, :func:`fem_elasticity_3d`, the meshes :func:`unit_square_mesh`
+  and :func:`box_mesh`, :func:`element_centroids`), with per-element coefficients and local
+  Neumann matrices (optional extra ``fem``; imported on first use).
 """
 
 from .elasticity import rigid_body_modes
@@ -20,22 +27,46 @@ from .grid import (
     poisson_3d,
 )
 from .poisson1d import poisson_1d
+from .random_fields import (
+    coefficient_contrast,
+    layered_coefficient,
+    lognormal_field,
+    random_inclusions,
+    stiff_inclusions,
+)
 
 __all__ = [
+    "box_mesh",
+    "coefficient_contrast",
     "diffusion_2d",
     "diffusion_3d",
+    "element_centroids",
     "fem_elasticity_2d",
+    "fem_elasticity_3d",
     "fem_poisson_2d",
+    "fem_poisson_3d",
     "grid_coordinates",
     "high_contrast_channels",
+    "layered_coefficient",
+    "lognormal_field",
     "poisson_1d",
     "poisson_2d",
     "poisson_3d",
+    "random_inclusions",
     "rigid_body_modes",
+    "stiff_inclusions",
     "unit_square_mesh",
 ]
 
-_FEM = ("fem_poisson_2d", "fem_elasticity_2d", "unit_square_mesh")
+_FEM = (
+    "fem_poisson_2d",
+    "fem_poisson_3d",
+    "fem_elasticity_2d",
+    "fem_elasticity_3d",
+    "unit_square_mesh",
+    "box_mesh",
+    "element_centroids",
+)
 
 
 def __getattr__(name):
