@@ -10,14 +10,19 @@ import scipy.sparse as sp
 from .._validation import check_choice, check_finite, check_int, check_memory
 from .decomposition import Decomposition
 
-__all__ = ["ALL_COARSE_BASES", "COARSE_BASES", "MATRIX_COARSE_BASES", "coarse_basis",
-           "column_rank", "hat_functions", "subdomain_blocks"]
+__all__ = ["ADAPTIVE_OPTIONS", "ALL_COARSE_BASES", "COARSE_BASES", "MATRIX_COARSE_BASES",
+           "coarse_basis", "column_rank", "hat_functions", "subdomain_blocks"]
 
 #: Coarse bases built from the decomposition alone (also by :class:`~ddops.SchwarzOperator`).
 COARSE_BASES = ("interface_hats", "pou", "nicolaides", "grid_hats")
 
-#: Coarse bases that also need the matrix ``A`` (discrete harmonic extensions).
-MATRIX_COARSE_BASES = ("gdsw", "rgdsw")
+#: Coarse bases that also need the matrix ``A`` (discrete harmonic extensions, and the
+#: adaptive spectral spaces of :mod:`ddops.dd.adaptive`).
+MATRIX_COARSE_BASES = ("gdsw", "rgdsw", "agdsw", "geneo")
+
+#: Options of the adaptive coarse bases (keyword arguments of :func:`coarse_basis`).
+ADAPTIVE_OPTIONS = {"agdsw": ("threshold", "max_per_component"),
+                    "geneo": ("threshold", "max_per_subdomain", "neumann")}
 
 #: Every name accepted by :func:`coarse_basis`.
 ALL_COARSE_BASES = COARSE_BASES + MATRIX_COARSE_BASES
@@ -69,14 +74,20 @@ def coarse_basis(
     *,
     A: Any = None,
     null_space: Any = None,
-) -> sp.csr_matrix:
+    threshold: float | None = None,
+    max_per_component: int | None = None,
+    max_per_subdomain: int | None = None,
+    neumann: Any = None,
+    return_info: bool = False,
+):
     """Coarse interpolation matrix Phi for a decomposition.
 
     Parameters
     ----------
     decomposition : Decomposition
         The overlapping decomposition.
-    kind : {"interface_hats", "pou", "nicolaides", "grid_hats", "gdsw", "rgdsw"}
+    kind : {"interface_hats", "pou", "nicolaides", "grid_hats", "gdsw", "rgdsw", "agdsw", \
+"geneo"}
         ``"interface_hats"``: one hat per interface, 1 at the interface node
         and linear down to 0 at the neighbouring interface nodes or the
         Dirichlet boundary (``n0 = N - 1``; 1D coordinates).
@@ -91,6 +102,12 @@ def coarse_basis(
         (``-A_II^{-1} A_IG``) inside the parts.  ``"rgdsw"``: the reduced
         variant, functions on the vertex-like components only with the
         option-1 interface partition of unity.  See :mod:`ddops.dd.gdsw`.
+        ``"agdsw"``: adaptive GDSW, the GDSW space plus the harmonic extensions
+        of the eigenvectors of an interface eigenproblem per component whose
+        eigenvalues fall below ``threshold``.  ``"geneo"``: GenEO, the
+        eigenvectors of a generalized eigenproblem per overlapping subdomain.
+        Both keep the iteration count flat under high-contrast coefficients;
+        see :mod:`ddops.dd.adaptive`.
     size : int, optional
         Number of hats for ``"grid_hats"`` (default ``N - 1``); not allowed for
         the other kinds.
@@ -99,12 +116,28 @@ def coarse_basis(
     null_space : array (num_dofs x k), optional
         Null space of the unassembled operator (constants by default; rigid
         body modes for elasticity, :func:`ddops.problems.rigid_body_modes`);
-        for ``"nicolaides"``, ``"pou"``, ``"gdsw"`` and ``"rgdsw"``.
+        for ``"nicolaides"``, ``"pou"`` and the matrix bases.
+    threshold : float, optional
+        Eigenvalue threshold of ``"agdsw"`` and ``"geneo"`` (defaults
+        :data:`ddops.dd.adaptive.AGDSW_THRESHOLD` and
+        :data:`ddops.dd.adaptive.GENEO_THRESHOLD`).
+    max_per_component : int, optional
+        Cap on the eigenvectors per interface component (``"agdsw"``).
+    max_per_subdomain : int, optional
+        Cap on the eigenvectors per subdomain (``"geneo"``).
+    neumann : sequence of sparse matrices, optional
+        Local Neumann matrices, one per subdomain (``"geneo"``; default: from ``A``).
+    return_info : bool
+        Also return what the builder reports: a
+        :class:`~ddops.dd.adaptive.AdaptiveInfo` for ``"agdsw"``/``"geneo"``, a
+        :class:`~ddops.dd.gdsw.GDSWInfo` for ``"gdsw"``/``"rgdsw"``, None otherwise.
 
     Returns
     -------
     scipy.sparse.csr_matrix
         ``num_dofs x n0``.
+    info
+        Only with ``return_info=True``.
 
     Notes
     -----
@@ -115,6 +148,16 @@ def coarse_basis(
     ``A`` couples to an unknown of another part.
     """
     check_choice("kind", kind, ALL_COARSE_BASES)
+    if not isinstance(return_info, (bool, np.bool_)):
+        raise TypeError(f"return_info must be a bool, got {type(return_info).__name__}")
+    given = {"threshold": threshold, "max_per_component": max_per_component,
+             "max_per_subdomain": max_per_subdomain, "neumann": neumann}
+    for name, value in given.items():
+        if value is not None and name not in ADAPTIVE_OPTIONS.get(kind, ()):
+            users = [k for k, v in ADAPTIVE_OPTIONS.items() if name in v]
+            raise ValueError(f"{name} is only used with kind in {tuple(users)}, not {kind!r}")
+    if return_info and kind not in MATRIX_COARSE_BASES:
+        return coarse_basis(decomposition, kind, size, A=A, null_space=null_space), None
     if size is not None and kind != "grid_hats":
         raise ValueError(f"size is only used with kind='grid_hats', not {kind!r}")
     if A is not None and kind not in MATRIX_COARSE_BASES:
@@ -144,25 +187,42 @@ def coarse_basis(
         Phi.sort_indices()
         return Phi
     if kind in MATRIX_COARSE_BASES:
-        if A is None:
-            raise ValueError(f"coarse_basis: {kind!r} needs the matrix A (coarse_basis(d, "
-                             f"{kind!r}, A=A))")
-        if d.owner is None:
-            raise ValueError(f"coarse_basis: {kind!r} needs the non-overlapping partition "
-                             "decomposition.owner (build the decomposition with "
-                             "Decomposition.from_matrix or from_grid, or pass owner=)")
-        shape = np.shape(A)
-        if shape != (d.num_dofs, d.num_dofs):
-            raise ValueError(f"coarse_basis: A must have shape ({d.num_dofs}, {d.num_dofs}) "
-                             f"(decomposition.num_dofs), got {shape}")
-        from .gdsw import gdsw_basis
-
-        return gdsw_basis(A, d.owner, null_space=null_space, interface=d.shared_nodes,
-                          variant=kind, block_size=d.block_size)
+        options = {k: v for k, v in given.items() if v is not None}
+        return _matrix_basis(d, kind, A, null_space, options, return_info)
     n0 = d.num_subdomains - 1 if size is None else check_int("size", size, minimum=1)
     if n0 < 1:
         raise ValueError("coarse_basis: 'grid_hats' needs size >= 1")
     return hat_functions(d.coordinates, np.arange(1, n0 + 1) / (n0 + 1))
+
+
+def _matrix_basis(d: Decomposition, kind: str, A: Any, null_space: Any, options: dict,
+                  return_info: bool):
+    """The coarse bases built from ``A`` (GDSW family and the adaptive ones)."""
+    if A is None:
+        raise ValueError(f"coarse_basis: {kind!r} needs the matrix A (coarse_basis(d, "
+                         f"{kind!r}, A=A))")
+    if d.owner is None:
+        raise ValueError(f"coarse_basis: {kind!r} needs the non-overlapping partition "
+                         "decomposition.owner (build the decomposition with "
+                         "Decomposition.from_matrix or from_grid, or pass owner=)")
+    shape = np.shape(A)
+    if shape != (d.num_dofs, d.num_dofs):
+        raise ValueError(f"coarse_basis: A must have shape ({d.num_dofs}, {d.num_dofs}) "
+                         f"(decomposition.num_dofs), got {shape}")
+    if kind == "geneo":
+        from .adaptive import geneo_basis
+
+        return geneo_basis(A, d, null_space=null_space, return_info=return_info,
+                           **options)
+    if kind == "agdsw":
+        from .adaptive import agdsw_basis
+
+        return agdsw_basis(A, d.owner, null_space=null_space, interface=d.shared_nodes,
+                           block_size=d.block_size, return_info=return_info, **options)
+    from .gdsw import gdsw_basis
+
+    return gdsw_basis(A, d.owner, null_space=null_space, interface=d.shared_nodes,
+                      variant=kind, block_size=d.block_size, return_info=return_info)
 
 
 def validate_coarse_matrix(Phi: Any, num_dofs: int) -> sp.csr_matrix:

@@ -102,6 +102,8 @@ __all__ = [
     "harmonic_extension",
     "nicolaides_basis",
     "coarse_matrix_checked",
+    "drop_dependent_columns",
+    "DROP_PIVOT_RTOL",
     "symmetry_defect",
 ]
 
@@ -119,6 +121,11 @@ DEPENDENCE_RTOL = 1e-8
 #: matrix, the squared sine of its A-angle to the columns eliminated before
 #: it, is at most this.
 SINGULAR_PIVOT_RTOL = 1e-12
+
+#: :func:`drop_dependent_columns` drops a column of Phi whose pivot (the squared sine of its
+#: A-angle to the columns eliminated before it) is at most this: 100 times the tolerance of
+#: :func:`coarse_matrix_checked`, so that what is kept always passes that check.
+DROP_PIVOT_RTOL = 1e-10
 
 #: The harmonic extension solves at most this many bytes of right-hand sides at
 #: once (float64 ``rows x columns`` blocks, rows those of one chunk of parts).
@@ -887,11 +894,18 @@ def gdsw_basis(
     Phi.eliminate_zeros()
     Phi.sort_indices()
     col_group, col_vector = np.nonzero(keep)
+    dropped = int(keep.size - keep.sum())
+    if variant == "rgdsw" and k > 1:
+        # weighted pieces of several vectors on overlapping root supports can depend on the
+        # functions of other roots (3D elasticity on METIS parts): drop those globally
+        Phi, kept = drop_dependent_columns(A, Phi)
+        dropped += col_group.size - kept.size
+        col_group, col_vector = col_group[kept], col_vector[kept]
     if not return_info:
         return Phi
     info = GDSWInfo(variant=variant, components=comps,
                     column_component=group_component[col_group], column_vector=col_vector,
-                    dropped=int(keep.size - keep.sum()), seconds=time.perf_counter() - start)
+                    dropped=dropped, seconds=time.perf_counter() - start)
     return Phi, info
 
 
@@ -999,6 +1013,65 @@ def coarse_matrix_checked(A: Any, Phi: Any, *, rtol: float = SINGULAR_PIVOT_RTOL
                          f"(up to a squared A-angle of {rtol:g}) combinations of the other "
                          "columns; remove them")
     return A0
+
+
+def _scaled_pivots(A: sp.csr_matrix, Phi: sp.csr_matrix, rtol: float) -> np.ndarray:
+    """Pivots of the unit-diagonal scaled coarse matrix per column of Phi (zero columns: 0)."""
+    A0 = (Phi.T @ A @ Phi).tocsr()
+    A0 = ((A0 + A0.T) * 0.5).tocsr()
+    diag = A0.diagonal()
+    pos = diag > 0
+    s = sp.diags(np.where(pos, 1.0 / np.sqrt(np.where(pos, diag, 1.0)), 0.0))
+    K = (s @ A0 @ s + sp.diags((~pos).astype(np.float64))
+         + sp.identity(A0.shape[0]) * (rtol * 1e-2)).tocsc()
+    lu = _spd_factor(K)
+    pivots = lu.U.diagonal()[lu.perm_c]
+    return np.where(pos, pivots, 0.0)
+
+
+def drop_dependent_columns(A: Any, Phi: Any, *,
+                           rtol: float = DROP_PIVOT_RTOL) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Phi without its (numerically) linearly dependent columns, and the kept column indices.
+
+    The Galerkin matrix ``Phi^T A Phi`` scaled to unit diagonal is factorised as in
+    :func:`coarse_matrix_checked`; a column whose pivot is at most ``rtol`` is a
+    combination of the columns eliminated before it and is dropped (zero-energy columns
+    too).  The span is unchanged up to that tolerance.  The builders of the coarse spaces
+    call it where functions of different components or subdomains can depend on each
+    other (RGDSW with several null-space vectors, the adaptive spaces).
+
+    Parameters
+    ----------
+    A : sparse matrix
+        SPD ``n x n``.
+    Phi : sparse matrix
+        ``n x n0``.
+    rtol : float
+        See :data:`DROP_PIVOT_RTOL`.
+
+    Returns
+    -------
+    Phi : scipy.sparse.csr_matrix
+        The kept columns, in their order.
+    kept : numpy.ndarray
+        Their indices in the given Phi.
+    """
+    rtol = check_positive_float("rtol", rtol)
+    A = _check_matrix(A)
+    Phi = _as_csr("Phi", Phi)
+    if Phi.shape[0] != A.shape[0]:
+        raise ValueError(f"Phi must have {A.shape[0]} rows, got shape {Phi.shape}")
+    if Phi.shape[1] == 0:
+        return Phi, np.zeros(0, dtype=np.int64)
+    kept = np.arange(Phi.shape[1])
+    for _ in range(3):  # a further pass only where a drop changed the elimination order
+        ok = np.flatnonzero(_scaled_pivots(A, Phi, rtol) > rtol)
+        if ok.size == Phi.shape[1]:
+            break
+        Phi = Phi[:, ok].tocsr()
+        kept = kept[ok]
+    Phi.sort_indices()
+    return Phi, kept
 
 
 def _listing(idx: np.ndarray, limit: int = 20) -> str:

@@ -34,7 +34,12 @@ import scipy.sparse.linalg as spla
 
 from .._validation import check_choice, check_dtype, check_finite, check_memory, fits_in_memory
 from ..backend import asarray, check_backend, to_numpy
-from ..dd.coarse import ALL_COARSE_BASES, MATRIX_COARSE_BASES, validate_coarse_matrix
+from ..dd.coarse import (
+    ADAPTIVE_OPTIONS,
+    ALL_COARSE_BASES,
+    MATRIX_COARSE_BASES,
+    validate_coarse_matrix,
+)
 from ..dd.coarse import coarse_basis as build_coarse_basis
 from ..dd.decomposition import Decomposition
 from ..dd.gdsw import FACTOR_CHUNK_ROWS, SUPERLU_PANEL_SIZE, chunk_bounds, symmetry_defect
@@ -384,6 +389,11 @@ class TwoLevelSchwarz(BackendLinearOperator):
         computed on the host and the dense local inverses and ``A_0^{-1}``
         are moved to the GPU (dense local solver only); inputs and outputs
         are CuPy arrays, for :mod:`cupyx.scipy.sparse.linalg` solvers.
+    coarse_options : dict, optional
+        Options of the adaptive coarse bases, passed to
+        :func:`ddops.coarse_basis`: ``threshold`` and ``max_per_component``
+        for ``"agdsw"``; ``threshold``, ``max_per_subdomain`` and ``neumann``
+        (one local Neumann matrix per subdomain) for ``"geneo"``.
 
     Attributes
     ----------
@@ -401,6 +411,11 @@ class TwoLevelSchwarz(BackendLinearOperator):
         Precision of the local solves.
     coarse_solver : str or None
         ``"dense"`` or ``"sparse"`` (None for one level).
+    coarse_info : AdaptiveInfo, GDSWInfo or None
+        What the coarse-basis builder reported (for a basis built here by name).
+    coarse_stats : dict
+        ``coarse_info.stats`` for the adaptive bases (coarse dimension, functions
+        kept and dropped, eigenproblem time, ...), else empty.
 
     Raises
     ------
@@ -437,6 +452,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
         backend: str = "numpy",
         null_space: Any = None,
         factor_dtype: Any = np.float64,
+        coarse_options: dict | None = None,
     ) -> None:
         start = time.perf_counter()
         if not isinstance(decomposition, Decomposition):
@@ -464,7 +480,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
         self.variant = variant
         self.num_subdomains = d.num_subdomains
         basis_start = time.perf_counter()
-        Phi = self._coarse_matrix(d, coarse_basis, coarse, coarse_size, A, null_space)
+        Phi, self.coarse_info = self._coarse_matrix(d, coarse_basis, coarse, coarse_size, A,
+                                                    null_space, coarse_options)
+        self.coarse_stats = dict(getattr(self.coarse_info, "stats", None) or {})
         self.coarse_basis_seconds = time.perf_counter() - basis_start
         self.coarse_basis_name = None if Phi is None else (
             coarse_basis if isinstance(coarse_basis, str) else "custom")
@@ -514,8 +532,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
     # -- set-up ----------------------------------------------------------------------------
     @staticmethod
     def _coarse_matrix(d: Decomposition, coarse_basis: Any, coarse: bool,
-                       coarse_size: int | None, A: sp.csr_matrix,
-                       null_space: Any) -> sp.csr_matrix | None:
+                       coarse_size: int | None, A: sp.csr_matrix, null_space: Any,
+                       options: dict | None) -> tuple[sp.csr_matrix | None, Any]:
         is_grid = isinstance(coarse_basis, str) and coarse_basis == "grid_hats"
         if coarse_size is not None and not is_grid:
             raise ValueError("coarse_size is only used with coarse_basis='grid_hats'")
@@ -525,9 +543,20 @@ class TwoLevelSchwarz(BackendLinearOperator):
             "pou", "nicolaides", *MATRIX_COARSE_BASES)
         if null_space is not None and not takes_null_space:
             raise ValueError("null_space is only used with coarse_basis in ('pou', "
-                             f"'nicolaides', 'gdsw', 'rgdsw'), not {coarse_basis!r}")
+                             f"'nicolaides', {', '.join(map(repr, MATRIX_COARSE_BASES))}), not "
+                             f"{coarse_basis!r}")
+        if options is not None:
+            if not isinstance(options, dict):
+                raise TypeError("coarse_options must be a dict of keyword arguments of "
+                                f"ddops.coarse_basis, got {type(options).__name__}")
+            allowed = ADAPTIVE_OPTIONS.get(coarse_basis, ()) if isinstance(
+                coarse_basis, str) else ()
+            unknown = sorted(set(options) - set(allowed))
+            if unknown:
+                raise ValueError(f"coarse_options: {unknown} not accepted with coarse_basis="
+                                 f"{coarse_basis!r} (accepted: {list(allowed)})")
         if not coarse or coarse_basis is None:
-            return None
+            return None, None
         if isinstance(coarse_basis, str):
             if coarse_basis == "interface_hats" and d.interface_nodes.size == 0:
                 raise ValueError(
@@ -536,8 +565,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
                     "'pou', 'grid_hats', a matrix Phi, or coarse=False")
             matrix = A if coarse_basis in MATRIX_COARSE_BASES else None
             return build_coarse_basis(d, coarse_basis, size=coarse_size, A=matrix,
-                                      null_space=null_space)
-        return validate_coarse_matrix(coarse_basis, d.num_dofs)
+                                      null_space=null_space, return_info=True,
+                                      **(options or {}))
+        return validate_coarse_matrix(coarse_basis, d.num_dofs), None
 
     def _transposes(self, host_in, host_out, S_in, S_out):
         """``S_in^T`` and ``S_out^T``: transposed views on the host (CSC, no copy; the

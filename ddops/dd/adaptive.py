@@ -1,0 +1,918 @@
+"""Adaptive spectral coarse spaces: AGDSW and GenEO, built from an assembled sparse matrix.
+
+Both enrich a classical coarse space with the eigenvectors of many small
+generalized eigenproblems whose eigenvalues fall below a threshold ``tau``.
+The eigenvalues measure how much cheaper a function is in a local
+*Neumann* energy (the energy of a neighbourhood with free values on its
+boundary) than in the energy the classical method charges for it; the
+functions that are much cheaper are the ones a classical coarse space misses
+(a value per high-coefficient channel or inclusion crossing an interface),
+and the ones that make iteration counts grow with the contrast.
+
+Local Neumann matrices
+----------------------
+Both methods need a symmetric positive semidefinite local matrix ``N_w`` on
+a set of unknowns ``w`` with ``sum_w P_w^T N_w P_w <= k_1 A`` (``P_w`` the
+restriction).  Without finite-element data they are computed from ``A``
+(Al Daas and Jolivet, SISC 2022): every off-diagonal entry ``a_kl`` is the
+2 x 2 positive semidefinite piece ``|a_kl| (e_k - s e_l)(e_k - s e_l)^T``
+(``s`` its sign) and the rest of the diagonal, ``a_kk - sum_l |a_kl|``, a
+piece of its own, so ``N_w = A_ww - diag(sum_{l not in w} |a_kl|)``: the
+couplings that leave ``w`` are cut.  The pieces are positive semidefinite
+exactly when ``A`` is weakly diagonally dominant (finite differences and
+finite volumes of diffusion, P1 on non-obtuse meshes); then ``k_1`` is the
+largest number of sets ``w`` that contain a pair ``(k, l)``.  For other
+matrices (elasticity) ``N_w`` can be indefinite: AGDSW then selects more
+functions than needed (the set-up warns once), and GenEO refuses and asks
+for the finite-element Neumann matrices (``neumann=``).
+
+AGDSW (``"agdsw"``)
+-------------------
+The GDSW space (one function per interface component and null-space vector,
+:func:`ddops.dd.gdsw.gdsw_basis`) plus, on every component ``e``, the
+discrete-harmonic extensions of the eigenvectors of
+
+    S_e^N tau = lambda S_e^D tau,    lambda < threshold.
+
+``S_e^D = A_ee - A_eI A_II^{-1} A_Ie`` is the Schur complement of ``A`` on
+``e`` with zero values on the rest of the interface: ``tau^T S_e^D tau`` is
+the energy of the function GDSW would build from the values ``tau`` on
+``e``.  ``S_e^N = sum_{p ~ e} S_{p,e}^N`` sums, over the parts ``p`` that
+touch ``e``, the Schur complements on ``e`` of the Neumann matrix of the
+closed part ``p`` (its interior and its interface), where the rest of the
+part's interface is free: ``tau^T S_e^N tau`` is the smallest energy of any
+function with the values ``tau`` on ``e``.  Where ``A`` is diagonally
+dominant ``0 <= lambda <= 1``.  A small ``lambda`` marks values on ``e`` that
+extend cheaply when free (a channel that crosses ``e`` and floats) but
+expensively with zeros around ``e`` (GDSW's extension cuts the channel):
+those enter the coarse space.  On a homogeneous problem only the constants
+have small ``lambda`` (and GDSW already holds them), so the space is GDSW's.
+
+With ``v`` the values of ``u`` on ``e`` and ``pi_e`` the projection on the
+selected eigenvectors, the interface remainder obeys
+``|H_e (v - pi_e v)|_A^2 <= (1 / tau) sum_{p ~ e} |u|_{N_p}^2``; summed over
+the components this is the coefficient-robust stable splitting of the
+adaptive GDSW theory (Heinlein, Klawonn, Knepper, Rheinbach, Widlund,
+ETNA 2019 and SISC 2022), so that ``kappa(M A) <= C (1 + 1 / tau)`` with
+``C`` depending on the number of components of a part, of parts around a
+component and on the overlap, not on the coefficients.  ``C`` is not
+computed here; the tests check that the condition number does not grow
+with the contrast.
+
+The Schur complements need ``A_II^{-1} A_I Gamma_p`` for every part ``p``:
+one multi-column solve per chunk of parts (as the harmonic extension, with
+one column per interface unknown of a part), the dense ``|Gamma_p|``-square
+matrices of one chunk at a time, batched inverses over the parts of the
+chunk and over its (part, component) pairs, and one batched ``eigh`` per size
+group of components.
+
+GenEO (``"geneo"``)
+-------------------
+Spillane, Dolean, Hauret, Nataf, Pechstein, Scheichl (Numer. Math. 2014): on
+every overlapping subdomain ``i``,
+
+    N_i v = lambda D_i A_i D_i v,    lambda < threshold,
+
+with ``A_i = R_i A R_i^T``, ``D_i`` the partition-of-unity weights and
+``N_i`` the local Neumann matrix (computed from ``A`` as above, or given by
+the user, e.g. from a finite-element assembly over the subdomain's elements);
+the coarse functions are ``R_i^T D_i v``.  With the additive two-level
+method and exact local solves,
+
+    kappa(M A) <= (1 + k_0) (2 + k_0 (2 k_0 + 1) max(1, k_1 / tau))
+
+(Dolean, Jolivet, Nataf, *An Introduction to Domain Decomposition Methods*,
+SIAM 2015, chapter 7), ``k_0`` the largest number of subdomains that meet one
+subdomain (itself included) and ``k_1`` the multiplicity of the Neumann
+matrices (both returned in the info's ``stats``).  The bound does not depend
+on the coefficients.  The eigenproblems go through one batched dense
+Cholesky-and-``eigh`` per size group of subdomains (padded, in memory-bounded
+chunks).
+
+Null spaces
+-----------
+A given null space ``Z`` enters first: AGDSW keeps GDSW's pieces ``Z`` on
+every component, GenEO the Nicolaides functions ``R_i^T D_i R_i Z``; the
+eigenvectors follow.  Functions that are (numerically) combinations of the
+earlier ones of the same component or subdomain are dropped there (the
+Gram-Schmidt of :func:`ddops.dd.gdsw.gdsw_basis`) and counted in ``stats``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import check_int, check_memory, check_positive_float
+from .gdsw import (
+    DEPENDENCE_RTOL,
+    EXTENSION_CHUNK_BYTES,
+    FACTOR_CHUNK_ROWS,
+    InterfaceComponents,
+    _check_matrix,
+    _check_null_space,
+    _check_owner,
+    _columns_from_groups,
+    _components,
+    _independent_vectors,
+    _spd_factor,
+    chunk_bounds,
+    drop_dependent_columns,
+    harmonic_extension,
+)
+
+__all__ = [
+    "ADAPTIVE_COARSE_BASES",
+    "AGDSW_THRESHOLD",
+    "GENEO_THRESHOLD",
+    "MAX_PER_COMPONENT",
+    "MAX_PER_SUBDOMAIN",
+    "EIGEN_CHUNK_BYTES",
+    "AdaptiveInfo",
+    "agdsw_basis",
+    "geneo_basis",
+    "local_neumann_matrices",
+    "size_groups",
+]
+
+#: Names of the adaptive coarse spaces.
+ADAPTIVE_COARSE_BASES = ("agdsw", "geneo")
+
+#: Default AGDSW threshold on ``lambda`` of ``S^N tau = lambda S^D tau`` (between 0 and 1 for a
+#: diagonally dominant ``A``).  Channel and inclusion modes have ``lambda`` of the order of the
+#: inverse contrast, the smooth modes of a homogeneous problem 0.2 and more (0.23 at the
+#: lowest on 2D boxes of 8 to 32 points a side, 0.15 on 3D boxes), so 0.05 keeps the first and
+#: leaves GDSW unchanged on homogeneous problems; see the preconditioning guide.
+AGDSW_THRESHOLD = 0.05
+
+#: Default GenEO threshold on ``lambda`` of ``N_i v = lambda D_i A_i D_i v``.
+GENEO_THRESHOLD = 0.1
+
+#: Default cap on the eigenvectors added per interface component (AGDSW).
+MAX_PER_COMPONENT = 32
+
+#: Default cap on the eigenvectors added per subdomain (GenEO).
+MAX_PER_SUBDOMAIN = 32
+
+#: Bytes of one batch of padded dense local matrices (the batched factorisations and ``eigh``
+#: work on at most this much at a time).
+EIGEN_CHUNK_BYTES = 2**27
+
+#: An AGDSW eigenvector whose part S^D-orthogonal to the null space on its component has a
+#: relative S^D-norm at most this is a combination of the null-space functions there and is
+#: not used (the shifted Neumann solves leave such vectors about 1e-7 away from the span).
+EIGEN_DEPENDENCE_RTOL = 1e-4
+
+#: Relative shift of the Neumann Schur complement of a part before its inversion (a floating
+#: part has the constants in its kernel); it changes the eigenvalues by about this much.
+NEUMANN_SHIFT = 1e-10
+
+
+@dataclass
+class AdaptiveInfo:
+    """What :func:`agdsw_basis` or :func:`geneo_basis` built.
+
+    Attributes
+    ----------
+    method : str
+        ``"agdsw"`` or ``"geneo"``.
+    threshold : float
+        The eigenvalue threshold ``tau``.
+    column_group : numpy.ndarray
+        The component (AGDSW) or subdomain (GenEO) of every coarse function.
+    column_kind : numpy.ndarray
+        ``"null_space"`` or ``"eigenvector"`` for every coarse function.
+    selected : numpy.ndarray
+        Eigenvalues below the threshold per component or subdomain (before the cap and
+        the dependence test).
+    kept : numpy.ndarray
+        Eigenvectors kept as coarse functions per component or subdomain.
+    eigenvalues : numpy.ndarray
+        The smallest eigenvalue of every component or subdomain (``inf`` where none).
+    components : InterfaceComponents or None
+        The interface (AGDSW only).
+    stats : dict
+        Counts and timings: ``coarse_dim``, ``null_space_functions``,
+        ``eigen_functions``, ``dropped_dependent``, ``capped`` (groups where the cap
+        bit), ``eigenproblems``, ``largest_eigenproblem``, ``eigen_seconds`` (Schur
+        complements and eigenproblems), ``extension_seconds``, ``seconds``; GenEO adds
+        ``k0``, ``k1`` and ``bound`` (the condition-number bound of the module notes).
+    """
+
+    method: str
+    threshold: float
+    column_group: np.ndarray
+    column_kind: np.ndarray
+    selected: np.ndarray
+    kept: np.ndarray
+    eigenvalues: np.ndarray
+    components: InterfaceComponents | None = None
+    stats: dict = field(default_factory=dict)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def size_groups(sizes: np.ndarray, ratio: float = 1.25) -> tuple[np.ndarray, np.ndarray]:
+    """Padded size of every item: the next value of a geometric ladder, and the ladder.
+
+    Items are batched by padded size (a handful of groups, at most ``ratio^3`` times the
+    arithmetic of exact sizes).
+
+    Returns
+    -------
+    padded : numpy.ndarray
+        Padded size of every item (``>= sizes``).
+    ladder : numpy.ndarray
+        The distinct padded sizes in use, increasing.
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if sizes.size == 0:
+        return sizes.copy(), np.zeros(0, dtype=np.int64)
+    top = int(sizes.max())
+    steps = [1]
+    while steps[-1] < top:
+        steps.append(max(steps[-1] + 1, int(np.ceil(steps[-1] * ratio))))
+    steps = np.array(steps, dtype=np.int64)
+    padded = steps[np.searchsorted(steps, sizes)]
+    return padded, np.unique(padded)
+
+
+def _check_threshold(threshold: Any, default: float) -> float:
+    if threshold is None:
+        return default
+    return check_positive_float("threshold", threshold)
+
+
+def _check_cap(name: str, value: Any, default: int) -> int:
+    return default if value is None else check_int(name, value, minimum=0)
+
+
+def _outside_coupling(A: sp.csr_matrix, rows: np.ndarray, sets: np.ndarray,
+                      num_sets: int) -> np.ndarray:
+    """``sum_{l not in w} |a_kl|`` for every pair (unknown ``rows[m]``, set ``sets[m]``).
+
+    The pairs list the memberships of the sets ``w`` (each pair once).  The absolute
+    off-diagonal row sum minus the part inside the set: one sparse product.
+    """
+    absA = abs(A).tocsr()
+    absA.setdiag(0.0)
+    absA.eliminate_zeros()
+    rowsum = np.asarray(absA.sum(axis=1)).ravel()
+    M = sp.csr_matrix((np.ones(rows.size), (rows, sets)), shape=(A.shape[0], num_sets))
+    inside = (absA @ M).tocsr()
+    return rowsum[rows] - np.asarray(inside[rows, sets]).ravel()
+
+
+def _not_dominant_rows(A: sp.csr_matrix) -> np.ndarray:
+    absA = abs(A).tocsr()
+    diag = A.diagonal()
+    off = np.asarray(absA.sum(axis=1)).ravel() - np.abs(diag)
+    scale = np.maximum(np.abs(diag), 1e-300)
+    return np.flatnonzero(diag - off < -1e-10 * scale)
+
+
+def local_neumann_matrices(A: Any, decomposition: Any) -> list[sp.csr_matrix]:
+    """Algebraic local Neumann matrices ``N_i = A_i - diag(sum_{l not in i} |a_kl|)``.
+
+    One per subdomain of ``decomposition``, in the order of its unknowns (see the module
+    notes: positive semidefinite when ``A`` is weakly diagonally dominant).  Mainly for
+    inspection and tests; :func:`geneo_basis` computes them batched.
+
+    Parameters
+    ----------
+    A : sparse matrix
+        Symmetric ``num_dofs x num_dofs``.
+    decomposition : Decomposition
+        The overlapping subdomains.
+
+    Returns
+    -------
+    list of scipy.sparse.csr_matrix
+    """
+    A = _check_matrix(A)
+    d = decomposition
+    N = d.num_subdomains
+    group = np.repeat(np.arange(N), d.sizes)
+    cut = _outside_coupling(A, d.indices, group, N)
+    result = []
+    for i, idx in enumerate(d.subdomains):  # inspection helper, not a hot path
+        Ai = A[idx][:, idx] - sp.diags(cut[d.offsets[i]:d.offsets[i + 1]])
+        result.append(sp.csr_matrix(Ai))
+    return result
+
+
+def _batched_spd_inverse(K: np.ndarray, what: str) -> np.ndarray:
+    """Inverses of a stack of SPD matrices by Cholesky, or a ValueError naming ``what``."""
+    try:
+        L = np.linalg.cholesky(K)
+    except np.linalg.LinAlgError:
+        bad = []
+        for j in range(K.shape[0]):  # error path only: find the culprits
+            try:
+                np.linalg.cholesky(K[j])
+            except np.linalg.LinAlgError:
+                bad.append(j)
+        raise _NotPositive(bad, what) from None
+    eye = np.broadcast_to(np.eye(K.shape[-1]), K.shape)
+    Linv = np.linalg.solve(L, eye)
+    return np.swapaxes(Linv, -1, -2) @ Linv
+
+
+class _NotPositive(ValueError):
+    def __init__(self, bad: list[int], what: str) -> None:
+        super().__init__(f"{what}: not positive definite")
+        self.bad = bad
+
+
+def _generalized_eigh(Anum: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``Anum v = lambda B v`` for stacks, ``B`` SPD: ascending eigenvalues, B-orthonormal V."""
+    L = np.linalg.cholesky(B)
+    eye = np.broadcast_to(np.eye(B.shape[-1]), B.shape)
+    Linv = np.linalg.solve(L, eye)
+    C = Linv @ Anum @ np.swapaxes(Linv, -1, -2)
+    C = 0.5 * (C + np.swapaxes(C, -1, -2))
+    lam, Y = np.linalg.eigh(C)
+    return lam, np.swapaxes(Linv, -1, -2) @ Y
+
+
+def _select(lam: np.ndarray, threshold: float, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Which eigenpairs to keep (ascending ``lam`` per row) and how many were below threshold."""
+    below = lam < threshold
+    count = below.sum(axis=1)
+    rank = np.cumsum(below, axis=1)
+    return below & (rank <= cap), count
+
+
+def _warn_cap(capped: int, what: str, cap_name: str, cap: int) -> None:
+    if capped:
+        warnings.warn(f"{capped} {what} had more eigenvalues below the threshold than "
+                      f"{cap_name}={cap}; only the {cap} smallest were kept there (raise "
+                      f"{cap_name} or lower the threshold)", RuntimeWarning, stacklevel=3)
+
+
+# -- AGDSW ---------------------------------------------------------------------------------------
+def agdsw_basis(
+    A: Any,
+    owner: Any,
+    *,
+    null_space: Any = None,
+    interface: Any = None,
+    block_size: int = 1,
+    threshold: float | None = None,
+    max_per_component: int | None = None,
+    dependence_rtol: float = DEPENDENCE_RTOL,
+    return_info: bool = False,
+    chunk_bytes: int = EXTENSION_CHUNK_BYTES,
+):
+    """Adaptive GDSW coarse basis from a matrix and a non-overlapping partition.
+
+    Parameters
+    ----------
+    A : sparse matrix or array
+        Symmetric positive definite ``n x n`` matrix.
+    owner : array of int, shape (n,)
+        Non-overlapping part label of every unknown.
+    null_space : array, shape (n, k) or (n,), optional
+        Near null space (default: constants); its GDSW functions are always kept.
+    interface : None, Boolean mask, index array or incidence matrix, optional
+        The interface rule, see :func:`ddops.dd.gdsw.interface_components`.
+    block_size : int
+        Unknowns per node classified together.
+    threshold : float, optional
+        Keep the eigenvectors with ``lambda < threshold`` (default
+        :data:`AGDSW_THRESHOLD`); see the module notes for its meaning.
+    max_per_component : int, optional
+        At most this many eigenvectors per component (the smallest; default
+        :data:`MAX_PER_COMPONENT`); a ``RuntimeWarning`` says where it bites.
+    dependence_rtol : float
+        Relative tolerance of the dependent-function removal.
+    return_info : bool
+        Also return an :class:`AdaptiveInfo`.
+    chunk_bytes : int
+        Memory bound of one block of right-hand sides in the solves.
+
+    Returns
+    -------
+    Phi : scipy.sparse.csr_matrix
+        ``n x n0``, ordered by component, then the null-space vectors, then the
+        eigenvectors in increasing ``lambda``.  The null-space columns are exactly
+        the columns of :func:`ddops.dd.gdsw.gdsw_basis`.
+    info : AdaptiveInfo
+        Only with ``return_info=True``.
+    """
+    start = time.perf_counter()
+    tau = _check_threshold(threshold, AGDSW_THRESHOLD)
+    cap = _check_cap("max_per_component", max_per_component, MAX_PER_COMPONENT)
+    rtol = check_positive_float("dependence_rtol", dependence_rtol)
+    if not isinstance(return_info, (bool, np.bool_)):
+        raise TypeError(f"return_info must be a bool, got {type(return_info).__name__}")
+    chunk_bytes = check_int("chunk_bytes", chunk_bytes, minimum=1)
+    A = _check_matrix(A)
+    n = A.shape[0]
+    owner = _check_owner(owner, n)
+    Z = _check_null_space(null_space, n)
+    comps = _components(A, owner, interface, block_size)
+    if comps.interface.size == 0:
+        raise ValueError("owner: the partition has a single part (or parts A does not couple), "
+                         "so there is no interface and no AGDSW coarse function")
+    if _not_dominant_rows(A).size:
+        warnings.warn("agdsw: A is not diagonally dominant, so the algebraic local Neumann "
+                      "matrices are not positive semidefinite and more functions than needed "
+                      "may be selected (GenEO with finite-element Neumann matrices is the "
+                      "rigorous alternative)", RuntimeWarning, stacklevel=2)
+    eig_start = time.perf_counter()
+    lam_all, vecs, sizes = _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Z[comps.interface])
+    x, comp = comps.interface, comps.component
+    C, k = comps.num_components, Z.shape[1]
+    # select per component (eigenvalues ascending), cap, lay out next to Z
+    kmax = max((v.shape[2] for v in vecs.values()), default=0)
+    values = np.zeros((x.size, k + min(kmax, cap)))
+    values[:, :k] = Z[x]
+    selected = np.zeros(C, dtype=np.int64)
+    smallest = np.full(C, np.inf)
+    capped = 0
+    # position of every interface unknown within its component
+    order = np.argsort(comp, kind="stable")
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    local = np.empty(x.size, dtype=np.int64)
+    local[order] = np.arange(x.size) - offsets[comp[order]]
+    rows_of = order  # interface positions grouped by component
+    for width, (members, lam) in lam_all.items():  # a loop over a few size groups
+        V = vecs[width]
+        keep, count = _select(lam, tau, cap)
+        selected[members] = count
+        smallest[members] = lam.min(axis=1) if lam.shape[1] else np.inf
+        capped += int((count > cap).sum())
+        slot = np.cumsum(keep, axis=1) - 1  # eigenvector slot in the component's columns
+        g, j = np.nonzero(keep)
+        # scatter the kept eigenvectors' real rows into values
+        sz = sizes[members[g]]
+        rep = np.repeat(np.arange(g.size), sz)
+        within = np.arange(rep.size) - np.repeat(np.cumsum(sz) - sz, sz)
+        pos = rows_of[offsets[members[g]][rep] + within]
+        values[pos, k + slot[g, j][rep]] = V[g[rep], within, j[rep]]
+    _warn_cap(capped, "interface components", "max_per_component", cap)
+    eigen_seconds = time.perf_counter() - eig_start
+    nonzero = np.zeros((C, values.shape[1]), dtype=bool)
+    r, c = np.nonzero(values)
+    nonzero[comp[r], c] = True
+    keep = _independent_vectors(comp, values, C, rtol) & nonzero
+    ext_start = time.perf_counter()
+    PhiG, _ = _columns_from_groups(x, comp, values, keep, n)
+    Phi = harmonic_extension(A, owner, x, PhiG, chunk_bytes=chunk_bytes)
+    ext_seconds = time.perf_counter() - ext_start
+    col_group, col_vec = np.nonzero(keep)
+    # functions of different components can still depend on each other numerically
+    Phi, cols = drop_dependent_columns(A, Phi)
+    dropped = int(nonzero.sum() - cols.size)
+    col_group, col_vec = col_group[cols], col_vec[cols]
+    if not return_info:
+        return Phi
+    kept = np.bincount(col_group[col_vec >= k], minlength=C)
+    info = AdaptiveInfo(
+        method="agdsw", threshold=tau, column_group=col_group,
+        column_kind=np.where(col_vec < k, "null_space", "eigenvector"),
+        selected=selected, kept=kept, eigenvalues=smallest, components=comps,
+        stats={"coarse_dim": int(Phi.shape[1]), "null_space_functions": int((col_vec < k).sum()),
+               "eigen_functions": int(kept.sum()), "dropped_dependent": dropped,
+               "capped": capped, "eigenproblems": int(C),
+               "largest_eigenproblem": int(sizes.max()), "eigen_seconds": eigen_seconds,
+               "extension_seconds": ext_seconds, "seconds": time.perf_counter() - start})
+    return Phi, info
+
+
+def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx):
+    """Eigenpairs of ``S_e^N tau = lambda S_e^D tau`` for every component, batched by size.
+
+    Returns ``({width: (components, eigenvalues)}, {width: eigenvectors}, sizes)`` with
+    the eigenvectors padded to ``width`` rows (zero on padding rows).
+    """
+    n = A.shape[0]
+    x, comp = comps.interface, comps.component
+    C, N = comps.num_components, comps.num_parts
+    nx = x.size
+    sizes = np.bincount(comp, minlength=C)
+    # (interface unknown, part) pairs: Gamma_p, sorted by part then unknown
+    P = comps.parts.tocsr()
+    cnt = np.diff(P.indptr)[comp]
+    pair_x = np.repeat(np.arange(nx), cnt)
+    starts = P.indptr[comp]
+    pair_p = P.indices[np.repeat(starts, cnt) + np.arange(pair_x.size)
+                       - np.repeat(np.cumsum(cnt) - cnt, cnt)]
+    o = np.lexsort((pair_x, pair_p))
+    pair_x, pair_p = pair_x[o], pair_p[o]
+    gsize = np.bincount(pair_p, minlength=N)
+    goff = np.concatenate([[0], np.cumsum(gsize)])
+    pair_slot = np.arange(pair_x.size) - goff[pair_p]
+    # slot of (unknown, part) as a sparse lookup (value slot + 1)
+    slot_of = sp.csr_matrix((pair_slot + 1, (x[pair_x], pair_p)), shape=(n, N))
+    # the interior, grouped by part (A_II is block diagonal over the parts)
+    mask = np.ones(n, dtype=bool)
+    mask[x] = False
+    interior = np.flatnonzero(mask)
+    interior = interior[np.argsort(owner[interior], kind="stable")]
+    part = owner[interior]
+    part_off = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=N))])
+    A_I = A[interior].tocsr()
+    A_II = A_I[:, interior].tocsr()
+    A_IG = A_I[:, x].tocoo()  # rows: interior positions, cols: interface positions
+    del A_I
+    # slot of every coupling (interior k of part p, interface j): j must touch p
+    s = np.asarray(slot_of[x[A_IG.col], part[A_IG.row]]).ravel()
+    if np.any(s == 0):
+        raise ValueError("agdsw: an interior unknown is coupled to an interface unknown whose "
+                         "part-set does not contain its part")
+    g_slot = s - 1
+    # Neumann cut of the closed parts: sum_{l not in closure p} |a_gl| for g in Gamma_p
+    closure_rows = np.concatenate([interior, x[pair_x]])
+    closure_sets = np.concatenate([part, pair_p])
+    pair_cut = _outside_coupling(A, closure_rows, closure_sets, N)[interior.size:]
+    # A_{Gamma_p Gamma_p}: entries of A between interface unknowns of the same part
+    A_GG = A[x][:, x].tocoo()
+    # expand every entry (g, h) over the parts of g, keep those where h is in the part too
+    cg = np.diff(P.indptr)[comp[A_GG.row]]
+    e_idx = np.repeat(np.arange(A_GG.nnz), cg)
+    e_part = P.indices[np.repeat(P.indptr[comp[A_GG.row]], cg) + np.arange(e_idx.size)
+                       - np.repeat(np.cumsum(cg) - cg, cg)]
+    sg = np.asarray(slot_of[x[A_GG.row[e_idx]], e_part]).ravel()
+    sh = np.asarray(slot_of[x[A_GG.col[e_idx]], e_part]).ravel()
+    ok = (sg > 0) & (sh > 0)
+    gg_part, gg_r, gg_c = e_part[ok], sg[ok] - 1, sh[ok] - 1
+    gg_v = A_GG.data[e_idx[ok]]
+    gg_order = np.argsort(gg_part, kind="stable")
+    gg_part, gg_r, gg_c, gg_v = gg_part[gg_order], gg_r[gg_order], gg_c[gg_order], gg_v[gg_order]
+    gg_off = np.searchsorted(gg_part, np.arange(N + 1))
+    # (part, component) pairs: the components inside Gamma_p, with the slots of their unknowns
+    pc_key = np.unique(pair_p * np.int64(C) + comp[pair_x])
+    pc_part, pc_comp = pc_key // C, pc_key % C
+    pc_off = np.searchsorted(pc_part, np.arange(N + 1))
+    # accumulators on the components: dense |e| x |e| blocks, flattened
+    sq = sizes * sizes
+    sq_off = np.concatenate([[0], np.cumsum(sq)])
+    W_acc = np.zeros(int(sq_off[-1]))   # sum_p A_eI_p A_I_p^-1 A_I_p e
+    SN_acc = np.zeros(int(sq_off[-1]))  # sum_p Schur of the Neumann matrix of p on e
+    # local row of every interface unknown inside its component
+    corder = np.argsort(comp, kind="stable")
+    coff = np.concatenate([[0], np.cumsum(sizes)])
+    in_comp = np.empty(nx, dtype=np.int64)
+    in_comp[corder] = np.arange(nx) - coff[comp[corder]]
+    # slots of each (part, component) block: pair indices of part p whose unknown is in e
+    pair_pc = np.searchsorted(pc_key, pair_p * np.int64(C) + comp[pair_x])
+
+    bounds = chunk_bounds(part_off, FACTOR_CHUNK_ROWS)
+    # parts with an empty interior still have an interface: give them their own handling by
+    # treating part ranges, not interior rows
+    part_bounds = np.searchsorted(part_off, bounds, side="left")
+    part_bounds[-1] = N
+    part_bounds = np.unique(np.concatenate([[0], part_bounds, [N]]))
+    entry_part = part[A_IG.row]
+    for c in range(part_bounds.size - 1):  # a loop over chunks of parts
+        p0, p1 = int(part_bounds[c]), int(part_bounds[c + 1])
+        r0, r1 = int(part_off[p0]), int(part_off[p1])
+        width = int(gsize[p0:p1].max()) if p1 > p0 else 0
+        if width == 0:
+            continue
+        nparts = p1 - p0
+        # W_p = A_{Gamma_p I_p} A_{I_p}^{-1} A_{I_p Gamma_p}, padded (nparts, width, width)
+        Wp = np.zeros((nparts, width, width))
+        if r1 > r0:
+            sel = (entry_part >= p0) & (entry_part < p1)
+            e_row = A_IG.row[sel] - r0
+            e_slot = g_slot[sel]
+            e_val = A_IG.data[sel]
+            lu = _spd_factor(A_II[r0:r1, r0:r1])
+            step = max(1, int(chunk_bytes) // (8 * (r1 - r0)))
+            # rows (p, slot) of the expanded A_{Gamma I}: one per coupling entry
+            exp_row = (part[A_IG.row[sel]] - p0) * width + e_slot
+            Aexp = sp.csr_matrix((e_val, (exp_row, e_row)), shape=(nparts * width, r1 - r0))
+            for s0 in range(0, width, step):  # column blocks of the slots
+                s1 = min(s0 + step, width)
+                cs = (e_slot >= s0) & (e_slot < s1)
+                rhs = np.zeros((r1 - r0, s1 - s0), order="F")
+                rhs[e_row[cs], e_slot[cs] - s0] = e_val[cs]
+                X = lu.solve(rhs)
+                Wp[:, :, s0:s1] = (Aexp @ X).reshape(nparts, width, s1 - s0)
+            del lu
+        # Neumann Schur complement of each part on Gamma_p: A_GG - cut - W_p
+        SN = -Wp
+        q0, q1 = int(gg_off[p0]), int(gg_off[p1])
+        np.add.at(SN, (gg_part[q0:q1] - p0, gg_r[q0:q1], gg_c[q0:q1]), gg_v[q0:q1])
+        ps = slice(int(goff[p0]), int(goff[p1]))
+        SN[pair_p[ps] - p0, pair_slot[ps], pair_slot[ps]] -= pair_cut[ps]
+        SN = 0.5 * (SN + np.swapaxes(SN, 1, 2))
+        # pad to identity, shift (floating parts are singular), invert
+        real = np.arange(width)[None, :] < gsize[p0:p1, None]
+        diag = np.einsum("pii->pi", SN)
+        scale = np.where(real, np.abs(diag), 0.0).max(axis=1, keepdims=True)
+        scale = np.where(scale > 0, scale, 1.0)
+        idx = np.arange(width)
+        SN[:, idx, idx] = np.where(real, diag + NEUMANN_SHIFT * scale, 1.0)
+        T = np.linalg.inv(SN)
+        # (part, component) blocks: T_p[e, e]^{-1} and W_p[e, e]
+        b0, b1 = int(pc_off[p0]), int(pc_off[p1])
+        if b1 == b0:
+            continue
+        bsz = sizes[pc_comp[b0:b1]]
+        bw = int(bsz.max())
+        # slots of the unknowns of each block, padded with -1
+        pp = pair_pc[ps]
+        blk = pp - b0
+        rank = in_comp[pair_x[ps]]
+        slots = np.full((b1 - b0, bw), -1, dtype=np.int64)
+        slots[blk, rank] = pair_slot[ps]
+        valid = slots >= 0
+        sl = np.where(valid, slots, 0)
+        bp = pc_part[b0:b1] - p0
+        TB = T[bp[:, None, None], sl[:, :, None], sl[:, None, :]]
+        WB = Wp[bp[:, None, None], sl[:, :, None], sl[:, None, :]]
+        both = valid[:, :, None] & valid[:, None, :]
+        eye = np.eye(bw)[None]
+        TB = np.where(both, TB, eye)
+        SB = np.linalg.inv(TB)
+        # accumulate on the components (real entries only)
+        bi, ri, ci = np.nonzero(both)
+        comp_b = pc_comp[b0:b1][bi]
+        flat = sq_off[comp_b] + ri * sizes[comp_b] + ci
+        np.add.at(SN_acc, flat, SB[bi, ri, ci])
+        np.add.at(W_acc, flat, WB[bi, ri, ci])
+    # S^D_e = A_ee - W_e; eigenproblems by size group
+    A_ee_flat = np.zeros(int(sq_off[-1]))
+    same = comp[A_GG.row] == comp[A_GG.col]
+    ce = comp[A_GG.row[same]]
+    np.add.at(A_ee_flat, sq_off[ce] + in_comp[A_GG.row[same]] * sizes[ce]
+              + in_comp[A_GG.col[same]], A_GG.data[same])
+    SD_flat = A_ee_flat - W_acc
+    padded, ladder = size_groups(sizes)
+    lam_out, vec_out = {}, {}
+    for w in ladder:  # a loop over the size groups
+        members = np.flatnonzero(padded == w)
+        w = int(w)
+        check_memory(f"the AGDSW eigenproblems of {members.size} components of up to {w} "
+                     "unknowns", 4 * members.size * w * w * 8)
+        SD = np.zeros((members.size, w, w))
+        SNm = np.zeros((members.size, w, w))
+        sz = sizes[members]
+        rep = np.repeat(np.arange(members.size), sz * sz)
+        within = np.arange(rep.size) - np.repeat(np.cumsum(sz * sz) - sz * sz, sz * sz)
+        rr, cc = within // sz[rep], within % sz[rep]
+        src = sq_off[members][rep] + within
+        SD[rep, rr, cc] = SD_flat[src]
+        SNm[rep, rr, cc] = SN_acc[src]
+        pad = np.arange(w)[None, :] >= sz[:, None]
+        gi, gj = np.nonzero(pad)
+        SD[gi, gj, gj] = 1.0
+        SNm[gi, gj, gj] = 10.0  # lambda = 10 on padding: never selected
+        SD = 0.5 * (SD + np.swapaxes(SD, 1, 2))
+        SNm = 0.5 * (SNm + np.swapaxes(SNm, 1, 2))
+        try:
+            lam, V = _generalized_eigh(SNm, SD)
+        except np.linalg.LinAlgError:
+            raise ValueError("agdsw: a Dirichlet Schur complement on an interface component is "
+                             "not positive definite; A must be symmetric positive "
+                             "definite") from None
+        V[pad] = 0.0
+        lam_out[w] = (members, lam)
+        vec_out[w] = V
+        if Zx.shape[1] == 0:
+            continue
+        # the same span with the eigenvectors S^D-orthogonal to the null space on the
+        # component; those (numerically) inside it get lambda = inf (never selected)
+        Zg = np.zeros((members.size, w, Zx.shape[1]))
+        rep1 = np.repeat(np.arange(members.size), sz)
+        row1 = np.arange(rep1.size) - np.repeat(np.cumsum(sz) - sz, sz)
+        Zg[rep1, row1] = Zx[corder[coff[members][rep1] + row1]]
+        SZ = SD @ Zg
+        Gz = np.swapaxes(Zg, 1, 2) @ SZ
+        ev, U = np.linalg.eigh(Gz)
+        good = ev > EIGEN_DEPENDENCE_RTOL**2 * np.maximum(ev[:, -1:], 1e-300)
+        inv = np.where(good, 1.0 / np.where(good, ev, 1.0), 0.0)
+        Gp = (U * inv[:, None, :]) @ np.swapaxes(U, 1, 2)
+        V = V - Zg @ (Gp @ (np.swapaxes(SZ, 1, 2) @ V))
+        rest = np.sqrt(np.maximum(np.einsum("mij,mik,mkj->mj", V, SD, V), 0.0))
+        lam = np.where(rest > EIGEN_DEPENDENCE_RTOL, lam, np.inf)
+        lam_out[w] = (members, lam)
+        vec_out[w] = V
+    return lam_out, vec_out, sizes
+
+
+# -- GenEO -----------------------------------------------------------------------------------------
+def geneo_basis(
+    A: Any,
+    decomposition: Any,
+    *,
+    null_space: Any = None,
+    neumann: Any = None,
+    threshold: float | None = None,
+    max_per_subdomain: int | None = None,
+    dependence_rtol: float = DEPENDENCE_RTOL,
+    return_info: bool = False,
+):
+    """GenEO coarse basis: eigenvectors of ``N_i v = lambda D_i A_i D_i v`` below a threshold.
+
+    Parameters
+    ----------
+    A : sparse matrix or array
+        Symmetric positive definite ``num_dofs x num_dofs`` matrix.
+    decomposition : Decomposition
+        The overlapping subdomains and partition-of-unity weights ``D_i``.
+    null_space : array, shape (num_dofs, k), optional
+        Its Nicolaides functions ``R_i^T D_i R_i Z`` come first (default: none; the
+        eigenvectors of a floating subdomain hold the kernel of ``N_i`` anyway).
+    neumann : sequence of sparse matrices, optional
+        One symmetric positive semidefinite ``n_i x n_i`` matrix per subdomain, in the
+        order of the subdomain's unknowns (``decomposition.subdomains[i]``), e.g.
+        ``ddops.problems.fem_elasticity_2d(..., neumann=d)``.  Default: computed from
+        ``A`` (module notes; needs a diagonally dominant ``A``).
+    threshold : float, optional
+        Keep ``lambda < threshold`` (default :data:`GENEO_THRESHOLD`).
+    max_per_subdomain : int, optional
+        At most this many eigenvectors per subdomain (default
+        :data:`MAX_PER_SUBDOMAIN`); a ``RuntimeWarning`` says where it bites.
+    dependence_rtol : float
+        Relative tolerance of the dependent-function removal.
+    return_info : bool
+        Also return an :class:`AdaptiveInfo`.
+
+    Returns
+    -------
+    Phi : scipy.sparse.csr_matrix
+        ``num_dofs x n0``, ordered by subdomain, then null-space vectors, then
+        eigenvectors in increasing ``lambda``.
+    info : AdaptiveInfo
+        Only with ``return_info=True``.
+    """
+    start = time.perf_counter()
+    d = decomposition
+    for name in ("indices", "sizes", "num_subdomains", "num_dofs", "multiplicity"):
+        if not hasattr(d, name):
+            raise TypeError("decomposition must be a ddops Decomposition, got "
+                            f"{type(d).__name__}")
+    tau = _check_threshold(threshold, GENEO_THRESHOLD)
+    cap = _check_cap("max_per_subdomain", max_per_subdomain, MAX_PER_SUBDOMAIN)
+    rtol = check_positive_float("dependence_rtol", dependence_rtol)
+    if not isinstance(return_info, (bool, np.bool_)):
+        raise TypeError(f"return_info must be a bool, got {type(return_info).__name__}")
+    A = _check_matrix(A)
+    n, N = d.num_dofs, d.num_subdomains
+    if A.shape[0] != n:
+        raise ValueError(f"A must have shape ({n}, {n}) (decomposition.num_dofs), got "
+                         f"{A.shape}")
+    Z = None if null_space is None else _check_null_space(null_space, n)
+    k = 0 if Z is None else Z.shape[1]
+    sizes = d.sizes.astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    group = np.repeat(np.arange(N), sizes)
+    within = np.arange(d.indices.size) - offsets[group]
+    w = 1.0 / d.multiplicity[d.indices]  # D_i on the packed entries
+    # the local matrices as one block-diagonal COO: entries (i, r, c)
+    S = sp.csr_matrix((np.ones(d.indices.size), (np.arange(d.indices.size), d.indices)),
+                      shape=(d.indices.size, n))
+    blocks = (S @ A @ S.T).tocoo()  # stacked rows x stacked cols; keep same-subdomain pairs
+    same = group[blocks.row] == group[blocks.col]
+    b_sub = group[blocks.row[same]]
+    b_r, b_c = within[blocks.row[same]], within[blocks.col[same]]
+    b_v = blocks.data[same]
+    del blocks
+    if neumann is None:
+        bad = _not_dominant_rows(A)
+        if bad.size:
+            raise ValueError(f"geneo: A is not diagonally dominant (row {int(bad[0])} and "
+                             f"{bad.size - 1} more), so its algebraic local Neumann matrices "
+                             "are not positive semidefinite; pass neumann= (one matrix per "
+                             "subdomain, e.g. from ddops.problems.fem_elasticity_2d(..., "
+                             "neumann=d)) or use coarse_basis='agdsw'")
+        n_cut = _outside_coupling(A, d.indices, group, N)
+        nm_sub, nm_r, nm_c, nm_v = b_sub, b_r, b_c, b_v
+        k1 = int(d.multiplicity.max())
+    else:
+        n_cut = np.zeros(d.indices.size)
+        nm_sub, nm_r, nm_c, nm_v = _check_neumann(neumann, sizes)
+        k1 = int(d.multiplicity.max())
+    # k0: subdomains meeting one subdomain (itself included)
+    inc = sp.csr_matrix((np.ones(d.indices.size), (group, d.indices)), shape=(N, n))
+    k0 = int(np.diff((inc @ inc.T).tocsr().indptr).max())
+    eig_start = time.perf_counter()
+    padded, ladder = size_groups(sizes)
+    kept_vals = []  # (subdomain, local row, slot, value) of kept eigenvectors
+    selected = np.zeros(N, dtype=np.int64)
+    smallest = np.full(N, np.inf)
+    capped = 0
+    largest = 0
+    for width in ladder:  # a loop over size groups, each in memory-bounded chunks
+        members_all = np.flatnonzero(padded == width)
+        width = int(width)
+        largest = max(largest, int(sizes[members_all].max()))
+        step = max(1, EIGEN_CHUNK_BYTES // (4 * width * width * 8))
+        for c0 in range(0, members_all.size, step):
+            members = members_all[c0:c0 + step]
+            m = members.size
+            pos = np.full(N, -1, dtype=np.int64)
+            pos[members] = np.arange(m)
+            Ad = np.zeros((m, width, width))
+            Nd = np.zeros((m, width, width))
+            e = np.flatnonzero(pos[b_sub] >= 0)
+            Ad[pos[b_sub[e]], b_r[e], b_c[e]] = b_v[e]
+            e = np.flatnonzero(pos[nm_sub] >= 0)
+            np.add.at(Nd, (pos[nm_sub[e]], nm_r[e], nm_c[e]), nm_v[e])
+            ent = np.flatnonzero(pos[group] >= 0)
+            Dw = np.zeros((m, width))
+            Dw[pos[group[ent]], within[ent]] = w[ent]
+            if neumann is None:
+                Nd[pos[group[ent]], within[ent], within[ent]] -= n_cut[ent]
+            B = Dw[:, :, None] * Ad * Dw[:, None, :]
+            pad = np.arange(width)[None, :] >= sizes[members][:, None]
+            gi, gj = np.nonzero(pad)
+            B[gi, gj, gj] = 1.0
+            Nd[gi, gj, gj] = 10.0 * tau + 1.0  # never selected
+            Nd = 0.5 * (Nd + np.swapaxes(Nd, 1, 2))
+            B = 0.5 * (B + np.swapaxes(B, 1, 2))
+            try:
+                lam, V = _generalized_eigh(Nd, B)
+            except np.linalg.LinAlgError:
+                raise ValueError("geneo: a weighted local matrix D_i A_i D_i is not positive "
+                                 "definite; A must be symmetric positive definite") from None
+            if neumann is not None:
+                neg = lam[:, 0] < -1e-8 * np.maximum(1.0, np.abs(lam).max(axis=1))
+                if neg.any():
+                    i = int(members[np.flatnonzero(neg)[0]])
+                    raise ValueError(f"neumann: the matrix of subdomain {i} is not positive "
+                                     "semidefinite (a negative generalized eigenvalue "
+                                     f"{lam[np.flatnonzero(neg)[0], 0]:.3e})")
+            keep, count = _select(lam, tau, cap)
+            selected[members] = count
+            smallest[members] = lam[:, 0]
+            capped += int((count > cap).sum())
+            slot = np.cumsum(keep, axis=1) - 1
+            g, j = np.nonzero(keep)
+            sz = sizes[members[g]]
+            rep = np.repeat(np.arange(g.size), sz)
+            row = np.arange(rep.size) - np.repeat(np.cumsum(sz) - sz, sz)
+            kept_vals.append((members[g][rep], row, slot[g, j][rep], V[g[rep], row, j[rep]]))
+    _warn_cap(capped, "subdomains", "max_per_subdomain", cap)
+    eigen_seconds = time.perf_counter() - eig_start
+    # values on the packed entries: [D Z, D v_1, D v_2, ...]
+    extra = max((int(s.max()) + 1 for _, _, s, _ in kept_vals if s.size), default=0)
+    values = np.zeros((d.indices.size, k + extra))
+    if k:
+        values[:, :k] = Z[d.indices]
+    for sub, row, slot, val in kept_vals:
+        values[offsets[sub] + row, k + slot] = val
+    values *= w[:, None]
+    nonzero = np.zeros((N, values.shape[1]), dtype=bool)
+    r, c = np.nonzero(values)
+    nonzero[group[r], c] = True
+    keep = _independent_vectors(group, values, N, rtol) & nonzero
+    Phi, _ = _columns_from_groups(d.indices, group, values, keep, n)
+    col_group, col_vec = np.nonzero(keep)
+    Phi, cols = drop_dependent_columns(A, Phi)
+    dropped = int(nonzero.sum() - cols.size)
+    col_group, col_vec = col_group[cols], col_vec[cols]
+    if not return_info:
+        return Phi
+    kept = np.bincount(col_group[col_vec >= k], minlength=N)
+    bound = (1 + k0) * (2 + k0 * (2 * k0 + 1) * max(1.0, k1 / tau))
+    info = AdaptiveInfo(
+        method="geneo", threshold=tau, column_group=col_group,
+        column_kind=np.where(col_vec < k, "null_space", "eigenvector"),
+        selected=selected, kept=kept, eigenvalues=smallest,
+        stats={"coarse_dim": int(Phi.shape[1]), "null_space_functions": int((col_vec < k).sum()),
+               "eigen_functions": int(kept.sum()), "dropped_dependent": dropped,
+               "capped": capped,
+               "eigenproblems": int(N), "largest_eigenproblem": largest,
+               "eigen_seconds": eigen_seconds, "extension_seconds": 0.0,
+               "k0": k0, "k1": k1, "bound": float(bound),
+               "seconds": time.perf_counter() - start})
+    return Phi, info
+
+
+def _check_neumann(neumann: Any, sizes: np.ndarray):
+    """User Neumann matrices as the stacked entries ``(subdomain, row, col, value)``."""
+    if sp.issparse(neumann) or isinstance(neumann, np.ndarray) and neumann.ndim == 2:
+        raise TypeError("neumann must be a sequence of matrices, one per subdomain")
+    try:
+        mats = list(neumann)
+    except TypeError:
+        raise TypeError("neumann must be a sequence of matrices, one per subdomain, got "
+                        f"{type(neumann).__name__}") from None
+    if len(mats) != sizes.size:
+        raise ValueError(f"neumann must hold one matrix per subdomain ({sizes.size}), got "
+                         f"{len(mats)}")
+    subs, rows, cols, vals = [], [], [], []
+    for i, M in enumerate(mats):  # validation and stacking of the user's list
+        Mi = sp.coo_matrix(M, dtype=np.float64) if sp.issparse(M) else sp.coo_matrix(
+            np.asarray(M, dtype=np.float64))
+        if Mi.shape != (sizes[i], sizes[i]):
+            raise ValueError(f"neumann[{i}] must have shape ({sizes[i]}, {sizes[i]}) (the "
+                             f"size of subdomain {i}), got {Mi.shape}")
+        if not np.all(np.isfinite(Mi.data)):
+            raise ValueError(f"neumann[{i}] contains NaN or inf")
+        subs.append(np.full(Mi.nnz, i, dtype=np.int64))
+        rows.append(Mi.row.astype(np.int64))
+        cols.append(Mi.col.astype(np.int64))
+        vals.append(Mi.data)
+    return (np.concatenate(subs), np.concatenate(rows), np.concatenate(cols),
+            np.concatenate(vals))
