@@ -104,6 +104,7 @@ __all__ = [
     "coarse_matrix_checked",
     "drop_dependent_columns",
     "DROP_PIVOT_RTOL",
+    "DENSE_DROP_MAX",
     "symmetry_defect",
 ]
 
@@ -126,6 +127,10 @@ SINGULAR_PIVOT_RTOL = 1e-12
 #: A-angle to the columns eliminated before it) is at most this: 100 times the tolerance of
 #: :func:`coarse_matrix_checked`, so that what is kept always passes that check.
 DROP_PIVOT_RTOL = 1e-10
+
+#: :func:`drop_dependent_columns` uses a dense pivoted Cholesky factorisation up to this many
+#: coarse functions (about 3 s at 4000 on one core), a sparse one beyond.
+DENSE_DROP_MAX = 4000
 
 #: The harmonic extension solves at most this many bytes of right-hand sides at
 #: once (float64 ``rows x columns`` blocks, rows those of one chunk of parts).
@@ -1015,30 +1020,33 @@ def coarse_matrix_checked(A: Any, Phi: Any, *, rtol: float = SINGULAR_PIVOT_RTOL
     return A0
 
 
-def _scaled_pivots(A: sp.csr_matrix, Phi: sp.csr_matrix, rtol: float) -> np.ndarray:
-    """Pivots of the unit-diagonal scaled coarse matrix per column of Phi (zero columns: 0)."""
+def _scaled_coarse(A: sp.csr_matrix, Phi: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+    """``Phi^T A Phi`` scaled to unit diagonal (zero-energy columns: a unit diagonal), and
+    the mask of the columns of positive energy."""
     A0 = (Phi.T @ A @ Phi).tocsr()
     A0 = ((A0 + A0.T) * 0.5).tocsr()
     diag = A0.diagonal()
     pos = diag > 0
     s = sp.diags(np.where(pos, 1.0 / np.sqrt(np.where(pos, diag, 1.0)), 0.0))
-    K = (s @ A0 @ s + sp.diags((~pos).astype(np.float64))
-         + sp.identity(A0.shape[0]) * (rtol * 1e-2)).tocsc()
-    lu = _spd_factor(K)
-    pivots = lu.U.diagonal()[lu.perm_c]
-    return np.where(pos, pivots, 0.0)
+    return (s @ A0 @ s + sp.diags((~pos).astype(np.float64))).tocsr(), pos
 
 
 def drop_dependent_columns(A: Any, Phi: Any, *,
                            rtol: float = DROP_PIVOT_RTOL) -> tuple[sp.csr_matrix, np.ndarray]:
     """Phi without its (numerically) linearly dependent columns, and the kept column indices.
 
-    The Galerkin matrix ``Phi^T A Phi`` scaled to unit diagonal is factorised as in
-    :func:`coarse_matrix_checked`; a column whose pivot is at most ``rtol`` is a
-    combination of the columns eliminated before it and is dropped (zero-energy columns
-    too).  The span is unchanged up to that tolerance.  The builders of the coarse spaces
-    call it where functions of different components or subdomains can depend on each
-    other (RGDSW with several null-space vectors, the adaptive spaces).
+    The Galerkin matrix ``Phi^T A Phi`` is scaled to unit diagonal and factorised by a
+    Cholesky factorisation with complete (diagonal) pivoting, LAPACK ``dpstrf``: every
+    step eliminates the column with the largest remaining pivot, the squared sine of its
+    A-angle to the columns already chosen, and the factorisation stops when that is at
+    most ``rtol``; the columns not chosen are dropped (zero-energy columns too).  The
+    span is unchanged up to that tolerance.  Unlike the pivots of a factorisation in a
+    fixed order, which can all stay well above the smallest eigenvalue (a dependence
+    spread over many columns), complete pivoting reveals the rank.  Coarse matrices of
+    more than :data:`DENSE_DROP_MAX` columns use the sparse factorisation of
+    :func:`coarse_matrix_checked` in its own order instead.  The builders of the coarse
+    spaces call it where functions of different components or subdomains can depend on
+    each other (RGDSW with several null-space vectors, the adaptive spaces).
 
     Parameters
     ----------
@@ -1054,24 +1062,31 @@ def drop_dependent_columns(A: Any, Phi: Any, *,
     Phi : scipy.sparse.csr_matrix
         The kept columns, in their order.
     kept : numpy.ndarray
-        Their indices in the given Phi.
+        Their indices in the given Phi (increasing).
     """
+    from scipy.linalg import lapack
+
     rtol = check_positive_float("rtol", rtol)
     A = _check_matrix(A)
     Phi = _as_csr("Phi", Phi)
     if Phi.shape[0] != A.shape[0]:
         raise ValueError(f"Phi must have {A.shape[0]} rows, got shape {Phi.shape}")
-    if Phi.shape[1] == 0:
+    n0 = Phi.shape[1]
+    if n0 == 0:
         return Phi, np.zeros(0, dtype=np.int64)
-    kept = np.arange(Phi.shape[1])
-    for _ in range(3):  # a further pass only where a drop changed the elimination order
-        ok = np.flatnonzero(_scaled_pivots(A, Phi, rtol) > rtol)
-        if ok.size == Phi.shape[1]:
-            break
-        Phi = Phi[:, ok].tocsr()
-        kept = kept[ok]
+    K, pos = _scaled_coarse(A, Phi)
+    if n0 <= DENSE_DROP_MAX:
+        _, piv, rank, _ = lapack.dpstrf(K.toarray(), lower=1, tol=rtol)
+        kept = np.sort(piv[:rank] - 1)
+        kept = kept[pos[kept]]
+    else:
+        lu = _spd_factor((K + sp.identity(n0) * (rtol * 1e-2)).tocsc())
+        pivots = lu.U.diagonal()[lu.perm_c]
+        kept = np.flatnonzero((pivots > rtol) & pos)
+    if kept.size < n0:
+        Phi = Phi[:, kept].tocsr()
     Phi.sort_indices()
-    return Phi, kept
+    return Phi, kept.astype(np.int64)
 
 
 def _listing(idx: np.ndarray, limit: int = 20) -> str:
