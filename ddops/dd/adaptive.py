@@ -41,12 +41,13 @@ the energy of the function GDSW would build from the values ``tau`` on
 touch ``e``, the Schur complements on ``e`` of the Neumann matrix of the
 closed part ``p`` (its interior and its interface), where the rest of the
 part's interface is free: ``tau^T S_e^N tau`` is the smallest energy of any
-function with the values ``tau`` on ``e``.  Where ``A`` is diagonally
-dominant ``0 <= lambda <= 1``.  A small ``lambda`` marks values on ``e`` that
-extend cheaply when free (a channel that crosses ``e`` and floats) but
-expensively with zeros around ``e`` (GDSW's extension cuts the channel):
-those enter the coarse space.  On a homogeneous problem only the constants
-have small ``lambda`` (and GDSW already holds them), so the space is GDSW's.
+function with the values ``tau`` on ``e`` (the couplings inside ``e`` count
+once per part, so ``lambda`` ranges up to about the number of parts around
+``e``).  A small ``lambda`` marks values on ``e`` that extend cheaply when
+free (a channel that crosses ``e`` and floats) but expensively with zeros
+around ``e`` (GDSW's extension cuts the channel): those enter the coarse
+space.  On a homogeneous problem only the constants have small ``lambda``
+(and GDSW already holds them), so the space is GDSW's.
 
 With ``v`` the values of ``u`` on ``e`` and ``pi_e`` the projection on the
 selected eigenvectors, the interface remainder obeys
@@ -143,11 +144,11 @@ __all__ = [
 #: Names of the adaptive coarse spaces.
 ADAPTIVE_COARSE_BASES = ("agdsw", "geneo")
 
-#: Default AGDSW threshold on ``lambda`` of ``S^N tau = lambda S^D tau`` (between 0 and 1 for a
-#: diagonally dominant ``A``).  Channel and inclusion modes have ``lambda`` of the order of the
-#: inverse contrast, the smooth modes of a homogeneous problem 0.2 and more (0.23 at the
-#: lowest on 2D boxes of 8 to 32 points a side, 0.15 on 3D boxes), so 0.05 keeps the first and
-#: leaves GDSW unchanged on homogeneous problems; see the preconditioning guide.
+#: Default AGDSW threshold on ``lambda`` of ``S^N tau = lambda S^D tau``.  Channel and
+#: inclusion modes have ``lambda`` of the order of the inverse contrast; the smallest
+#: ``lambda`` of a homogeneous problem outside the constants is 0.13, 0.10 and 0.08 on 2D boxes
+#: of 8, 16 and 32 points a side and 0.16 and 0.11 on 3D boxes of 6 and 10, so 0.05 keeps the
+#: first and leaves GDSW unchanged on homogeneous problems; see the preconditioning guide.
 AGDSW_THRESHOLD = 0.05
 
 #: Default GenEO threshold on ``lambda`` of ``N_i v = lambda D_i A_i D_i v``.
@@ -169,7 +170,8 @@ EIGEN_CHUNK_BYTES = 2**27
 EIGEN_DEPENDENCE_RTOL = 1e-4
 
 #: Relative shift of the Neumann Schur complement of a part before its inversion (a floating
-#: part has the constants in its kernel); it changes the eigenvalues by about this much.
+#: part has the constants in its kernel).  With the cancellation in the inverse of the
+#: inverse, the eigenvalues come out to about 1e-5 relative: ample for a threshold.
 NEUMANN_SHIFT = 1e-10
 
 
@@ -339,6 +341,27 @@ def _generalized_eigh(Anum: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.n
     return lam, np.swapaxes(Linv, -1, -2) @ Y
 
 
+def _project_out(V: np.ndarray, lam: np.ndarray, B: np.ndarray,
+                 Zg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The same span with ``V`` B-orthogonal to the columns of ``Zg`` (stacks).
+
+    Eigenvectors whose part B-orthogonal to ``span(Zg)`` has a relative B-norm at most
+    :data:`EIGEN_DEPENDENCE_RTOL` are combinations of the null-space functions: their
+    eigenvalue becomes ``inf`` (never selected).  ``V`` is B-orthonormal on entry.
+    """
+    if Zg.shape[2] == 0:
+        return V, lam
+    BZ = B @ Zg
+    Gz = np.swapaxes(Zg, 1, 2) @ BZ
+    ev, U = np.linalg.eigh(Gz)
+    good = ev > EIGEN_DEPENDENCE_RTOL**2 * np.maximum(ev[:, -1:], 1e-300)
+    inv = np.where(good, 1.0 / np.where(good, ev, 1.0), 0.0)
+    Gp = (U * inv[:, None, :]) @ np.swapaxes(U, 1, 2)
+    V = V - Zg @ (Gp @ (np.swapaxes(BZ, 1, 2) @ V))
+    rest = np.sqrt(np.maximum(np.einsum("mij,mik,mkj->mj", V, B, V), 0.0))
+    return V, np.where(rest > EIGEN_DEPENDENCE_RTOL, lam, np.inf)
+
+
 def _select(lam: np.ndarray, threshold: float, cap: int) -> tuple[np.ndarray, np.ndarray]:
     """Which eigenpairs to keep (ascending ``lam`` per row) and how many were below threshold."""
     below = lam < threshold
@@ -467,7 +490,7 @@ def agdsw_basis(
     ext_seconds = time.perf_counter() - ext_start
     col_group, col_vec = np.nonzero(keep)
     # functions of different components can still depend on each other numerically
-    Phi, cols = drop_dependent_columns(A, Phi)
+    Phi, cols = drop_dependent_columns(A, Phi, first=col_vec < k)
     dropped = int(nonzero.sum() - cols.size)
     col_group, col_vec = col_group[cols], col_vec[cols]
     if not return_info:
@@ -685,15 +708,7 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx):
         rep1 = np.repeat(np.arange(members.size), sz)
         row1 = np.arange(rep1.size) - np.repeat(np.cumsum(sz) - sz, sz)
         Zg[rep1, row1] = Zx[corder[coff[members][rep1] + row1]]
-        SZ = SD @ Zg
-        Gz = np.swapaxes(Zg, 1, 2) @ SZ
-        ev, U = np.linalg.eigh(Gz)
-        good = ev > EIGEN_DEPENDENCE_RTOL**2 * np.maximum(ev[:, -1:], 1e-300)
-        inv = np.where(good, 1.0 / np.where(good, ev, 1.0), 0.0)
-        Gp = (U * inv[:, None, :]) @ np.swapaxes(U, 1, 2)
-        V = V - Zg @ (Gp @ (np.swapaxes(SZ, 1, 2) @ V))
-        rest = np.sqrt(np.maximum(np.einsum("mij,mik,mkj->mj", V, SD, V), 0.0))
-        lam = np.where(rest > EIGEN_DEPENDENCE_RTOL, lam, np.inf)
+        V, lam = _project_out(V, lam, SD, Zg)
         lam_out[w] = (members, lam)
         vec_out[w] = V
     return lam_out, vec_out, sizes
@@ -842,9 +857,13 @@ def geneo_basis(
                     raise ValueError(f"neumann: the matrix of subdomain {i} is not positive "
                                      "semidefinite (a negative generalized eigenvalue "
                                      f"{lam[np.flatnonzero(neg)[0], 0]:.3e})")
+            if k:
+                Zg = np.zeros((m, width, k))
+                Zg[pos[group[ent]], within[ent]] = Z[d.indices[ent]]
+                V, lam = _project_out(V, lam, B, Zg)
             keep, count = _select(lam, tau, cap)
             selected[members] = count
-            smallest[members] = lam[:, 0]
+            smallest[members] = lam.min(axis=1)
             capped += int((count > cap).sum())
             slot = np.cumsum(keep, axis=1) - 1
             g, j = np.nonzero(keep)
@@ -868,7 +887,7 @@ def geneo_basis(
     keep = _independent_vectors(group, values, N, rtol) & nonzero
     Phi, _ = _columns_from_groups(d.indices, group, values, keep, n)
     col_group, col_vec = np.nonzero(keep)
-    Phi, cols = drop_dependent_columns(A, Phi)
+    Phi, cols = drop_dependent_columns(A, Phi, first=col_vec < k)
     dropped = int(nonzero.sum() - cols.size)
     col_group, col_vec = col_group[cols], col_vec[cols]
     if not return_info:

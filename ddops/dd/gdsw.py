@@ -81,6 +81,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
@@ -1031,8 +1032,8 @@ def _scaled_coarse(A: sp.csr_matrix, Phi: sp.csr_matrix) -> tuple[sp.csr_matrix,
     return (s @ A0 @ s + sp.diags((~pos).astype(np.float64))).tocsr(), pos
 
 
-def drop_dependent_columns(A: Any, Phi: Any, *,
-                           rtol: float = DROP_PIVOT_RTOL) -> tuple[sp.csr_matrix, np.ndarray]:
+def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
+                           first: Any = None) -> tuple[sp.csr_matrix, np.ndarray]:
     """Phi without its (numerically) linearly dependent columns, and the kept column indices.
 
     The Galerkin matrix ``Phi^T A Phi`` is scaled to unit diagonal and factorised by a
@@ -1056,6 +1057,10 @@ def drop_dependent_columns(A: Any, Phi: Any, *,
         ``n x n0``.
     rtol : float
         See :data:`DROP_PIVOT_RTOL`.
+    first : array of bool, optional
+        Columns to choose before all others (the null-space columns of the adaptive
+        spaces, so that they stay whenever they are independent among themselves): the
+        others are then chosen on the Schur complement of these.
 
     Returns
     -------
@@ -1076,8 +1081,27 @@ def drop_dependent_columns(A: Any, Phi: Any, *,
         return Phi, np.zeros(0, dtype=np.int64)
     K, pos = _scaled_coarse(A, Phi)
     if n0 <= DENSE_DROP_MAX:
-        _, piv, rank, _ = lapack.dpstrf(K.toarray(), lower=1, tol=rtol)
-        kept = np.sort(piv[:rank] - 1)
+        Kd = K.toarray()
+        order = np.arange(n0)
+        if first is not None:
+            first = np.asarray(first, dtype=bool)
+            if first.shape != (n0,):
+                raise ValueError(f"first must be a Boolean mask of shape ({n0},), got "
+                                 f"{first.shape}")
+            order = np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)])
+        m = int(first.sum()) if first is not None else n0
+        K1 = Kd[np.ix_(order[:m], order[:m])]
+        _, piv, rank, _ = lapack.dpstrf(K1, lower=1, tol=rtol)
+        kept = order[:m][piv[:rank] - 1]
+        if m < n0:
+            rest = order[m:]
+            C = Kd[np.ix_(kept, rest)]
+            L = np.linalg.cholesky(Kd[np.ix_(kept, kept)]) if kept.size else None
+            W = sla.solve_triangular(L, C, lower=True) if kept.size else C[:0]
+            S = Kd[np.ix_(rest, rest)] - W.T @ W
+            _, piv, rank, _ = lapack.dpstrf(0.5 * (S + S.T), lower=1, tol=rtol)
+            kept = np.concatenate([kept, rest[piv[:rank] - 1]])
+        kept = np.sort(kept)
         kept = kept[pos[kept]]
     else:
         lu = _spd_factor((K + sp.identity(n0) * (rtol * 1e-2)).tocsc())

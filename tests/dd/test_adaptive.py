@@ -1,0 +1,388 @@
+"""Adaptive coarse spaces (AGDSW, GenEO) against dense constructions on small problems."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+import ddops
+from ddops.dd import adaptive
+from ddops.dd.adaptive import agdsw_basis, geneo_basis
+from ddops.dd.gdsw import drop_dependent_columns, gdsw_basis, interface_components
+from ddops.precond.schwarz import TwoLevelSchwarz
+from ddops.problems import diffusion_2d, diffusion_3d, high_contrast_channels
+
+CONTRASTS = (1.0, 1e2, 1e4, 1e6, 1e8)
+
+
+def channels(n, contrast, period=4, margin=2):
+    return diffusion_2d(high_contrast_channels(n, contrast, margin=margin, period=period))
+
+
+def schur(M, keep):
+    """Dense Schur complement of M onto the index set keep (eliminating the rest)."""
+    rest = np.setdiff1d(np.arange(M.shape[0]), keep)
+    if rest.size == 0:
+        return M[np.ix_(keep, keep)]
+    return (M[np.ix_(keep, keep)]
+            - M[np.ix_(keep, rest)] @ np.linalg.solve(M[np.ix_(rest, rest)],
+                                                      M[np.ix_(rest, keep)]))
+
+
+def cut_neumann(A, idx):
+    """A restricted to idx with the absolute couplings that leave idx taken off the diagonal."""
+    Ad = A.toarray()
+    out = np.ones(A.shape[0], dtype=bool)
+    out[idx] = False
+    off = np.abs(Ad[np.ix_(idx, np.flatnonzero(out))]).sum(axis=1)
+    return Ad[np.ix_(idx, idx)] - np.diag(off)
+
+
+def condition(A, M):
+    """kappa(M A) from the generalized eigenvalues of (A, M^{-1}), dense."""
+    n = A.shape[0]
+    Minv = np.linalg.inv(M.matmat(np.eye(n)))
+    ev = sla.eigh(A.toarray(), 0.5 * (Minv + Minv.T), eigvals_only=True)
+    return ev[-1] / ev[0]
+
+
+def cg_iterations(A, M, seed=0):
+    b = np.random.default_rng(seed).standard_normal(A.shape[0])
+    count = [0]
+
+    def callback(xk):
+        count[0] += 1
+
+    _, info = spla.cg(A, b, rtol=1e-8, M=M, callback=callback, maxiter=5000)
+    assert info == 0
+    return count[0]
+
+
+def in_span(Q_cols, X, tol=1e-8):
+    """Every column of X lies in the span of Q_cols (dense, least squares)."""
+    Q, _ = np.linalg.qr(Q_cols)
+    R = X - Q @ (Q.T @ X)
+    return np.linalg.norm(R) <= tol * max(np.linalg.norm(X), 1e-300)
+
+
+# -- AGDSW -------------------------------------------------------------------------------------
+def test_agdsw_eigenproblems_match_dense_schur_complements():
+    n = 23
+    A = channels(n, 1e4, period=4)
+    d = ddops.Decomposition.from_grid((n, n), (3, 3))
+    comps = interface_components(A, d.owner)
+    x, comp = comps.interface, comps.component
+    lam_groups, _, sizes = adaptive._agdsw_eigenpairs(A, d.owner, comps, 2**26,
+                                                      np.zeros((x.size, 0)))
+    got = {}
+    for members, lam in lam_groups.values():
+        for m, row in zip(members, lam, strict=True):
+            got[int(m)] = np.sort(row)[:sizes[m]]
+    Ad = A.toarray()
+    interface = np.zeros(A.shape[0], dtype=bool)
+    interface[x] = True
+    part_sets = comps.part_sets()
+    checked = 0
+    for c in range(comps.num_components):
+        e = x[comp == c]
+        if e.size < 2:
+            continue
+        interior = np.flatnonzero(~interface)
+        SD = schur(Ad[np.ix_(np.r_[e, interior], np.r_[e, interior])], np.arange(e.size))
+        SN = np.zeros_like(SD)
+        for p in part_sets[c]:
+            gamma_p = x[[p in part_sets[cc] for cc in comp]]
+            closure = np.union1d(np.flatnonzero(~interface & (d.owner == p)), gamma_p)
+            Np = cut_neumann(A, closure)
+            pos = np.searchsorted(closure, e)
+            SN += schur(Np + 1e-13 * np.abs(np.diag(Np)).max() * np.eye(closure.size), pos)
+        want = sla.eigh(SN, SD, eigvals_only=True)
+        # the shifted inversion of the part's Neumann Schur complement costs about 1e-5
+        np.testing.assert_allclose(got[c], want, rtol=1e-4, atol=1e-8)
+        checked += 1
+    assert checked >= 4
+
+
+def test_agdsw_contains_gdsw_and_adds_nothing_on_homogeneous_problem():
+    n = 47
+    A = ddops.poisson_2d(n)
+    d = ddops.Decomposition.from_grid((n, n), (4, 4))
+    Pg = gdsw_basis(A, d.owner)
+    Pa, info = agdsw_basis(A, d.owner, return_info=True)
+    assert Pa.shape[1] <= 1.1 * Pg.shape[1]
+    assert info.stats["eigen_functions"] == Pa.shape[1] - info.stats["null_space_functions"]
+    assert in_span(Pa.toarray(), Pg.toarray())
+
+
+@pytest.mark.parametrize("contrast", [1e4, 1e8])
+def test_agdsw_contains_gdsw_on_high_contrast(contrast):
+    n = 31
+    A = channels(n, contrast)
+    d = ddops.Decomposition.from_grid((n, n), (4, 4))
+    Pg = gdsw_basis(A, d.owner)
+    Pa, info = agdsw_basis(A, d.owner, return_info=True)
+    assert Pa.shape[1] > Pg.shape[1]
+    assert in_span(Pa.toarray(), Pg.toarray())
+    # the null-space columns are GDSW's columns themselves
+    ns = np.flatnonzero(info.column_kind == "null_space")
+    assert np.abs(Pa[:, ns] - Pg).max() == 0.0
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_agdsw_selects_one_function_per_channel_crossing_an_interface(k):
+    n = 31
+    c = np.ones((n + 1, n + 1))
+    rows = 3 + 5 * np.arange(k)  # k floating channels along x through all three parts
+    c[rows, 3:n - 2] = 1e6
+    A = diffusion_2d(c)
+    d = ddops.Decomposition.from_grid((n, n), (3, 1))  # three parts side by side
+    _, info = agdsw_basis(A, d.owner, return_info=True)
+    # two interfaces; GDSW's extension of a channel's values on one of them is cut by the
+    # zero values on the other, so each channel crossing gives one function per interface
+    assert info.components.num_components == 2
+    assert info.selected.tolist() == [k, k]
+    assert info.kept.tolist() == [k, k]
+    # without the channels nothing is selected
+    _, info = agdsw_basis(diffusion_2d(np.ones_like(c)), d.owner, return_info=True)
+    assert info.selected.tolist() == [0, 0]
+
+
+def test_agdsw_condition_number_does_not_grow_with_contrast():
+    n = 31
+    d = ddops.Decomposition.from_grid((n, n), (4, 4))
+    kappa = {c: condition(channels(n, c), TwoLevelSchwarz(channels(n, c), d, "agdsw"))
+             for c in (1.0, 1e4, 1e6, 1e8)}
+    gdsw = condition(channels(n, 1e6), TwoLevelSchwarz(channels(n, 1e6), d, "gdsw"))
+    assert gdsw > 100 * kappa[1.0]  # the classical space is not robust here
+    assert max(kappa.values()) <= 1.5 * kappa[1.0]
+
+
+def test_agdsw_iterations_2d_and_3d():
+    n = 63
+    A = channels(n, 1e6)
+    d = ddops.Decomposition.from_grid((n, n), (4, 4))
+    assert cg_iterations(A, TwoLevelSchwarz(A, d, "agdsw")) <= 35
+    assert cg_iterations(A, TwoLevelSchwarz(A, d, "agdsw", variant="hybrid")) <= 20
+    assert cg_iterations(A, TwoLevelSchwarz(A, d, "gdsw")) >= 100
+    n = 17
+    coef = ddops.problems.random_inclusions(n, dim=3, count=30, size=(2, 2, 8), contrast=1e6,
+                                            seed=3)
+    A = diffusion_3d(coef)
+    d = ddops.Decomposition.from_grid((n, n, n), (3, 3, 3))
+    agdsw = cg_iterations(A, TwoLevelSchwarz(A, d, "agdsw"))
+    assert agdsw <= 50
+    assert cg_iterations(A, TwoLevelSchwarz(A, d, "gdsw")) >= 2 * agdsw
+
+
+def test_agdsw_threshold_default_and_cap():
+    n = 31
+    A = channels(n, 1e6)
+    d = ddops.Decomposition.from_grid((n, n), (4, 4))
+    default = agdsw_basis(A, d.owner)
+    explicit = agdsw_basis(A, d.owner, threshold=0.05)
+    assert (default != explicit).nnz == 0
+    assert agdsw_basis(A, d.owner, threshold=1e-12).shape[1] < default.shape[1]
+    with pytest.warns(RuntimeWarning, match="max_per_component=1"):
+        _, info = agdsw_basis(A, d.owner, max_per_component=1, return_info=True)
+    assert info.kept.max() <= 1 and info.stats["capped"] > 0
+    assert info.stats["capped"] == int((info.selected > 1).sum())
+
+
+# -- GenEO ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("contrast", [1.0, 1e6])
+def test_geneo_eigenproblems_match_dense(contrast):
+    n = 23
+    A = channels(n, contrast)
+    d = ddops.Decomposition.from_grid((n, n), (3, 3), overlap=1)
+    tau = 0.1
+    Phi, info = geneo_basis(A, d, threshold=tau, return_info=True)
+    P = Phi.toarray()
+    Ad = A.toarray()
+    for i, idx in enumerate(d.subdomains):
+        Di = np.diag(1.0 / d.multiplicity[idx])
+        Ni = cut_neumann(A, idx)
+        lam, V = sla.eigh(Ni, Di @ Ad[np.ix_(idx, idx)] @ Di)
+        sel = lam < tau
+        assert info.selected[i] == sel.sum()
+        ref = np.zeros((A.shape[0], int(sel.sum())))
+        ref[idx] = Di @ V[:, sel]
+        cols = P[:, info.column_group == i]
+        assert cols.shape[1] == sel.sum()
+        assert in_span(cols, ref, 1e-6) and in_span(ref, cols, 1e-6)
+        if sel.any():
+            assert info.eigenvalues[i] == pytest.approx(lam[0], abs=1e-9)
+
+
+def test_geneo_condition_number_below_the_bound_for_every_contrast():
+    n = 23
+    d = ddops.Decomposition.from_grid((n, n), (3, 3), overlap=1)
+    kappas = []
+    for contrast in CONTRASTS:
+        A = channels(n, contrast)
+        M = TwoLevelSchwarz(A, d, "geneo")
+        kappa = condition(A, M)
+        assert kappa <= M.coarse_stats["bound"]
+        kappas.append(kappa)
+    # far below the bound and flat at high contrast (GDSW: kappa grows like the contrast)
+    assert max(kappas) <= 30
+    assert kappas[-1] <= 1.2 * kappas[2]
+
+
+def test_geneo_bound_constants_are_independent_counts():
+    n = 23
+    d = ddops.Decomposition.from_grid((n, n), (3, 3), overlap=1)
+    _, info = geneo_basis(channels(n, 1.0), d, return_info=True)
+    inc = sp.csr_matrix((np.ones(d.indices.size), (np.repeat(np.arange(9), d.sizes),
+                                                   d.indices)), shape=(9, n * n))
+    meets = ((inc @ inc.T).toarray() > 0).sum(axis=1)
+    assert info.stats["k0"] == meets.max() == 9  # the middle box meets all nine
+    assert info.stats["k1"] == d.multiplicity.max()
+    k0, k1, tau = info.stats["k0"], info.stats["k1"], info.threshold
+    assert info.stats["bound"] == (1 + k0) * (2 + k0 * (2 * k0 + 1) * max(1, k1 / tau))
+
+
+def test_geneo_with_finite_element_neumann_matrices():
+    pytest.importorskip("skfem")
+    from ddops.problems import (
+        element_centroids,
+        fem_elasticity_2d,
+        fem_poisson_2d,
+        rigid_body_modes,
+        stiff_inclusions,
+        unit_square_mesh,
+    )
+
+    # P1 Poisson: both routes, algebraic and finite-element Neumann matrices
+    m = unit_square_mesh(23)
+    coef = stiff_inclusions(element_centroids(m), count=12, radius=0.08, contrast=1e6, seed=2)
+    A, _ = fem_poisson_2d(mesh=m, coefficient=coef)
+    d = ddops.Decomposition.from_matrix(A, 9, overlap=1)
+    _, _, Ns = fem_poisson_2d(mesh=m, coefficient=coef, neumann=d)
+    for options in ({}, {"neumann": Ns}):
+        M = TwoLevelSchwarz(A, d, "geneo", coarse_options=options)
+        assert condition(A, M) <= M.coarse_stats["bound"]
+        assert cg_iterations(A, M) <= 40
+    # elasticity: the algebraic route refuses, the finite-element one is robust
+    m = unit_square_mesh(15)
+    E = stiff_inclusions(element_centroids(m), count=10, radius=0.08, contrast=1e6, seed=1)
+    A, X = fem_elasticity_2d(mesh=m, E=E)
+    Z = rigid_body_modes(X)
+    d = ddops.Decomposition.from_matrix(A, 8, overlap=1, block_size=2)
+    _, _, Ns = fem_elasticity_2d(mesh=m, E=E, neumann=d)
+    with pytest.raises(ValueError, match="neumann="):
+        geneo_basis(A, d, null_space=Z)
+    M = TwoLevelSchwarz(A, d, "geneo", null_space=Z, coarse_options={"neumann": Ns})
+    assert M.coarse_stats["null_space_functions"] > 0
+    assert cg_iterations(A, M) <= 50
+    gdsw = TwoLevelSchwarz(A, d, "gdsw", null_space=Z)
+    assert cg_iterations(A, gdsw) > 2 * cg_iterations(A, M)
+
+
+def test_geneo_null_space_functions_come_first_and_are_nicolaides():
+    n = 23
+    A = channels(n, 1e6)
+    d = ddops.Decomposition.from_grid((n, n), (3, 3), overlap=1)
+    Phi, info = geneo_basis(A, d, null_space=np.ones(n * n), return_info=True)
+    nic = ddops.coarse_basis(d, "nicolaides")
+    assert in_span(Phi.toarray(), nic.toarray())
+    assert (info.column_kind == "null_space").sum() == d.num_subdomains
+
+
+def test_geneo_cap_warns():
+    n = 23
+    A = channels(n, 1e6)
+    d = ddops.Decomposition.from_grid((n, n), (3, 3), overlap=1)
+    with pytest.warns(RuntimeWarning, match="max_per_subdomain=1"):
+        _, info = geneo_basis(A, d, max_per_subdomain=1, return_info=True)
+    assert info.kept.max() <= 1
+    default = geneo_basis(A, d)
+    assert (default != geneo_basis(A, d, threshold=0.1)).nnz == 0
+
+
+# -- dependent functions -------------------------------------------------------------------------
+def test_drop_dependent_columns_keeps_the_span():
+    rng = np.random.default_rng(5)
+    n = 31
+    A = channels(n, 1e6)
+    d = ddops.Decomposition.from_grid((n, n), (4, 4))
+    Phi = gdsw_basis(A, d.owner).toarray()
+    for draw in range(3):
+        extra = Phi @ rng.standard_normal((Phi.shape[1], 7 + draw))
+        both = np.hstack([Phi, extra])
+        perm = rng.permutation(both.shape[1])
+        mixed = both[:, perm]
+        kept_Phi, kept = drop_dependent_columns(A, sp.csr_matrix(mixed))
+        assert kept.size == Phi.shape[1]
+        assert np.array_equal(kept_Phi.toarray(), mixed[:, kept])
+        assert in_span(kept_Phi.toarray(), mixed)
+        np.linalg.cholesky((kept_Phi.T @ A @ kept_Phi).toarray())
+    # nothing to drop: the identity selection
+    same, kept = drop_dependent_columns(A, sp.csr_matrix(Phi))
+    assert np.array_equal(kept, np.arange(Phi.shape[1]))
+
+
+def test_rgdsw_with_rigid_body_modes_on_3d_elasticity_metis_parts():
+    pytest.importorskip("skfem")
+    from ddops.problems import fem_elasticity_3d, rigid_body_modes
+
+    A, X = fem_elasticity_3d(5)
+    Z = rigid_body_modes(X)
+    d = ddops.Decomposition.from_matrix(A, 12, overlap=1, block_size=3)
+    Phi, info = ddops.coarse_basis(d, "rgdsw", A=A, null_space=Z, return_info=True)
+    np.linalg.cholesky((Phi.T @ A @ Phi).toarray())
+    M = TwoLevelSchwarz(A, d, "rgdsw", null_space=Z)
+    assert cg_iterations(A, M) <= 60
+
+
+# -- arguments ---------------------------------------------------------------------------------
+def test_bad_arguments():
+    n = 15
+    A = channels(n, 1e2)
+    d = ddops.Decomposition.from_grid((n, n), (2, 2))
+    with pytest.raises(ValueError, match="threshold"):
+        agdsw_basis(A, d.owner, threshold=-1.0)
+    with pytest.raises(ValueError, match="threshold"):
+        geneo_basis(A, d, threshold=0.0)
+    with pytest.raises(ValueError, match="max_per_component"):
+        agdsw_basis(A, d.owner, max_per_component=-1)
+    with pytest.raises(ValueError, match="neumann must hold one matrix per subdomain"):
+        geneo_basis(A, d, neumann=[sp.identity(3)])
+    with pytest.raises(ValueError, match=r"neumann\[0\] must have shape"):
+        geneo_basis(A, d, neumann=[sp.identity(3)] * 4)
+    with pytest.raises(TypeError, match="neumann must be a sequence"):
+        geneo_basis(A, d, neumann=sp.identity(n * n))
+    Ns = adaptive.local_neumann_matrices(A, d)
+    for i in (0, 2, 3):
+        bad = list(Ns)
+        bad[i] = Ns[i] - sp.identity(d.sizes[i]) * 1e3
+        with pytest.raises(ValueError, match=f"subdomain {i} is not positive semidefinite"):
+            geneo_basis(A, d, neumann=bad)
+    with pytest.raises(ValueError, match="threshold is only used with kind in"):
+        ddops.coarse_basis(d, "gdsw", A=A, threshold=0.1)
+    with pytest.raises(ValueError, match="neumann is only used with kind in"):
+        ddops.coarse_basis(d, "agdsw", A=A, neumann=[])
+    with pytest.raises(ValueError, match="coarse_options"):
+        TwoLevelSchwarz(A, d, "agdsw", coarse_options={"neumann": []})
+    with pytest.raises(TypeError, match="coarse_options"):
+        TwoLevelSchwarz(A, d, "agdsw", coarse_options=[("threshold", 0.1)])
+
+
+def test_adaptive_bases_by_name_through_coarse_basis_and_schwarz():
+    n = 31
+    A = channels(n, 1e6)
+    d = ddops.Decomposition.from_grid((n, n), (4, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for kind, builder in (("agdsw", lambda: agdsw_basis(A, d.owner)),
+                              ("geneo", lambda: geneo_basis(A, d))):
+            Phi = ddops.coarse_basis(d, kind, A=A)
+            assert (Phi != builder()).nnz == 0
+            M = TwoLevelSchwarz(A, d, kind)
+            assert M.coarse_dim == Phi.shape[1]
+            assert M.coarse_stats["coarse_dim"] == Phi.shape[1]
+            assert M.coarse_info.method == kind
