@@ -158,7 +158,20 @@ GENEO_THRESHOLD = 0.1
 MAX_PER_COMPONENT = 32
 
 #: Default cap on the eigenvectors added per subdomain (GenEO).
-MAX_PER_SUBDOMAIN = 32
+MAX_PER_SUBDOMAIN = 16
+
+#: GenEO's eigenproblems are solved by a subspace iteration with ``max_per_subdomain`` plus
+#: this many vectors per subdomain (the extra ones speed up the convergence of the last
+#: wanted eigenvalues and tell whether the cap bites).
+GENEO_EXTRA_VECTORS = 4
+
+#: At most this many subspace iterations; each is one sparse solve with ``N_i + tau D_i A_i
+#: D_i`` for all subdomains of a chunk at once and one batched Rayleigh-Ritz step.
+GENEO_MAX_ITERATIONS = 60
+
+#: A GenEO Ritz pair below twice the threshold has converged when ``|N v - lambda B v| <=
+#: GENEO_RESIDUAL_RTOL |B v|`` (an absolute accuracy on ``lambda`` of about its square).
+GENEO_RESIDUAL_RTOL = 1e-6
 
 #: Bytes of one batch of padded dense local matrices (the batched factorisations and ``eigh``
 #: work on at most this much at a time).
@@ -341,25 +354,85 @@ def _generalized_eigh(Anum: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.n
     return lam, np.swapaxes(Linv, -1, -2) @ Y
 
 
-def _project_out(V: np.ndarray, lam: np.ndarray, B: np.ndarray,
-                 Zg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _project_out(V: np.ndarray, lam: np.ndarray, BV: np.ndarray, Zg: np.ndarray,
+                 BZ: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The same span with ``V`` B-orthogonal to the columns of ``Zg`` (stacks).
 
-    Eigenvectors whose part B-orthogonal to ``span(Zg)`` has a relative B-norm at most
+    ``BV`` and ``BZ`` are the stacks of products ``B V`` and ``B Zg``.  Eigenvectors whose
+    part B-orthogonal to ``span(Zg)`` has a relative B-norm at most
     :data:`EIGEN_DEPENDENCE_RTOL` are combinations of the null-space functions: their
     eigenvalue becomes ``inf`` (never selected).  ``V`` is B-orthonormal on entry.
     """
     if Zg.shape[2] == 0:
         return V, lam
-    BZ = B @ Zg
     Gz = np.swapaxes(Zg, 1, 2) @ BZ
+    Gz = 0.5 * (Gz + np.swapaxes(Gz, 1, 2))
     ev, U = np.linalg.eigh(Gz)
     good = ev > EIGEN_DEPENDENCE_RTOL**2 * np.maximum(ev[:, -1:], 1e-300)
     inv = np.where(good, 1.0 / np.where(good, ev, 1.0), 0.0)
-    Gp = (U * inv[:, None, :]) @ np.swapaxes(U, 1, 2)
-    V = V - Zg @ (Gp @ (np.swapaxes(BZ, 1, 2) @ V))
-    rest = np.sqrt(np.maximum(np.einsum("mij,mik,mkj->mj", V, B, V), 0.0))
+    coef = ((U * inv[:, None, :]) @ np.swapaxes(U, 1, 2)) @ (np.swapaxes(BZ, 1, 2) @ V)
+    V = V - Zg @ coef
+    BV = BV - BZ @ coef
+    rest = np.sqrt(np.maximum(np.einsum("mij,mij->mj", V, BV), 0.0))
     return V, np.where(rest > EIGEN_DEPENDENCE_RTOL, lam, np.inf)
+
+
+def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, block: int,
+                   tau: float, real: np.ndarray):
+    """The smallest eigenpairs of ``N v = lambda B v`` on ``m`` stacked blocks of ``width`` rows.
+
+    A shift-and-invert subspace iteration with Rayleigh-Ritz, for all blocks at once:
+    ``Y = (N + tau B)^{-1} B X`` by one SuperLU solve per chunk of blocks (block-diagonal
+    factors), then one batched ``block x block`` generalized ``eigh``.  Padding rows
+    (``real`` False) carry ``N = 1``, ``B = 0`` and stay zero.
+
+    Returns
+    -------
+    lam : (m, block) ascending Ritz values; V : (m, width, block) B-orthonormal Ritz
+    vectors; the number of iterations.
+    """
+    rows = m * width
+    K = (Ns + Bs * tau).tocsr()
+    bounds = chunk_bounds(np.arange(m + 1) * width, FACTOR_CHUNK_ROWS)
+    factors = []
+    for c in range(bounds.size - 1):  # a loop over chunks of blocks
+        r0, r1 = int(bounds[c]), int(bounds[c + 1])
+        lu = _spd_factor(K[r0:r1, r0:r1])
+        piv = lu.U.diagonal()[lu.perm_c]  # the pivot of original column j sits at perm_c[j]
+        if not np.all(piv > 0):
+            bad = np.unique((r0 + np.flatnonzero(~(piv > 0))) // width)
+            raise _NotPositive([int(b) for b in bad], "N + tau B")
+        factors.append((r0, r1, lu))
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((rows, block))
+    X[~real] = 0.0
+    lam = np.zeros((m, block))
+    its = 0
+    while its < GENEO_MAX_ITERATIONS:
+        its += 1
+        BX = Bs @ X
+        Y = np.empty_like(X)
+        for r0, r1, lu in factors:
+            Y[r0:r1] = lu.solve(np.asfortranarray(BX[r0:r1]))
+        Y[~real] = 0.0
+        NY = (Ns @ Y).reshape(m, width, block)
+        BY = (Bs @ Y).reshape(m, width, block)
+        Y3 = Y.reshape(m, width, block)
+        Gn = np.swapaxes(Y3, 1, 2) @ NY
+        Gb = np.swapaxes(Y3, 1, 2) @ BY
+        Gn = 0.5 * (Gn + np.swapaxes(Gn, 1, 2))
+        Gb = 0.5 * (Gb + np.swapaxes(Gb, 1, 2))
+        scale = np.einsum("mii->m", Gb)[:, None, None] / block
+        Gb = Gb + 1e-14 * scale * np.eye(block)[None]
+        lam, C = _generalized_eigh(Gn, Gb)
+        X3 = Y3 @ C
+        R = NY @ C - (BY @ C) * lam[:, None, :]
+        res = np.linalg.norm(R, axis=1) / np.maximum(np.linalg.norm(BY @ C, axis=1), 1e-300)
+        X = X3.reshape(rows, block)
+        need = lam < 2.0 * tau
+        if not np.any(need & (res > GENEO_RESIDUAL_RTOL)):
+            break
+    return lam, X.reshape(m, width, block), its
 
 
 def _select(lam: np.ndarray, threshold: float, cap: int) -> tuple[np.ndarray, np.ndarray]:
@@ -708,7 +781,7 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx):
         rep1 = np.repeat(np.arange(members.size), sz)
         row1 = np.arange(rep1.size) - np.repeat(np.cumsum(sz) - sz, sz)
         Zg[rep1, row1] = Zx[corder[coff[members][rep1] + row1]]
-        V, lam = _project_out(V, lam, SD, Zg)
+        V, lam = _project_out(V, lam, SD @ V, Zg, SD @ Zg)
         lam_out[w] = (members, lam)
         vec_out[w] = V
     return lam_out, vec_out, sizes
@@ -817,50 +890,63 @@ def geneo_basis(
     smallest = np.full(N, np.inf)
     capped = 0
     largest = 0
+    iterations = 0
     for width in ladder:  # a loop over size groups, each in memory-bounded chunks
         members_all = np.flatnonzero(padded == width)
         width = int(width)
         largest = max(largest, int(sizes[members_all].max()))
-        step = max(1, EIGEN_CHUNK_BYTES // (4 * width * width * 8))
+        # about 12 arrays of (rows x block) floats and the sparse factors per chunk
+        step = max(1, FACTOR_CHUNK_ROWS * 4 // width)
         for c0 in range(0, members_all.size, step):
             members = members_all[c0:c0 + step]
             m = members.size
             pos = np.full(N, -1, dtype=np.int64)
             pos[members] = np.arange(m)
-            Ad = np.zeros((m, width, width))
-            Nd = np.zeros((m, width, width))
-            e = np.flatnonzero(pos[b_sub] >= 0)
-            Ad[pos[b_sub[e]], b_r[e], b_c[e]] = b_v[e]
-            e = np.flatnonzero(pos[nm_sub] >= 0)
-            np.add.at(Nd, (pos[nm_sub[e]], nm_r[e], nm_c[e]), nm_v[e])
             ent = np.flatnonzero(pos[group] >= 0)
-            Dw = np.zeros((m, width))
-            Dw[pos[group[ent]], within[ent]] = w[ent]
+            Dw = np.zeros(m * width)
+            Dw[pos[group[ent]] * width + within[ent]] = w[ent]
+            e = np.flatnonzero(pos[b_sub] >= 0)
+            br, bc = pos[b_sub[e]] * width + b_r[e], pos[b_sub[e]] * width + b_c[e]
+            e2 = np.flatnonzero(pos[nm_sub] >= 0)
+            nr, nc = pos[nm_sub[e2]] * width + nm_r[e2], pos[nm_sub[e2]] * width + nm_c[e2]
+            real = np.zeros(m * width, dtype=bool)
+            real[pos[group[ent]] * width + within[ent]] = True
+            pad_rows = np.flatnonzero(~real)
+            shape = (m * width, m * width)
+            Bs = sp.csr_matrix((Dw[br] * b_v[e] * Dw[bc], (br, bc)), shape=shape)
+            Ns = sp.csr_matrix((np.concatenate([nm_v[e2], np.ones(pad_rows.size)]),
+                                (np.concatenate([nr, pad_rows]), np.concatenate([nc, pad_rows]))),
+                               shape=shape)
             if neumann is None:
-                Nd[pos[group[ent]], within[ent], within[ent]] -= n_cut[ent]
-            B = Dw[:, :, None] * Ad * Dw[:, None, :]
-            pad = np.arange(width)[None, :] >= sizes[members][:, None]
-            gi, gj = np.nonzero(pad)
-            B[gi, gj, gj] = 1.0
-            Nd[gi, gj, gj] = 10.0 * tau + 1.0  # never selected
-            Nd = 0.5 * (Nd + np.swapaxes(Nd, 1, 2))
-            B = 0.5 * (B + np.swapaxes(B, 1, 2))
+                Ns = Ns - sp.csr_matrix((n_cut[ent], (pos[group[ent]] * width + within[ent],
+                                                      pos[group[ent]] * width + within[ent])),
+                                        shape=shape)
+            Bs = ((Bs + Bs.T) * 0.5).tocsr()
+            Ns = ((Ns + Ns.T) * 0.5).tocsr()
+            block = min(cap + GENEO_EXTRA_VECTORS, int(sizes[members].min()))
             try:
-                lam, V = _generalized_eigh(Nd, B)
-            except np.linalg.LinAlgError:
-                raise ValueError("geneo: a weighted local matrix D_i A_i D_i is not positive "
+                lam, V, its = _subspace_eigh(Ns, Bs, m, width, block, tau, real)
+            except _NotPositive as exc:
+                i = int(members[exc.bad[0]])
+                raise ValueError(f"neumann: the matrix of subdomain {i} is not positive "
+                                 "semidefinite (its shifted matrix N_i + tau D_i A_i D_i has "
+                                 "a non-positive pivot)" if neumann is not None else
+                                 f"geneo: the local matrices of subdomain {i} are not positive "
                                  "definite; A must be symmetric positive definite") from None
+            iterations = max(iterations, its)
             if neumann is not None:
-                neg = lam[:, 0] < -1e-8 * np.maximum(1.0, np.abs(lam).max(axis=1))
+                neg = lam[:, 0] < -1e-8 * np.maximum(1.0, np.abs(lam[:, :1]))[:, 0]
                 if neg.any():
                     i = int(members[np.flatnonzero(neg)[0]])
                     raise ValueError(f"neumann: the matrix of subdomain {i} is not positive "
                                      "semidefinite (a negative generalized eigenvalue "
                                      f"{lam[np.flatnonzero(neg)[0], 0]:.3e})")
             if k:
-                Zg = np.zeros((m, width, k))
-                Zg[pos[group[ent]], within[ent]] = Z[d.indices[ent]]
-                V, lam = _project_out(V, lam, B, Zg)
+                Zg = np.zeros((m * width, k))
+                Zg[pos[group[ent]] * width + within[ent]] = Z[d.indices[ent]]
+                BV = (Bs @ V.reshape(m * width, -1)).reshape(V.shape)
+                BZ = (Bs @ Zg).reshape(m, width, k)
+                V, lam = _project_out(V, lam, BV, Zg.reshape(m, width, k), BZ)
             keep, count = _select(lam, tau, cap)
             selected[members] = count
             smallest[members] = lam.min(axis=1)
@@ -903,7 +989,7 @@ def geneo_basis(
                "capped": capped,
                "eigenproblems": int(N), "largest_eigenproblem": largest,
                "eigen_seconds": eigen_seconds, "extension_seconds": 0.0,
-               "k0": k0, "k1": k1, "bound": float(bound),
+               "subspace_iterations": iterations, "k0": k0, "k1": k1, "bound": float(bound),
                "seconds": time.perf_counter() - start})
     return Phi, info
 
