@@ -173,6 +173,10 @@ GENEO_MAX_ITERATIONS = 60
 #: GENEO_RESIDUAL_RTOL |B v|`` (an absolute accuracy on ``lambda`` of about its square).
 GENEO_RESIDUAL_RTOL = 1e-6
 
+#: ... and the first Ritz pair above twice the threshold when its residual is at most this
+#: fraction of its Ritz value: then no eigenvalue below the threshold is missing.
+GENEO_BOUNDARY_RTOL = 1e-2
+
 #: Bytes of one batch of padded dense local matrices (the batched factorisations and ``eigh``
 #: work on at most this much at a time).
 EIGEN_CHUNK_BYTES = 2**27
@@ -429,8 +433,13 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
         R = NY @ C - (BY @ C) * lam[:, None, :]
         res = np.linalg.norm(R, axis=1) / np.maximum(np.linalg.norm(BY @ C, axis=1), 1e-300)
         X = X3.reshape(rows, block)
+        # converged: the pairs below 2 tau accurately, and the first pair above (if any)
+        # well enough to know that nothing else hides below the threshold
         need = lam < 2.0 * tau
-        if not np.any(need & (res > GENEO_RESIDUAL_RTOL)):
+        first_above = np.minimum(need.sum(axis=1), block - 1)
+        boundary = res[np.arange(m), first_above] <= GENEO_BOUNDARY_RTOL * np.maximum(
+            lam[np.arange(m), first_above], tau)
+        if its >= 2 and not np.any(need & (res > GENEO_RESIDUAL_RTOL)) and boundary.all():
             break
     return lam, X.reshape(m, width, block), its
 
