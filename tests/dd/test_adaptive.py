@@ -386,3 +386,27 @@ def test_adaptive_bases_by_name_through_coarse_basis_and_schwarz():
             assert M.coarse_dim == Phi.shape[1]
             assert M.coarse_stats["coarse_dim"] == Phi.shape[1]
             assert M.coarse_info.method == kind
+
+
+def test_default_caps():
+    # 40 floating channels crossing two interfaces: more than AGDSW's default cap of 32
+    n = 127
+    c = np.ones((n + 1, n + 1))
+    c[3 + 3 * np.arange(40), 3:n - 2] = 1e6
+    A = diffusion_2d(c)
+    d = ddops.Decomposition.from_grid((n, n), (3, 1))
+    with pytest.warns(RuntimeWarning, match="max_per_component=32"):
+        _, info = agdsw_basis(A, d.owner, return_info=True)
+    assert info.selected.tolist() == [40, 40]
+    assert info.kept.tolist() == [32, 32]
+    assert info.stats["kept_per_component"].tolist() == [32, 32]
+    # ... and 20 channels in every subdomain: more than GenEO's default cap of 16
+    n = 63
+    c = np.ones((n + 1, n + 1))
+    c[2 + 3 * np.arange(20), 2:n - 1] = 1e6
+    A = diffusion_2d(c)
+    d = ddops.Decomposition.from_grid((n, n), (3, 1))
+    with pytest.warns(RuntimeWarning, match="max_per_subdomain=16"):
+        _, info = geneo_basis(A, d, return_info=True)
+    assert info.kept.max() == 16
+    assert info.stats["kept_per_subdomain"].max() == 16
