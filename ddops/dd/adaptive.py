@@ -157,12 +157,18 @@ GENEO_THRESHOLD = 0.1
 #: Default cap on the eigenvectors added per interface component (AGDSW).
 MAX_PER_COMPONENT = 32
 
-#: Default cap on the eigenvectors added per subdomain (GenEO).
-MAX_PER_SUBDOMAIN = 16
+#: Default cap on the eigenvectors added per subdomain (GenEO): elasticity with stiff
+#: inclusions needs about three per inclusion in a subdomain (22 at most on 16 METIS parts of
+#: 2D elasticity with 60 inclusions, where a cap of 16 doubled the iteration count).
+MAX_PER_SUBDOMAIN = 48
 
-#: GenEO's eigenproblems are solved by a subspace iteration with ``max_per_subdomain`` plus
-#: this many vectors per subdomain (the extra ones speed up the convergence of the last
-#: wanted eigenvalues and tell whether the cap bites).
+#: GenEO's eigenproblems are solved by a subspace iteration with this many vectors per
+#: subdomain plus :data:`GENEO_EXTRA_VECTORS`, doubled (up to ``max_per_subdomain`` plus the
+#: extra ones) while some subdomain has more eigenvalues below the threshold than that.
+GENEO_INITIAL_VECTORS = 12
+
+#: Vectors beyond those wanted (they speed up the convergence of the last wanted eigenvalues
+#: and tell whether more are below the threshold).
 GENEO_EXTRA_VECTORS = 4
 
 #: At most this many subspace iterations; each is one sparse solve with ``N_i + tau D_i A_i
@@ -385,13 +391,19 @@ def _project_out(V: np.ndarray, lam: np.ndarray, BV: np.ndarray, Zg: np.ndarray,
 
 
 def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, block: int,
-                   tau: float, real: np.ndarray):
+                   tau: float, real: np.ndarray, cap: int, can_grow: bool):
     """The smallest eigenpairs of ``N v = lambda B v`` on ``m`` stacked blocks of ``width`` rows.
 
     A shift-and-invert subspace iteration with Rayleigh-Ritz, for all blocks at once:
     ``Y = (N + tau B)^{-1} B X`` by one SuperLU solve per chunk of blocks (block-diagonal
     factors), then one batched ``block x block`` generalized ``eigh``.  Padding rows
-    (``real`` False) carry ``N = 1``, ``B = 0`` and stay zero.
+    (``real`` False) carry ``N = 1``, ``B = 0`` and stay zero.  A block whose ``cap``
+    smallest Ritz values are below ``tau`` is done: the cap bites there, and Ritz values
+    bound the eigenvalues from above, so its ``cap`` Ritz vectors are valid functions
+    (within a cluster of eigenvalues larger than the subspace the single pairs would
+    converge slowly, and need not).  With ``can_grow``, the iteration stops as soon as a
+    block has more Ritz values below ``tau`` than ``block - GENEO_EXTRA_VECTORS`` (then
+    it has at least that many eigenvalues there, and the caller doubles the subspace).
 
     Returns
     -------
@@ -442,7 +454,11 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
         first_above = np.minimum(need.sum(axis=1), block - 1)
         boundary = res[np.arange(m), first_above] <= GENEO_BOUNDARY_RTOL * np.maximum(
             lam[np.arange(m), first_above], tau)
-        if its >= 2 and not np.any(need & (res > GENEO_RESIDUAL_RTOL)) and boundary.all():
+        if can_grow and np.any((lam < tau).sum(axis=1) > block - GENEO_EXTRA_VECTORS):
+            break
+        capped = lam[:, cap - 1] < tau if cap <= block else np.zeros(m, dtype=bool)
+        pending = ~capped & (np.any(need & (res > GENEO_RESIDUAL_RTOL), axis=1) | ~boundary)
+        if its >= 2 and not pending.any():
             break
     return lam, X.reshape(m, width, block), its
 
@@ -472,6 +488,8 @@ def agdsw_basis(
     block_size: int = 1,
     threshold: float | None = None,
     max_per_component: int | None = None,
+    neumann: Any = None,
+    neumann_indices: Any = None,
     dependence_rtol: float = DEPENDENCE_RTOL,
     return_info: bool = False,
     chunk_bytes: int = EXTENSION_CHUNK_BYTES,
@@ -496,6 +514,16 @@ def agdsw_basis(
     max_per_component : int, optional
         At most this many eigenvectors per component (the smallest; default
         :data:`MAX_PER_COMPONENT`); a ``RuntimeWarning`` says where it bites.
+    neumann : sequence of sparse matrices, optional
+        Local Neumann matrices, one per part ``p`` on an index set that holds the
+        closure of ``p`` (its unknowns and the interface unknowns around it), e.g.
+        from a finite-element assembly on the subdomains of a decomposition with
+        overlap 1 (``ddops.problems.fem_elasticity_2d(..., neumann=d)``); default:
+        computed from ``A`` (module notes).  Use them where ``A`` is not diagonally
+        dominant.
+    neumann_indices : sequence of integer arrays, optional
+        The unknowns of every Neumann matrix, in its row order (e.g.
+        ``decomposition.subdomains``); required with ``neumann``.
     dependence_rtol : float
         Relative tolerance of the dependent-function removal.
     return_info : bool
@@ -527,13 +555,26 @@ def agdsw_basis(
     if comps.interface.size == 0:
         raise ValueError("owner: the partition has a single part (or parts A does not couple), "
                          "so there is no interface and no AGDSW coarse function")
-    if _not_dominant_rows(A).size:
+    user = None
+    if neumann is not None:
+        if neumann_indices is None:
+            raise ValueError("neumann_indices (the unknowns of every subdomain, e.g. "
+                             "decomposition.subdomains) must come with neumann")
+        idx = [np.asarray(i, dtype=np.int64).ravel() for i in neumann_indices]
+        if len(idx) != comps.num_parts:
+            raise ValueError(f"neumann must hold one matrix per part ({comps.num_parts}), got "
+                             f"{len(idx)} index arrays")
+        sizes_n = np.array([i.size for i in idx], dtype=np.int64)
+        user = (_check_neumann(neumann, sizes_n), np.concatenate(idx),
+                np.concatenate([[0], np.cumsum(sizes_n)]))
+    elif _not_dominant_rows(A).size:
         warnings.warn("agdsw: A is not diagonally dominant, so the algebraic local Neumann "
                       "matrices are not positive semidefinite and more functions than needed "
                       "may be selected (GenEO with finite-element Neumann matrices is the "
                       "rigorous alternative)", RuntimeWarning, stacklevel=2)
     eig_start = time.perf_counter()
-    lam_all, vecs, sizes = _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Z[comps.interface])
+    lam_all, vecs, sizes = _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Z[comps.interface],
+                                             user)
     x, comp = comps.interface, comps.component
     C, k = comps.num_components, Z.shape[1]
     # select per component (eigenvalues ascending), cap, lay out next to Z
@@ -593,7 +634,7 @@ def agdsw_basis(
     return Phi, info
 
 
-def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx):
+def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None):
     """Eigenpairs of ``S_e^N tau = lambda S_e^D tau`` for every component, batched by size.
 
     Returns ``({width: (components, eigenvalues)}, {width: eigenvectors}, sizes)`` with
@@ -635,22 +676,41 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx):
         raise ValueError("agdsw: an interior unknown is coupled to an interface unknown whose "
                          "part-set does not contain its part")
     g_slot = s - 1
-    # Neumann cut of the closed parts: sum_{l not in closure p} |a_gl| for g in Gamma_p
-    closure_rows = np.concatenate([interior, x[pair_x]])
-    closure_sets = np.concatenate([part, pair_p])
-    pair_cut = _outside_coupling(A, closure_rows, closure_sets, N)[interior.size:]
     # A_{Gamma_p Gamma_p}: entries of A between interface unknowns of the same part
     A_GG = A[x][:, x].tocoo()
-    # expand every entry (g, h) over the parts of g, keep those where h is in the part too
-    cg = np.diff(P.indptr)[comp[A_GG.row]]
-    e_idx = np.repeat(np.arange(A_GG.nnz), cg)
-    e_part = P.indices[np.repeat(P.indptr[comp[A_GG.row]], cg) + np.arange(e_idx.size)
-                       - np.repeat(np.cumsum(cg) - cg, cg)]
-    sg = np.asarray(slot_of[x[A_GG.row[e_idx]], e_part]).ravel()
-    sh = np.asarray(slot_of[x[A_GG.col[e_idx]], e_part]).ravel()
-    ok = (sg > 0) & (sh > 0)
-    gg_part, gg_r, gg_c = e_part[ok], sg[ok] - 1, sh[ok] - 1
-    gg_v = A_GG.data[e_idx[ok]]
+    if neumann is None:
+        # Neumann cut of the closed parts: sum_{l not in closure p} |a_gl| for g in Gamma_p
+        closure_rows = np.concatenate([interior, x[pair_x]])
+        closure_sets = np.concatenate([part, pair_p])
+        pair_cut = _outside_coupling(A, closure_rows, closure_sets, N)[interior.size:]
+        # expand every entry (g, h) over the parts of g, keep those where h is in the part
+        cg = np.diff(P.indptr)[comp[A_GG.row]]
+        e_idx = np.repeat(np.arange(A_GG.nnz), cg)
+        e_part = P.indices[np.repeat(P.indptr[comp[A_GG.row]], cg) + np.arange(e_idx.size)
+                           - np.repeat(np.cumsum(cg) - cg, cg)]
+        sg = np.asarray(slot_of[x[A_GG.row[e_idx]], e_part]).ravel()
+        sh = np.asarray(slot_of[x[A_GG.col[e_idx]], e_part]).ravel()
+        ok = (sg > 0) & (sh > 0)
+        gg_part, gg_r, gg_c = e_part[ok], sg[ok] - 1, sh[ok] - 1
+        gg_v = A_GG.data[e_idx[ok]]
+    else:
+        # the user's Neumann matrix of subdomain p (which holds the closure of part p) on
+        # Gamma_p; its rows on the interior of p are those of A
+        (n_sub, n_r, n_c, n_v), indices, offsets = neumann
+        member = sp.csr_matrix((np.ones(indices.size), (indices, np.repeat(
+            np.arange(N), np.diff(offsets)))), shape=(n, N))
+        missing = np.asarray(member[x[pair_x], pair_p]).ravel() == 0
+        if missing.any():
+            p = int(pair_p[np.flatnonzero(missing)[0]])
+            raise ValueError(f"neumann: subdomain {p} does not contain every interface unknown "
+                             f"around part {p} (its closure); build the decomposition with "
+                             "overlap >= 1")
+        g_r, g_c = indices[offsets[n_sub] + n_r], indices[offsets[n_sub] + n_c]
+        sg = np.asarray(slot_of[g_r, n_sub]).ravel()
+        sh = np.asarray(slot_of[g_c, n_sub]).ravel()
+        ok = (sg > 0) & (sh > 0)
+        gg_part, gg_r, gg_c, gg_v = n_sub[ok], sg[ok] - 1, sh[ok] - 1, n_v[ok]
+        pair_cut = np.zeros(pair_x.size)
     gg_order = np.argsort(gg_part, kind="stable")
     gg_part, gg_r, gg_c, gg_v = gg_part[gg_order], gg_r[gg_order], gg_c[gg_order], gg_v[gg_order]
     gg_off = np.searchsorted(gg_part, np.arange(N + 1))
@@ -949,9 +1009,16 @@ def geneo_basis(
                                         shape=shape)
             Bs = ((Bs + Bs.T) * 0.5).tocsr()
             Ns = ((Ns + Ns.T) * 0.5).tocsr()
-            block = min(cap + GENEO_EXTRA_VECTORS, int(sizes[members].min()))
+            most = min(cap + GENEO_EXTRA_VECTORS, int(sizes[members].min()))
+            block = min(GENEO_INITIAL_VECTORS + GENEO_EXTRA_VECTORS, most)
             try:
-                lam, V, its = _subspace_eigh(Ns, Bs, m, width, block, tau, real)
+                while True:  # grow the subspace while a subdomain fills it below tau
+                    lam, V, its = _subspace_eigh(Ns, Bs, m, width, block, tau, real,
+                                                 max(cap, 1), block < most)
+                    full = (lam < tau).sum(axis=1) > block - GENEO_EXTRA_VECTORS
+                    if block >= most or not full.any():
+                        break
+                    block = min(2 * block, most)
             except _NotPositive as exc:
                 i = int(members[exc.bad[0]])
                 raise ValueError(f"neumann: the matrix of subdomain {i} is not positive "

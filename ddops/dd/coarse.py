@@ -21,7 +21,7 @@ COARSE_BASES = ("interface_hats", "pou", "nicolaides", "grid_hats")
 MATRIX_COARSE_BASES = ("gdsw", "rgdsw", "agdsw", "geneo")
 
 #: Options of the adaptive coarse bases (keyword arguments of :func:`coarse_basis`).
-ADAPTIVE_OPTIONS = {"agdsw": ("threshold", "max_per_component"),
+ADAPTIVE_OPTIONS = {"agdsw": ("threshold", "max_per_component", "neumann"),
                     "geneo": ("threshold", "max_per_subdomain", "neumann")}
 
 #: Every name accepted by :func:`coarse_basis`.
@@ -126,7 +126,9 @@ def coarse_basis(
     max_per_subdomain : int, optional
         Cap on the eigenvectors per subdomain (``"geneo"``).
     neumann : sequence of sparse matrices, optional
-        Local Neumann matrices, one per subdomain (``"geneo"``; default: from ``A``).
+        Local Neumann matrices, one per subdomain in the order of its unknowns
+        (``"geneo"``, and ``"agdsw"`` on a decomposition with overlap >= 1 whose
+        subdomain ``i`` grows part ``i``; default: computed from ``A``).
     return_info : bool
         Also return what the builder reports: a
         :class:`~ddops.dd.adaptive.AdaptiveInfo` for ``"agdsw"``/``"geneo"``, a
@@ -217,6 +219,8 @@ def _matrix_basis(d: Decomposition, kind: str, A: Any, null_space: Any, options:
     if kind == "agdsw":
         from .adaptive import agdsw_basis
 
+        if options.get("neumann") is not None:
+            options = dict(options, neumann_indices=d.subdomains)
         return agdsw_basis(A, d.owner, null_space=null_space, interface=d.shared_nodes,
                            block_size=d.block_size, return_info=return_info, **options)
     from .gdsw import gdsw_basis

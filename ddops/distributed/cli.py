@@ -19,7 +19,9 @@ Flags read from the ``ddops precond`` namespace: ``problem``, ``n``,
 ``null_space``, ``contrast``, ``rtol``, ``maxiter``, ``seed``,
 ``blas_threads``, ``save_prefix``.  The learned preconditioners of the 1D
 experiment, pyamg, Jacobi and the memory and plot options are serial only and
-are ignored here (the table says so).
+are ignored here (the table says so); the adaptive coarse spaces (``agdsw``,
+``geneo``, ``--threshold`` and the caps) are serial only and refused, and
+``--coarse all`` runs the other three.
 """
 
 from __future__ import annotations
@@ -44,9 +46,9 @@ __all__ = ["run_precond"]
 
 def _config(args: argparse.Namespace):
     """The validated :class:`~ddops.experiments.precond.PrecondConfig` of the flags."""
-    from ..experiments.precond import PrecondConfig
+    from ..experiments.precond import ADAPTIVE_COARSE_SPACES, PrecondConfig
 
-    return PrecondConfig(
+    c = PrecondConfig(
         problem=args.problem, n=args.n, subdomains=args.subdomains, overlap=args.overlap,
         kind=getattr(args, "kind", PrecondConfig.kind), coarse=args.coarse,
         partitioner=args.partitioner, null_space=args.null_space, contrast=args.contrast,
@@ -54,6 +56,16 @@ def _config(args: argparse.Namespace):
         blas_threads=getattr(args, "blas_threads", 1) or None, save_prefix=args.save_prefix,
         memory=False, plots=False, progress=False,
     ).validated()
+    # the adaptive coarse spaces (and their options) are serial only
+    if c.coarse in ADAPTIVE_COARSE_SPACES:
+        raise ValueError(f"coarse: {c.coarse!r} runs in one process only (ddops precond "
+                         "without mpiexec); under MPI use 'nicolaides', 'gdsw', 'rgdsw' or "
+                         "'all' (which leaves the adaptive spaces out)")
+    for flag in ("threshold", "max_per_component", "max_per_subdomain"):
+        if getattr(args, flag, None) is not None:
+            raise ValueError(f"{flag}: the adaptive coarse spaces run in one process only "
+                             "(ddops precond without mpiexec)")
+    return c
 
 
 def _problem(c: Any) -> tuple[Any, Any, Any]:

@@ -13,19 +13,42 @@ right-hand side ``b`` is solved to ``rtol`` with
   two-level Schwarz, trained with the iteration safeguard;
 * CG and pyamg's smoothed aggregation, when pyamg is installed.
 
-``--problem poisson2d | poisson3d | diffusion2d | elasticity2d``: the
-finite-difference Poisson matrices of :mod:`ddops.problems` (``n`` interior
-points per direction), high-contrast diffusion
-(:func:`~ddops.problems.high_contrast_channels`) or P1 plane-strain
-elasticity (:func:`~ddops.problems.fem.fem_elasticity_2d`, clamped on one
-side, with a rigid-body, translation or constant null space).  One random
-right-hand side is solved with CG and no preconditioner, Jacobi, one-level
-and two-level additive Schwarz (Nicolaides, GDSW or RGDSW coarse spaces, or
-all three) on a box (``Decomposition.from_grid``), METIS or RCB
-decomposition grown by ``overlap`` layers of the graph of ``A``, and pyamg's
-smoothed aggregation.  Every row reports its set-up split into partition,
-overlap, local factorisation, coarse space and coarse factorisation, its
-solve time and its peak memory (see :data:`MEMORY_METHOD`).
+The 2D/3D problems (``n`` interior grid points per direction):
+
+* ``poisson2d``, ``poisson3d``: finite-difference Poisson;
+* ``diffusion2d``: high-contrast channels along ``x`` that touch the Dirichlet
+  sides (:func:`~ddops.problems.high_contrast_channels`);
+* ``channels2d``: the same channels kept one cell away from the sides
+  (``margin = 1``), so that they float inside the domain;
+* ``lognormal2d``, ``lognormal3d``: a log-normal random coefficient
+  (:func:`~ddops.problems.lognormal_field`, correlation length 0.1);
+* ``inclusions3d``: random box-shaped inclusions
+  (:func:`~ddops.problems.random_inclusions`, about one per 600 cells);
+* ``elasticity2d``, ``elasticity3d``: P1 linear elasticity (plane strain in 2D,
+  :func:`~ddops.problems.fem.fem_elasticity_2d` on the structured unit square,
+  :func:`~ddops.problems.fem.fem_elasticity_3d` on
+  :func:`~ddops.problems.fem.box_mesh`), clamped at ``x = 0``, homogeneous
+  (``E = 1``) or, with ``contrast`` other than 1, with round stiff inclusions
+  (:func:`~ddops.problems.stiff_inclusions`); rigid-body, translation or
+  constant null space.
+
+``contrast`` is the ratio of the largest to the smallest value of the
+log-normal fields and the ratio of the inclusion (channel) coefficient to the
+background otherwise; the random coefficients are drawn with ``seed``.  One
+random right-hand side is solved with CG and no preconditioner, Jacobi,
+one-level and two-level additive Schwarz (Nicolaides, GDSW, RGDSW, adaptive
+GDSW or GenEO coarse spaces, or all five) on a box
+(``Decomposition.from_grid``), METIS or RCB decomposition grown by ``overlap``
+layers of the graph of ``A``, and pyamg's smoothed aggregation (with the null
+space as near null space on elasticity) and classical (Ruge-Stuben) AMG.  The
+adaptive coarse spaces take ``threshold`` and the caps on their eigenvectors;
+GenEO uses the finite-element Neumann matrices of the subdomains on the
+elasticity problems and the algebraic ones of :mod:`ddops.dd.adaptive`
+otherwise.  Every row reports its set-up split into partition, overlap, local
+factorisation, coarse space (of which the eigenproblems of the adaptive
+spaces) and coarse factorisation, its solve time and its peak memory (see
+:data:`MEMORY_METHOD`); a pyamg row that fails is reported as failed, with the
+reason, and the other rows still run.
 
 It prints and writes ``<prefix>_table.md``, ``<prefix>_results.json``, a
 residual-history plot ``<prefix>_residuals.png`` and, when some methods need
@@ -40,9 +63,13 @@ import contextlib
 import gc
 import importlib.util
 import math
+import os
 import platform
+import sys
+import tempfile
 import time
 import tracemalloc
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -51,6 +78,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .._validation import check_choice, check_int, check_positive_float
+from ..dd.adaptive import AGDSW_THRESHOLD, GENEO_THRESHOLD
 from ..dd.decomposition import Decomposition, Decomposition1D
 from ..io import atomic_write_json, atomic_write_text
 from ..learning.training import Trainer, TrainingConfig
@@ -65,12 +93,13 @@ from ..precond.schwarz import TwoLevelSchwarz, jacobi, solve_with_history
 from ..problems.poisson1d import KINDS, poisson_1d
 from ._argtypes import int_at_least, positive_float
 
-__all__ = ["PrecondConfig", "METHODS", "PROBLEMS", "COARSE_SPACES", "COARSE_CHOICES",
-           "PARTITIONER_CHOICES", "NULL_SPACES", "FACTOR_DTYPES", "MEMORY_METHOD", "box_grid",
-           "add_arguments", "run_from_args", "run_precond"]
+__all__ = ["PrecondConfig", "METHODS", "ND_METHODS", "PROBLEMS", "COARSE_SPACES",
+           "ADAPTIVE_COARSE_SPACES", "COARSE_CHOICES", "PARTITIONER_CHOICES", "NULL_SPACES",
+           "FACTOR_DTYPES", "MEMORY_METHOD", "box_grid", "add_arguments", "run_from_args",
+           "run_precond"]
 
 #: Method keys in table order: ``key -> (Krylov method, label)`` (``--problem poisson1d``;
-#: the 2D/3D problems have the rows none, jacobi, one_level, two_level and pyamg).
+#: the rows of the 2D/3D problems are :data:`ND_METHODS`).
 METHODS: dict[str, tuple[str, str]] = {
     "none": ("cg", "no preconditioner"),
     "jacobi": ("cg", "Jacobi"),
@@ -83,30 +112,58 @@ METHODS: dict[str, tuple[str, str]] = {
     "pyamg": ("cg", "pyamg smoothed aggregation"),
 }
 
+#: Method keys of the 2D/3D problems in table order (the two-level rows take ``--coarse``;
+#: the pyamg rows need pyamg).
+ND_METHODS: dict[str, tuple[str, str]] = {
+    **{k: METHODS[k] for k in ("none", "jacobi", "one_level", "two_level", "pyamg")},
+    "pyamg_rs": ("cg", "pyamg classical AMG (Ruge-Stuben)"),
+}
+
 #: Problems of ``--problem``.
-PROBLEMS = ("poisson1d", "poisson2d", "poisson3d", "diffusion2d", "elasticity2d")
+PROBLEMS = ("poisson1d", "poisson2d", "poisson3d", "diffusion2d", "channels2d", "lognormal2d",
+            "lognormal3d", "inclusions3d", "elasticity2d", "elasticity3d")
 
 #: Space dimension of each problem.
 DIMENSIONS = {"poisson1d": 1, "poisson2d": 2, "poisson3d": 3, "diffusion2d": 2,
-              "elasticity2d": 2}
+              "channels2d": 2, "lognormal2d": 2, "lognormal3d": 3, "inclusions3d": 3,
+              "elasticity2d": 2, "elasticity3d": 3}
+
+#: The finite-element elasticity problems (scikit-fem; METIS or RCB partitions).
+ELASTICITY = ("elasticity2d", "elasticity3d")
 
 #: Default ``n`` of each problem: 1D elements, otherwise interior points per direction.
 DEFAULT_N = {"poisson1d": 1024, "poisson2d": 128, "poisson3d": 20, "diffusion2d": 128,
-             "elasticity2d": 64}
+             "channels2d": 96, "lognormal2d": 128, "lognormal3d": 20, "inclusions3d": 20,
+             "elasticity2d": 64, "elasticity3d": 11}
 
 #: Default subdomain width in points per direction of the 2D/3D problems (about 32 x 32
 #: in 2D, 10 x 10 x 10 in 3D): ``N = max(2, (n // width)^dim)``.
 SUBDOMAIN_WIDTH = {2: 32, 3: 10}
 
-#: Coarse spaces of the two-level rows of the 2D/3D problems (``--coarse all``: each).
+#: Problems whose default subdomains are narrower than :data:`SUBDOMAIN_WIDTH`: the
+#: high-contrast problems made for the adaptive coarse spaces, whose local eigenproblems
+#: grow with the subdomains (``channels2d``: 36 subdomains of 16 x 16 points at ``n = 96``;
+#: ``lognormal2d``: 64 at ``n = 128``; ``lognormal3d`` and ``inclusions3d``: 27 of about 7^3
+#: at ``n = 20``; ``elasticity3d``: 8 at ``n = 11``).
+PROBLEM_SUBDOMAIN_WIDTH = {"channels2d": 16, "lognormal2d": 16, "lognormal3d": 6,
+                           "inclusions3d": 6, "elasticity3d": 5}
+
+#: Coarse spaces of the two-level rows built from a few fixed functions per subdomain or
+#: interface component (``--coarse all``: each, then :data:`ADAPTIVE_COARSE_SPACES`).
 COARSE_SPACES = ("nicolaides", "gdsw", "rgdsw")
 
+#: The adaptive (spectral) coarse spaces: adaptive GDSW and GenEO (:mod:`ddops.dd.adaptive`).
+ADAPTIVE_COARSE_SPACES = ("agdsw", "geneo")
+
 #: Values of ``--coarse``; ``"interface_hats"`` (the 1D default) needs 1D coordinates.
-COARSE_CHOICES = ("interface_hats", *COARSE_SPACES, "all")
+COARSE_CHOICES = ("interface_hats", *COARSE_SPACES, *ADAPTIVE_COARSE_SPACES, "all")
 
 #: Names of the coarse spaces in the row labels.
 _COARSE_LABELS = {"interface_hats": "interface hats", "nicolaides": "Nicolaides",
-                  "gdsw": "GDSW", "rgdsw": "RGDSW"}
+                  "gdsw": "GDSW", "rgdsw": "RGDSW", "agdsw": "AGDSW", "geneo": "GenEO"}
+
+#: The library's default eigenvalue thresholds of the adaptive coarse spaces.
+DEFAULT_THRESHOLDS = {"agdsw": AGDSW_THRESHOLD, "geneo": GENEO_THRESHOLD}
 
 #: Values of ``--partitioner``: boxes of the grid, METIS, recursive coordinate bisection.
 PARTITIONER_CHOICES = ("grid", "metis", "rcb")
@@ -125,6 +182,31 @@ FACTOR_DTYPES = ("float64", "float32")
 
 #: Default contrast of ``--problem diffusion2d``.
 DEFAULT_CONTRAST = 1e6
+
+#: Default ``--contrast`` of the problems with a heterogeneous coefficient: the channel or
+#: inclusion coefficient over the background, the ratio max/min of the log-normal fields.
+#: The elasticity problems are homogeneous unless ``--contrast`` is given.
+DEFAULT_CONTRASTS = {"diffusion2d": DEFAULT_CONTRAST, "channels2d": 1e6, "lognormal2d": 1e4,
+                     "lognormal3d": 1e4, "inclusions3d": 1e6}
+
+#: Cells at each end in ``x`` of the channels of ``channels2d`` left at the background value.
+CHANNEL_MARGIN = 1
+
+#: Correlation length of the log-normal fields, in units of the domain's side.
+LOGNORMAL_CORRELATION = 0.1
+
+#: ``inclusions3d``: one box of 3 x 3 x 8 cells per this many cells (about 12% of the volume).
+CELLS_PER_INCLUSION = 600
+
+#: Stiff inclusions of the elasticity problems with ``--contrast``: ``(count, radius)`` per
+#: space dimension; the radius is at least :data:`INCLUSION_RADIUS_CELLS` mesh widths.
+STIFF_INCLUSIONS = {2: (60, 0.05), 3: (8, 0.15)}
+
+#: Smallest radius of a stiff inclusion, in mesh widths ``h = 1/(n + 1)``.
+INCLUSION_RADIUS_CELLS = 1.5
+
+#: Longest failure reason of a pyamg row, in characters.
+_REASON_CHARS = 160
 
 #: The settings that only the 1D problem uses (its learned and GMRES rows).
 ONE_D_ONLY = ("kind", "restart", "local_rank", "coarse_rank", "train_steps", "lr",
@@ -196,18 +278,19 @@ class PrecondConfig:
 
     Attributes
     ----------
-    problem : {"poisson1d", "poisson2d", "poisson3d", "diffusion2d", "elasticity2d"}
-        The matrix (see :data:`PROBLEMS` and the module docstring).
+    problem : str
+        The matrix, one of :data:`PROBLEMS` (see the module docstring).
     n : int, optional
         ``poisson1d``: line elements (``kind="element"``) or unknowns (``"dof"``).
         Otherwise interior grid points per direction (``elasticity2d``: the
         structured mesh of :func:`~ddops.problems.fem.unit_square_mesh` with ``n``
-        interior points per direction, ``2 (n + 2)(n + 1)`` unknowns).  Default
-        :data:`DEFAULT_N` of the problem.
+        interior points per direction, ``2 (n + 2)(n + 1)`` unknowns;
+        ``elasticity3d``: :func:`~ddops.problems.fem.box_mesh`, ``3 (n + 2)^2 (n + 1)``
+        unknowns).  Default :data:`DEFAULT_N` of the problem.
     subdomains : int, optional
         ``N``; default ``max(2, n // 32)`` in 1D (the two-level methods need an
-        interface), ``max(2, (n // w)^dim)`` with ``w`` from :data:`SUBDOMAIN_WIDTH`
-        otherwise.
+        interface), ``max(2, (n // w)^dim)`` with ``w`` from
+        :data:`PROBLEM_SUBDOMAIN_WIDTH` or else :data:`SUBDOMAIN_WIDTH` otherwise.
     overlap : int, optional
         Overlap of the decomposition: elements or unknowns added on each side in 1D
         (default 2), layers of the graph of ``A`` otherwise (default 1).
@@ -216,7 +299,16 @@ class PrecondConfig:
     coarse : str, optional
         Coarse space of the two-level rows, one of :data:`COARSE_CHOICES`; default
         ``"interface_hats"`` in 1D, ``"gdsw"`` otherwise; ``"all"`` gives one row per
-        coarse space.
+        coarse space (:data:`COARSE_SPACES`, then :data:`ADAPTIVE_COARSE_SPACES`).
+    threshold : float, optional
+        Eigenvalue threshold of the adaptive coarse spaces (``"agdsw"``, ``"geneo"``;
+        default :data:`DEFAULT_THRESHOLDS`); only with one of them or ``"all"``.
+    max_per_component : int, optional
+        Cap on the eigenvectors per interface component of ``"agdsw"`` (default: the
+        library's); only with ``coarse`` ``"agdsw"`` or ``"all"``.
+    max_per_subdomain : int, optional
+        Cap on the eigenvectors per subdomain of ``"geneo"`` (default: the library's);
+        only with ``coarse`` ``"geneo"`` or ``"all"``.
     partitioner : {"grid", "metis", "rcb"}, optional
         Non-overlapping partition of the 2D/3D problems.  Default ``"grid"`` for the
         finite-difference problems when ``N`` has a box grid (:func:`box_grid`),
@@ -225,7 +317,11 @@ class PrecondConfig:
         Null space of the elasticity coarse spaces and of pyamg's aggregation
         (default ``"rbm"``); elasticity only.
     contrast : float, optional
-        Channel contrast of ``diffusion2d`` (default :data:`DEFAULT_CONTRAST`).
+        The coefficient contrast of the heterogeneous problems (default
+        :data:`DEFAULT_CONTRASTS`): max/min of the log-normal fields (at least 1),
+        channel or inclusion coefficient over the background otherwise.  The elasticity
+        problems are homogeneous without it or with 1, and have stiff inclusions
+        (:data:`STIFF_INCLUSIONS`) otherwise.
     factor_dtype : {"float64", "float32"}
         Precision of the local factorisations of the one- and two-level Schwarz rows
         (``TwoLevelSchwarz(factor_dtype=...)``); the coarse solve and the Krylov
@@ -258,7 +354,8 @@ class PrecondConfig:
     paper_steps : int
         Training steps of the paper-trained Schwarz attention.
     seed : int
-        Seed of the right-hand sides, of the model initialisations and of METIS.
+        Seed of the right-hand sides, of the model initialisations, of METIS and of the
+        random coefficients.
     blas_threads : int or None
         BLAS threads for the whole run (``None``: the library's setting); the
         products are small, and on a few shared cores one thread is fastest
@@ -277,6 +374,9 @@ class PrecondConfig:
     overlap: int | None = None
     kind: str = "element"
     coarse: str | None = None
+    threshold: float | None = None
+    max_per_component: int | None = None
+    max_per_subdomain: int | None = None
     partitioner: str | None = None
     null_space: str | None = None
     contrast: float | None = None
@@ -309,6 +409,7 @@ class PrecondConfig:
             _resolve_1d(c)
         else:
             _resolve_nd(c)
+        _check_adaptive_options(c)
         c.rtol = check_positive_float("rtol", c.rtol)
         if c.rtol >= 1:
             raise ValueError(f"rtol must be below 1, got {c.rtol:g}")
@@ -345,11 +446,30 @@ def _check_subdomains(c: PrecondConfig, default: int) -> None:
                          f"interface), got {c.subdomains}")
 
 
+def _check_adaptive_options(c: PrecondConfig) -> None:
+    """The options of the adaptive coarse spaces: only with a row that uses them."""
+    rows = _coarse_list(c)
+    for name, users in (("threshold", ADAPTIVE_COARSE_SPACES),
+                        ("max_per_component", ("agdsw",)),
+                        ("max_per_subdomain", ("geneo",))):
+        if getattr(c, name) is None:
+            continue
+        if not set(users) & set(rows):
+            choices = [repr(u) for u in (*users, "all")]
+            raise ValueError(f"{name}: only used with coarse={', '.join(choices[:-1])} or "
+                             f"{choices[-1]}, not with coarse={c.coarse!r}")
+    if c.threshold is not None:
+        c.threshold = check_positive_float("threshold", c.threshold)
+    for name in ("max_per_component", "max_per_subdomain"):
+        if getattr(c, name) is not None:
+            setattr(c, name, check_int(name, getattr(c, name), minimum=0))
+
+
 def _resolve_1d(c: PrecondConfig) -> None:
     """Defaults and checks of ``problem="poisson1d"`` (today's 1D experiment)."""
     for name, what in (("partitioner", "the 2D/3D problems (poisson1d uses Decomposition1D)"),
-                       ("null_space", "problem='elasticity2d'"),
-                       ("contrast", "problem='diffusion2d'")):
+                       ("null_space", f"problem in {ELASTICITY}"),
+                       ("contrast", f"problem in {(*DEFAULT_CONTRASTS, *ELASTICITY)}")):
         if getattr(c, name) is not None:
             raise ValueError(f"{name}: only used with {what}, not with problem='poisson1d'")
     c.n = check_int("n", DEFAULT_N["poisson1d"] if c.n is None else c.n, minimum=2)
@@ -373,9 +493,15 @@ def _resolve_nd(c: PrecondConfig) -> None:
                              f"problem={c.problem!r}")
     dim = DIMENSIONS[c.problem]
     c.n = check_int("n", DEFAULT_N[c.problem] if c.n is None else c.n, minimum=2)
-    elasticity = c.problem == "elasticity2d"
-    nodes = (c.n + 2) * (c.n + 1) if elasticity else c.n ** dim
-    _check_subdomains(c, max(2, (c.n // SUBDOMAIN_WIDTH[dim]) ** dim))
+    elasticity = c.problem in ELASTICITY
+    if c.problem == "elasticity2d":
+        nodes = (c.n + 2) * (c.n + 1)
+    elif c.problem == "elasticity3d":
+        nodes = (c.n + 2) ** 2 * (c.n + 1)
+    else:
+        nodes = c.n ** dim
+    width = PROBLEM_SUBDOMAIN_WIDTH.get(c.problem, SUBDOMAIN_WIDTH[dim])
+    _check_subdomains(c, max(2, (c.n // width) ** dim))
     if c.subdomains > nodes:
         raise ValueError(f"subdomains must be <= the {nodes} nodes of problem={c.problem!r} "
                          f"with n={c.n}, got {c.subdomains}")
@@ -384,22 +510,22 @@ def _resolve_nd(c: PrecondConfig) -> None:
     check_choice("coarse", c.coarse, COARSE_CHOICES)
     if c.coarse == "interface_hats":
         raise ValueError("coarse: 'interface_hats' needs 1D coordinates (problem='poisson1d'); "
-                         f"use one of {(*COARSE_SPACES, 'all')}")
+                         f"use one of {(*COARSE_SPACES, *ADAPTIVE_COARSE_SPACES, 'all')}")
     if c.partitioner is not None:
         check_choice("partitioner", c.partitioner, PARTITIONER_CHOICES)
     if elasticity:
         if c.partitioner == "grid":
             raise ValueError("partitioner: 'grid' is for the finite-difference problems; "
-                             "problem='elasticity2d' takes 'metis' or 'rcb'")
+                             f"problem={c.problem!r} takes 'metis' or 'rcb'")
         c.partitioner = c.partitioner or "metis"
         c.null_space = "rbm" if c.null_space is None else c.null_space
         check_choice("null_space", c.null_space, NULL_SPACES)
         if importlib.util.find_spec("skfem") is None:
-            raise ValueError("problem: 'elasticity2d' needs scikit-fem (pip install "
+            raise ValueError(f"problem: {c.problem!r} needs scikit-fem (pip install "
                              "'ddops[fem]')")
     else:
         if c.null_space is not None:
-            raise ValueError(f"null_space: only used with problem='elasticity2d', not with "
+            raise ValueError(f"null_space: only used with problem in {ELASTICITY}, not with "
                              f"problem={c.problem!r}")
         boxes = box_grid(c.subdomains, dim, c.n)
         if c.partitioner == "grid" and boxes is None:
@@ -408,12 +534,18 @@ def _resolve_nd(c: PrecondConfig) -> None:
                 f"at most n = {c.n} and within a factor {GRID_ASPECT} of each other; "
                 f"{c.subdomains} is not (use 'metis' or 'rcb')")
         c.partitioner = c.partitioner or ("grid" if boxes is not None else "metis")
-    if c.problem == "diffusion2d":
+    if c.problem in DEFAULT_CONTRASTS:
         c.contrast = check_positive_float(
-            "contrast", DEFAULT_CONTRAST if c.contrast is None else c.contrast)
+            "contrast", DEFAULT_CONTRASTS[c.problem] if c.contrast is None else c.contrast)
+        if c.problem.startswith("lognormal") and c.contrast < 1:
+            raise ValueError(f"contrast must be >= 1 for problem={c.problem!r} (the ratio "
+                             f"max/min of the field), got {c.contrast:g}")
+    elif elasticity:
+        if c.contrast is not None:
+            c.contrast = check_positive_float("contrast", c.contrast)
     elif c.contrast is not None:
-        raise ValueError(f"contrast: only used with problem='diffusion2d', not with "
-                         f"problem={c.problem!r}")
+        raise ValueError(f"contrast: only used with problem in "
+                         f"{(*DEFAULT_CONTRASTS, *ELASTICITY)}, not with problem={c.problem!r}")
 
 
 # -- command line ------------------------------------------------------------------------------
@@ -436,27 +568,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("problem")
     g.add_argument("--problem", choices=PROBLEMS, default=d.problem,
                    help="the matrix: 1D Poisson (the paper's problem, with the learned "
-                        "preconditioners), 2D/3D finite-difference Poisson, 2D high-contrast "
-                        "diffusion, 2D P1 elasticity (scikit-fem); default %(default)s")
+                        "preconditioners); 2D/3D finite-difference Poisson; 2D diffusion "
+                        "with high-contrast channels along x that touch the Dirichlet sides "
+                        "(diffusion2d) or float one cell away from them (channels2d); "
+                        "diffusion with a log-normal random coefficient (lognormal2d, "
+                        "lognormal3d; correlation length 0.1) or random box inclusions "
+                        "(inclusions3d); P1 elasticity clamped at x = 0 (elasticity2d, "
+                        "elasticity3d; scikit-fem), homogeneous or with stiff inclusions "
+                        "(--contrast); default %(default)s")
     g.add_argument("--n", type=int_at_least(2), metavar="N",
                    help="problem size: poisson1d line elements (--kind element, n - 1 "
                         "unknowns) or unknowns (--kind dof); otherwise interior grid points "
                         f"per direction (defaults: {sizes})")
+    widths = ", ".join(f"{k} {v}" for k, v in PROBLEM_SUBDOMAIN_WIDTH.items())
     g.add_argument("--subdomains", type=pos,
                    help="number of subdomains N (default: n/32 in 1D, at least 2; about "
-                        "32 x 32 points each in 2D and 10 x 10 x 10 in 3D, at least 2)")
+                        "32 x 32 points each in 2D and 10 x 10 x 10 in 3D, at least 2, with "
+                        f"these widths instead: {widths})")
     g.add_argument("--overlap", type=nonneg,
                    help="poisson1d: elements (--kind element) or unknowns (--kind dof) added "
                         "on each side of a subdomain (default 2); otherwise layers of the "
                         "graph of A (default 1)")
     g.add_argument("--kind", choices=KINDS, default=d.kind, action=_Given,
                    help="discretisation convention of poisson1d; default %(default)s")
+    contrasts = ", ".join(f"{k} {v:g}" for k, v in DEFAULT_CONTRASTS.items())
     g.add_argument("--contrast", type=positive_float,
-                   help="diffusion2d: coefficient in the channels over the background "
-                        "(default 1e6)")
+                   help="coefficient contrast: max/min of the log-normal fields (at least "
+                        "1), the channel or inclusion coefficient over the background "
+                        f"otherwise (defaults: {contrasts}); elasticity2d/3d: stiff "
+                        "inclusions with this Young's modulus over the background's "
+                        "(default: none, homogeneous; 1 is homogeneous too)")
     g.add_argument("--seed", type=nonneg, default=d.seed,
-                   help="seed of the right-hand sides, initialisations and METIS; "
-                        "default %(default)s")
+                   help="seed of the right-hand sides, initialisations, METIS and the "
+                        "random coefficients; default %(default)s")
     g.add_argument("--blas-threads", type=nonneg, default=d.blas_threads,
                    help="BLAS threads; 0 leaves the library's setting; default %(default)s")
     dd = parser.add_argument_group("decomposition and coarse space")
@@ -465,15 +609,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "recursive coordinate bisection (Decomposition.from_matrix); default "
                          "grid for the finite-difference problems when N has a box grid "
                          f"with at most {GRID_ASPECT}:1 box counts, else metis; metis for "
-                         "elasticity2d")
+                         "elasticity")
     dd.add_argument("--coarse", choices=COARSE_CHOICES,
-                    help="coarse space of the two-level rows, or all three (nicolaides, gdsw, "
-                         "rgdsw; 1D: also interface_hats); default interface_hats for "
-                         "poisson1d, gdsw otherwise")
+                    help="coarse space of the two-level rows, or all of them (nicolaides, "
+                         "gdsw, rgdsw, then the adaptive agdsw and geneo; 1D: first "
+                         "interface_hats); default interface_hats for poisson1d, gdsw "
+                         "otherwise.  geneo takes the finite-element Neumann matrices of the "
+                         "subdomains on elasticity, the algebraic ones otherwise")
+    dd.add_argument("--threshold", type=positive_float,
+                    help="eigenvalue threshold of the adaptive coarse spaces (agdsw, geneo; "
+                         "with --coarse all both take it): a larger one keeps more "
+                         f"eigenvectors (default: agdsw {AGDSW_THRESHOLD:g}, geneo "
+                         f"{GENEO_THRESHOLD:g})")
+    dd.add_argument("--max-per-component", type=nonneg,
+                    help="agdsw: at most this many eigenvectors per interface component "
+                         "(default: the library's); a warning in the table says where it "
+                         "bites")
+    dd.add_argument("--max-per-subdomain", type=nonneg,
+                    help="geneo: at most this many eigenvectors per subdomain (default: the "
+                         "library's); a warning in the table says where it bites")
     dd.add_argument("--null-space", choices=NULL_SPACES,
-                    help="elasticity2d: null space of the coarse spaces and of pyamg's "
-                         "aggregation: rigid body modes, translations or constants "
-                         "(default rbm)")
+                    help="elasticity: null space of the coarse spaces and of pyamg's "
+                         "smoothed aggregation: rigid body modes, translations or "
+                         "constants (default rbm)")
     s = parser.add_argument_group("solvers")
     s.add_argument("--factor-dtype", choices=FACTOR_DTYPES, default=d.factor_dtype,
                    help="precision of the Schwarz rows' local factorisations: float32 "
@@ -544,7 +702,9 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
         learned = {}
     c = PrecondConfig(
         problem=args.problem, n=args.n, subdomains=args.subdomains, overlap=args.overlap,
-        coarse=args.coarse, partitioner=args.partitioner, null_space=args.null_space,
+        coarse=args.coarse, threshold=args.threshold, max_per_component=args.max_per_component,
+        max_per_subdomain=args.max_per_subdomain, partitioner=args.partitioner,
+        null_space=args.null_space,
         contrast=args.contrast, factor_dtype=args.factor_dtype,
         memory=args.memory is not False, rtol=args.rtol,
         maxiter=args.maxiter, seed=args.seed, blas_threads=args.blas_threads or None,
@@ -610,6 +770,8 @@ def _training_info(t: PreconditionerTraining) -> dict[str, Any]:
 
 
 def _format_iterations(r: dict[str, Any]) -> str:
+    if r.get("failed"):
+        return "failed: " + r["failed"].replace("|", "/")
     if r["converged"]:
         return str(r["iterations"])
     return f"not converged ({r['iterations']})"
@@ -661,7 +823,42 @@ def run_precond(config: PrecondConfig, log: Callable[[str], Any] = print) -> dic
 def _coarse_list(c: PrecondConfig) -> tuple[str, ...]:
     if c.coarse != "all":
         return (c.coarse,)
-    return (("interface_hats",) if c.problem == "poisson1d" else ()) + COARSE_SPACES
+    return ((("interface_hats",) if c.problem == "poisson1d" else ()) + COARSE_SPACES
+            + ADAPTIVE_COARSE_SPACES)
+
+
+def _coarse_options(c: PrecondConfig, coarse: str) -> dict[str, Any]:
+    """``coarse_options`` of :class:`TwoLevelSchwarz` for ``coarse`` (empty: the defaults)."""
+    options: dict[str, Any] = {}
+    if coarse in ADAPTIVE_COARSE_SPACES and c.threshold is not None:
+        options["threshold"] = c.threshold
+    if coarse == "agdsw" and c.max_per_component is not None:
+        options["max_per_component"] = c.max_per_component
+    if coarse == "geneo" and c.max_per_subdomain is not None:
+        options["max_per_subdomain"] = c.max_per_subdomain
+    return options
+
+
+def _json_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """``coarse_stats`` with numpy values as JSON numbers and lists."""
+    out: dict[str, Any] = {}
+    for key, value in stats.items():
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
+        elif isinstance(value, np.generic):
+            value = value.item()
+        out[key] = value
+    return out
+
+
+def _coarse_row_info(M: Any, coarse: str | None) -> dict[str, Any]:
+    """The JSON fields of a Schwarz row's coarse space (None where there is none)."""
+    two_level = isinstance(M, TwoLevelSchwarz) and coarse is not None
+    adaptive = two_level and coarse in ADAPTIVE_COARSE_SPACES
+    stats = dict(M.coarse_stats) if adaptive else {}
+    return {"eigen_seconds": float(stats.get("eigen_seconds", 0.0)) if two_level else None,
+            "threshold": float(M.coarse_info.threshold) if adaptive else None,
+            "coarse_stats": _json_stats(stats) if adaptive else None}
 
 
 def _two_level_rows(c: PrecondConfig, base: str, label: str) -> list[tuple[str, str, str]]:
@@ -703,7 +900,8 @@ def _run(c: PrecondConfig, log: Callable[[str], Any]) -> dict[str, Any]:
 
     def schwarz(coarse: str, variant: str) -> Callable[[], Any]:
         return lambda: TwoLevelSchwarz(A, d, coarse_basis=coarse, variant=variant,
-                                       factor_dtype=c.factor_dtype)
+                                       factor_dtype=c.factor_dtype,
+                                       coarse_options=_coarse_options(c, coarse) or None)
 
     # (key, Krylov, label, builder) in table order; the two-level rows take --coarse
     builders: list[tuple[str, str, str, Callable[[], tuple[Any, float, dict[str, Any]]]]] = [
@@ -753,6 +951,8 @@ def _run(c: PrecondConfig, log: Callable[[str], Any]) -> dict[str, Any]:
                if isinstance(M, TwoLevelSchwarz) else None,
                "coarse_dim": getattr(M, "coarse_dim", None)
                if isinstance(M, TwoLevelSchwarz) else None,
+               **_coarse_row_info(M, getattr(M, "coarse_basis_name", None)
+                                  if key.startswith(("two_level", "ras")) else None),
                "num_params": getattr(M, "num_params", None) if key in (
                    "paper", "learned_random", "learned_two_level") else None,
                "training": info or None}
@@ -795,7 +995,8 @@ def _write_outputs(c: PrecondConfig, payload: dict[str, Any], table: str, short:
         if c.plots:
             from .plotting import plot_residual_histories
 
-            converged = {r["label"]: r["converged"] for r in rows}  # others are marked
+            converged = {r["label"]: r["converged"] for r in rows  # others are marked
+                         if r["label"] in histories}  # a failed row has none
             files["plot"] = str(plot_residual_histories(histories, prefix + "_residuals.png",
                                                         title=short, dpi=PLOT_DPI,
                                                         converged=converged))
@@ -828,32 +1029,85 @@ class _Problem:
     null_space: np.ndarray | None  # None: the constants
     grid_shape: tuple[int, ...] | None  # points per direction of the grid problems
     description: str
+    # the finite-element Neumann matrices of a decomposition's subdomains (elasticity)
+    neumann: Callable[[Decomposition], list] | None = None
+
+
+def _inclusion_count(n: int, dim: int = 3) -> int:
+    """Boxes of ``inclusions3d``: one per :data:`CELLS_PER_INCLUSION` cells, at least one."""
+    return max(1, round((n + 1) ** dim / CELLS_PER_INCLUSION))
+
+
+def _stiff_inclusions(n: int, dim: int) -> tuple[int, float]:
+    """``(count, radius)`` of the elasticity problems' inclusions (:data:`STIFF_INCLUSIONS`)."""
+    count, radius = STIFF_INCLUSIONS[dim]
+    return count, max(radius, INCLUSION_RADIUS_CELLS / (n + 1))
+
+
+def _elasticity_problem(c: PrecondConfig, dim: int) -> _Problem:
+    from .. import problems
+    from ..problems import fem
+
+    mesh = fem.unit_square_mesh(c.n) if dim == 2 else fem.box_mesh(c.n)
+    assemble = fem.fem_elasticity_2d if dim == 2 else fem.fem_elasticity_3d
+    if c.contrast is None or c.contrast == 1:
+        E: Any = 1.0
+        material = "E = 1"
+    else:
+        count, radius = _stiff_inclusions(c.n, dim)
+        E = problems.stiff_inclusions(fem.element_centroids(mesh), count=count, radius=radius,
+                                      contrast=c.contrast, seed=c.seed)
+        material = (f"{count} stiff inclusions of radius {radius:.3g}, E = {c.contrast:g} "
+                    f"in them and 1 outside, {np.mean(E != 1.0):.1%} of the elements")
+    A, X = assemble(mesh=mesh, E=E)
+    Z = problems.rigid_body_modes(X)
+    Z = {"rbm": Z, "translations": Z[:, :dim], "constants": None}[c.null_space]
+
+    def neumann(d: Decomposition) -> list:
+        return assemble(mesh=mesh, E=E, neumann=d)[-1]
+
+    kind = "plane-strain elasticity" if dim == 2 else "elasticity on tetrahedra"
+    where = "x = 0" if dim == 2 else "the face x = 0"
+    return _Problem(A, X, dim, Z, None,
+                    f"P1 {kind} ({material}, nu = 0.3, clamped at {where}) on the structured "
+                    f"mesh with {c.n} interior points per direction, null space {c.null_space}",
+                    neumann)
 
 
 def _build_problem(c: PrecondConfig) -> _Problem:
     from .. import problems
 
     dim = DIMENSIONS[c.problem]
-    if c.problem == "elasticity2d":
-        from ..problems.fem import fem_elasticity_2d
-
-        A, X = fem_elasticity_2d(c.n)
-        Z = problems.rigid_body_modes(X)
-        Z = {"rbm": Z, "translations": Z[:, :2], "constants": None}[c.null_space]
-        return _Problem(A, X, 2, Z, None,
-                        f"P1 plane-strain elasticity (E = 1, nu = 0.3, clamped at x = 0) on "
-                        f"the structured mesh with {c.n} interior points per direction, "
-                        f"null space {c.null_space}")
+    if c.problem in ELASTICITY:
+        return _elasticity_problem(c, dim)
     if c.problem == "diffusion2d":
-        A, X = problems.diffusion_2d(problems.high_contrast_channels(c.n, c.contrast),
-                                     return_coordinates=True)
+        coefficient = problems.high_contrast_channels(c.n, c.contrast)
         what = f"high-contrast diffusion (contrast {c.contrast:g}, channels along x)"
+    elif c.problem == "channels2d":
+        coefficient = problems.high_contrast_channels(c.n, c.contrast, margin=CHANNEL_MARGIN)
+        what = (f"high-contrast diffusion (contrast {c.contrast:g}, floating channels along x, "
+                f"{CHANNEL_MARGIN} background cell at each end)")
+    elif c.problem in ("lognormal2d", "lognormal3d"):
+        coefficient = problems.lognormal_field(c.n, dim=dim,
+                                               correlation_length=LOGNORMAL_CORRELATION,
+                                               contrast=c.contrast, seed=c.seed)
+        what = (f"{dim}D diffusion with a log-normal coefficient (contrast {c.contrast:g}, "
+                f"correlation length {LOGNORMAL_CORRELATION:g}, seed {c.seed})")
+    elif c.problem == "inclusions3d":
+        count = _inclusion_count(c.n)
+        coefficient = problems.random_inclusions(c.n, dim=3, count=count, contrast=c.contrast,
+                                                 seed=c.seed)
+        what = (f"3D diffusion with {count} random 3 x 3 x 8-cell inclusions (contrast "
+                f"{c.contrast:g}, {np.mean(coefficient != 1.0):.1%} of the "
+                f"cells, seed {c.seed})")
     else:
         build = problems.poisson_2d if dim == 2 else problems.poisson_3d
         A, X = build(c.n, return_coordinates=True)
-        what = f"{dim}D Poisson (finite differences)"
-    return _Problem(A, X, 1, None, (c.n,) * dim,
-                    f"{what}, {c.n}^{dim} interior points")
+        return _Problem(A, X, 1, None, (c.n,) * dim,
+                        f"{dim}D Poisson (finite differences), {c.n}^{dim} interior points")
+    diffusion = problems.diffusion_2d if dim == 2 else problems.diffusion_3d
+    A, X = diffusion(coefficient, return_coordinates=True)
+    return _Problem(A, X, 1, None, (c.n,) * dim, f"{what}, {c.n}^{dim} interior points")
 
 
 def _decompose(c: PrecondConfig, prob: _Problem) -> tuple[Decomposition, float, float]:
@@ -922,6 +1176,49 @@ _SPLIT = ("partition", "overlap", "local_factorisation", "coarse_space", "coarse
           "other")
 
 
+@contextlib.contextmanager
+def _captured_c_output(lines: list[str]):
+    """Capture what compiled code writes to the standard output (file descriptor 1).
+
+    pyamg's C++ core prints notes such as "Inner denominator was zero." straight to the
+    descriptor; they are collected in ``lines`` (distinct, in order) instead.  Where the
+    descriptor cannot be redirected nothing is captured.
+    """
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    libc = None
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 1)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                if libc is not None:
+                    libc.fflush(None)  # C stdio's buffer, before the descriptor goes back
+            os.dup2(saved, 1)
+            os.close(saved)
+            tmp.seek(0)
+            for line in tmp.read().decode(errors="replace").splitlines():
+                if line.strip() and line.strip() not in lines:
+                    lines.append(line.strip())
+
+
+def _reason(exc: BaseException, where: str) -> str:
+    """One line: where a row failed and why."""
+    text = str(exc).strip().splitlines()
+    reason = f"{where}: {type(exc).__name__}" + (f": {text[0]}" if text else "")
+    return reason if len(reason) <= _REASON_CHARS else reason[:_REASON_CHARS - 3] + "..."
+
+
 def _run_nd(c: PrecondConfig, config: PrecondConfig,
             log: Callable[[str], Any]) -> dict[str, Any]:
     t_start = time.perf_counter()
@@ -937,18 +1234,29 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
     def schwarz(coarse: str | None) -> Callable[[], tuple[Any, dict[str, float], dict]]:
         def build() -> tuple[Any, dict[str, float], dict[str, Any]]:
             d, t_part, t_overlap = _decompose(c, prob)
+            t_neumann = 0.0
+            extra: dict[str, Any] = {}
             if coarse is None:
                 M = TwoLevelSchwarz(A, d, coarse=False, factor_dtype=c.factor_dtype)
             else:
+                options = _coarse_options(c, coarse)
+                if coarse == "geneo":
+                    extra["neumann"] = "algebraic"
+                    if prob.neumann is not None:  # the finite-element ones of d's subdomains
+                        start = time.perf_counter()
+                        options["neumann"] = prob.neumann(d)
+                        t_neumann = time.perf_counter() - start
+                        extra.update(neumann="finite element", neumann_seconds=t_neumann)
                 M = TwoLevelSchwarz(A, d, coarse_basis=coarse, null_space=Z,
-                                    factor_dtype=c.factor_dtype)
+                                    factor_dtype=c.factor_dtype, coarse_options=options or None)
             split = {"partition": t_part, "overlap": t_overlap,
                      "local_factorisation": M.local_setup_seconds,
-                     "coarse_space": M.coarse_basis_seconds,
+                     "coarse_space": M.coarse_basis_seconds + t_neumann,
                      "coarse_factorisation": M.coarse_setup_seconds}
-            split["other"] = max(0.0, M.setup_seconds - split["local_factorisation"]
-                                 - split["coarse_space"] - split["coarse_factorisation"])
+            split["other"] = max(0.0, M.setup_seconds - M.local_setup_seconds
+                                 - M.coarse_basis_seconds - M.coarse_setup_seconds)
             info = {"coarse_basis": M.coarse_basis_name, "coarse_dim": M.coarse_dim,
+                    **_coarse_row_info(M, coarse), **extra,
                     "local_solver": M.local_solver, "coarse_solver": M.coarse_solver,
                     "factor_dtype": str(M.factor_dtype),
                     "subdomain_sizes": {"min": int(d.sizes.min()), "mean": float(d.sizes.mean()),
@@ -956,52 +1264,94 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
             return M, split, info
         return build
 
-    def amg() -> tuple[Any, dict[str, float], dict[str, Any]]:
-        ml = pyamg.smoothed_aggregation_solver(A, B=Z)
-        info = {"levels": len(ml.levels), "coarsest": int(ml.levels[-1].A.shape[0]),
-                "operator_complexity": float(ml.operator_complexity()),
-                "near_null_space": c.null_space or "constants"}
-        return ml.aspreconditioner(), {}, info
+    def amg(kind: str) -> Callable[[], tuple[Any, dict[str, float], dict[str, Any]]]:
+        def build() -> tuple[Any, dict[str, float], dict[str, Any]]:
+            if kind == "sa":
+                ml = pyamg.smoothed_aggregation_solver(A, B=Z)
+            else:
+                ml = pyamg.ruge_stuben_solver(A)
+            info = {"levels": len(ml.levels), "coarsest": int(ml.levels[-1].A.shape[0]),
+                    "operator_complexity": float(ml.operator_complexity())}
+            if kind == "sa":
+                info["near_null_space"] = c.null_space or "constants"
+            return ml.aspreconditioner(), {}, info
+        return build
 
-    builders: list[tuple[str, str, Callable[[], tuple[Any, dict[str, float], dict]]]] = [
-        ("none", METHODS["none"][1], lambda: (None, {}, {})),
-        ("jacobi", METHODS["jacobi"][1], lambda: (jacobi(A), {}, {})),
-        ("one_level", METHODS["one_level"][1], schwarz(None)),
+    # (key, label, builder, whether a failure is reported in the row instead of raised)
+    builders: list[tuple[str, str, Callable[[], tuple[Any, dict[str, float], dict]], bool]] = [
+        ("none", ND_METHODS["none"][1], lambda: (None, {}, {}), False),
+        ("jacobi", ND_METHODS["jacobi"][1], lambda: (jacobi(A), {}, {}), False),
+        ("one_level", ND_METHODS["one_level"][1], schwarz(None), False),
     ]
-    builders += [(key, label, schwarz(coarse))
+    builders += [(key, label, schwarz(coarse), False)
                  for key, label, coarse in _two_level_rows(c, "two_level",
-                                                           METHODS["two_level"][1])]
+                                                           ND_METHODS["two_level"][1])]
     if pyamg is not None:
-        builders.append(("pyamg", METHODS["pyamg"][1], amg))
+        builders += [("pyamg", ND_METHODS["pyamg"][1], amg("sa"), True),
+                     ("pyamg_rs", ND_METHODS["pyamg_rs"][1], amg("rs"), True)]
 
     rows: list[dict[str, Any]] = []
     histories: dict[str, list[float]] = {}
+    logged: set[str] = set()
     with _PeakMemory(c.memory) as memory:
-        for key, label, build in builders:
+        for key, label, build, tolerant in builders:
             memory.start_row()
+            notes: list[str] = []
+            failed = None
+            M, split, info = None, {}, {}
             start = time.perf_counter()
-            try:
-                M, split, info = build()
-            except ValueError as exc:  # say which row: with --coarse all there are several
-                raise ValueError(f"{label}: {exc}") from exc
-            setup = time.perf_counter() - start
-            result = _solve(A, b, M, "cg", c, cap)
+            with warnings.catch_warnings(record=True) as caught, \
+                    (_captured_c_output(notes) if tolerant else contextlib.nullcontext()):
+                warnings.simplefilter("always")
+                try:
+                    M, split, info = build()
+                except ValueError as exc:  # say which row: with --coarse all there are several
+                    if not tolerant:
+                        raise ValueError(f"{label}: {exc}") from exc
+                    failed = _reason(exc, "set-up")
+                except Exception as exc:  # pyamg's own errors: the row fails, the run goes on
+                    if not tolerant:
+                        raise
+                    failed = _reason(exc, "set-up")
+                setup = time.perf_counter() - start
+                if failed is None:
+                    try:
+                        result = _solve(A, b, M, "cg", c, cap)
+                    except Exception as exc:
+                        if not tolerant:
+                            raise
+                        failed = _reason(exc, "solve")
+                if failed is not None:
+                    result = {"iterations": 0, "converged": False, "final_residual": None,
+                              "solve_seconds": time.perf_counter() - start - setup}
+            for w in caught:
+                text = str(w.message).strip().splitlines()
+                if text and text[0] not in notes:
+                    notes.append(text[0])
             traced = memory.peak()
             superlu = _superlu_bytes(M)
             del M
-            histories[label] = result.pop("history")
+            if failed is None:
+                histories[label] = result.pop("history")
+            two_level = key.startswith("two_level")
             row = {"method": key, "label": label, "krylov": "cg", **result,
-                   "setup_seconds": setup, "setup": split or None,
+                   "failed": failed, "setup_seconds": setup, "setup": split or None,
                    "coarse_basis": info.pop("coarse_basis", None),
                    "coarse_dim": info.pop("coarse_dim", None),
+                   "eigen_seconds": info.pop("eigen_seconds", 0.0 if two_level else None),
                    "traced_peak_bytes": traced,
                    "superlu_factor_bytes": superlu if c.memory else None,
                    "peak_memory_bytes": traced + superlu if c.memory else None,
-                   **info}
+                   "warnings": notes, **info}
             rows.append(row)
             mem = (f", peak {row['peak_memory_bytes'] / 2**20:.1f} MiB" if c.memory else "")
+            dim = f", coarse dim {row['coarse_dim']}" if two_level else ""
             log(f"{label:>40} (cg): {_format_iterations(row):>22} iterations, set-up "
-                f"{setup:.3f} s, solve {row['solve_seconds']:.3f} s{mem}")
+                f"{setup:.3f} s, solve {row['solve_seconds']:.3f} s{dim}{mem}")
+            for note in notes:
+                if note not in logged:  # each warning once per run, all of them in the JSON
+                    logged.add(note)
+                    log(f"{'':>40}  warning: {note}")
 
     sizes = next((r["subdomain_sizes"] for r in rows if "subdomain_sizes" in r), None)
     fallback = (config.partitioner is None and c.partitioner == "metis"
@@ -1018,8 +1368,14 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
             "partitioned by METIS")
     boxes = decomposition["boxes"]
     parts = (f"{' x '.join(map(str, boxes))} boxes" if boxes else c.partitioner)
+    adaptive = [k for k in _coarse_list(c) if k in ADAPTIVE_COARSE_SPACES]
+    thresholds = "".join(
+        f"; {_COARSE_LABELS[k]} threshold "
+        f"{(c.threshold if c.threshold is not None else DEFAULT_THRESHOLDS[k]):g}"
+        for k in adaptive)
     title = (f"{prob.description}: {n} unknowns, {A.nnz} nonzeros; N = {c.subdomains} "
              f"({parts}), overlap {c.overlap}; CG to rtol {c.rtol:g}, cap {cap} iterations"
+             + thresholds
              + ("; float32 local factors" if c.factor_dtype == "float32" else ""))
     payload = {
         "config": asdict(c), "problem": prob.description, "unknowns": n, "nonzeros": int(A.nnz),
@@ -1039,18 +1395,26 @@ def _seconds(split: dict[str, float] | None, key: str) -> str:
 
 def _markdown_nd(rows: list[dict[str, Any]], title: str, memory: bool) -> str:
     head = ("| method | iterations | converged | coarse dim | partition [s] | overlap [s] "
-            "| local fact. [s] | coarse space [s] | coarse fact. [s] | set-up [s] | solve [s] "
-            "| peak memory [MiB] |")
-    lines = [title, "", head, "|---|---:|---|---:|" + "---:|" * 8]
+            "| local fact. [s] | coarse space [s] | eigenproblems [s] | coarse fact. [s] "
+            "| set-up [s] | solve [s] | peak memory [MiB] |")
+    lines = [title, "", head, "|---|---:|---|---:|" + "---:|" * 9]
     for r in rows:
         dim = "-" if r["coarse_dim"] is None else str(r["coarse_dim"])
+        eigen = "-" if r.get("eigen_seconds") is None else f"{r['eigen_seconds']:.3f}"
         mem = "-" if not memory else f"{r['peak_memory_bytes'] / 2**20:.1f}"
         split = r["setup"]
+        parts = [_seconds(split, k) for k in _SPLIT[:-1]]
+        parts.insert(4, eigen)  # after the coarse space, of which it is a part
         lines.append(
             f"| {r['label']} | {_format_iterations(r)} | {'yes' if r['converged'] else 'no'} "
-            f"| {dim} | " + " | ".join(_seconds(split, k) for k in _SPLIT[:-1])
+            f"| {dim} | " + " | ".join(parts)
             + f" | {r['setup_seconds']:.3f} | {r['solve_seconds']:.3f} | {mem} |")
     notes = ("set-up = partition + overlap + local and coarse factorisation + coarse space + "
-             "checks and restrictions; peak memory: tracemalloc peak of set-up and solve plus "
-             "the SuperLU factors (12 bytes per nonzero)")
-    return "\n".join(lines) + "\n\n" + notes + "\n"
+             "checks and restrictions; eigenproblems: the part of the coarse space spent on "
+             "the local eigenproblems of the adaptive spaces (AGDSW: with the Schur "
+             "complements); GenEO's coarse space on elasticity includes assembling the "
+             "finite-element Neumann matrices of the subdomains; peak memory: tracemalloc "
+             "peak of set-up and solve plus the SuperLU factors (12 bytes per nonzero)")
+    warned = [f"- {r['label']}: {w}" for r in rows for w in r.get("warnings", ())]
+    extra = ("\n\nwarnings:\n" + "\n".join(warned)) if warned else ""
+    return "\n".join(lines) + "\n\n" + notes + extra + "\n"

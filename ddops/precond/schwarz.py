@@ -391,9 +391,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
         are CuPy arrays, for :mod:`cupyx.scipy.sparse.linalg` solvers.
     coarse_options : dict, optional
         Options of the adaptive coarse bases, passed to
-        :func:`ddops.coarse_basis`: ``threshold`` and ``max_per_component``
-        for ``"agdsw"``; ``threshold``, ``max_per_subdomain`` and ``neumann``
-        (one local Neumann matrix per subdomain) for ``"geneo"``.
+        :func:`ddops.coarse_basis`: ``threshold``, ``max_per_component`` and
+        ``neumann`` (one local Neumann matrix per subdomain) for ``"agdsw"``;
+        ``threshold``, ``max_per_subdomain`` and ``neumann`` for ``"geneo"``.
 
     Attributes
     ----------

@@ -40,6 +40,9 @@ except ImportError:
 
 needs_skfem = pytest.mark.skipif(not HAVE_SKFEM, reason="needs scikit-fem (extra 'fem')")
 
+# the pyamg rows: smoothed aggregation and classical (Ruge-Stuben) AMG
+AMG = ["pyamg", "pyamg_rs"] if HAVE_PYAMG else []
+
 QUIET = ["--no-plots", "--no-progress"]
 SPLIT = ("partition", "overlap", "local_factorisation", "coarse_space", "coarse_factorisation",
          "other")
@@ -78,6 +81,10 @@ def check_rows(rows, expected_keys):
             assert sum(split.values()) <= r["setup_seconds"] + 1e-6
         else:
             assert r["setup"] is None and r["coarse_dim"] is None
+        if r["method"].startswith("two_level"):  # the eigenproblems are part of the coarse space
+            assert 0 <= r["eigen_seconds"] <= r["setup"]["coarse_space"] + 1e-9
+        else:
+            assert r["eigen_seconds"] is None
 
 
 # -- the rows of the 2D/3D problems ----------------------------------------------------------------
@@ -85,7 +92,7 @@ def test_poisson2d_all_coarse_spaces(tmp_path):
     payload, rows, table = run(tmp_path, "p2", "--problem", "poisson2d", "--n", "48",
                                "--subdomains", "16", "--coarse", "all")
     keys = ["none", "jacobi", "one_level", "two_level_nicolaides", "two_level_gdsw",
-            "two_level_rgdsw"] + (["pyamg"] if HAVE_PYAMG else [])
+            "two_level_rgdsw", "two_level_agdsw", "two_level_geneo"] + AMG
     check_rows(rows, keys)
     assert payload["unknowns"] == 48 * 48 and payload["decomposition"]["boxes"] == [4, 4]
     assert payload["decomposition"]["partitioner"] == "grid"
@@ -99,7 +106,7 @@ def test_poisson2d_all_coarse_spaces(tmp_path):
     assert rows["one_level"]["coarse_dim"] == 0
     assert rows["one_level"]["iterations"] == cg_iterations(A, b, TwoLevelSchwarz(A, d,
                                                                                   coarse=False))
-    for kind in ("nicolaides", "gdsw", "rgdsw"):
+    for kind in ("nicolaides", "gdsw", "rgdsw", "agdsw", "geneo"):
         r = rows[f"two_level_{kind}"]
         assert r["coarse_basis"] == kind
         assert r["coarse_dim"] == ddops.coarse_basis(d, kind, A=A if kind != "nicolaides"
@@ -145,7 +152,7 @@ def test_poisson3d_boxes_and_no_memory(tmp_path):
     payload, rows, table = run(tmp_path, "p3", "--problem", "poisson3d", "--n", "6",
                                "--subdomains", "8", "--no-memory")
     check_rows(rows, ["none", "jacobi", "one_level", "two_level"]
-               + (["pyamg"] if HAVE_PYAMG else []))
+               + AMG)
     assert payload["decomposition"]["boxes"] == [2, 2, 2] and payload["unknowns"] == 216
     A = poisson_3d(6)
     d = ddops.Decomposition.from_grid((6, 6, 6), (2, 2, 2), overlap=1)
@@ -160,7 +167,7 @@ def test_diffusion2d_contrast_and_metis_fallback(tmp_path):
     payload, rows, _ = run(tmp_path, "d", "--problem", "diffusion2d", "--n", "24",
                            "--subdomains", "7", "--contrast", "1e4", "--coarse", "rgdsw")
     check_rows(rows, ["none", "jacobi", "one_level", "two_level"]
-               + (["pyamg"] if HAVE_PYAMG else []))
+               + AMG)
     A = diffusion_2d(high_contrast_channels(24, 1e4))
     assert payload["config"]["contrast"] == 1e4 and payload["nonzeros"] == A.nnz
     dec = payload["decomposition"]
@@ -194,7 +201,7 @@ def test_elasticity_null_spaces(tmp_path):
         payload, rows, _ = run(tmp_path, null_space, "--problem", "elasticity2d", "--n", "16",
                                "--subdomains", "16", "--null-space", null_space)
         check_rows(rows, ["none", "jacobi", "one_level", "two_level"]
-                   + (["pyamg"] if HAVE_PYAMG else []))
+                   + AMG)
         dec = payload["decomposition"]
         assert dec["partitioner"] == "metis" and dec["block_size"] == 2
         results[null_space] = rows
@@ -267,7 +274,7 @@ def test_poisson1d_all_coarse_spaces(tmp_path):
                      "--coarse", "all")
     keys = [k for k in rows if k.startswith("two_level")]
     assert keys == ["two_level_interface_hats", "two_level_nicolaides", "two_level_gdsw",
-                    "two_level_rgdsw"]
+                    "two_level_rgdsw", "two_level_agdsw", "two_level_geneo"]
     assert rows["two_level_interface_hats"]["label"] == "two-level additive Schwarz"
     assert rows["ras"]["coarse_basis"] == "interface_hats"
     # on the element decomposition GDSW spans the interface hats: the same iterations
