@@ -175,12 +175,13 @@ GENEO_EXTRA_VECTORS = 4
 #: D_i`` for all subdomains of a chunk at once and one batched Rayleigh-Ritz step.
 GENEO_MAX_ITERATIONS = 60
 
-#: A GenEO Ritz pair below twice the threshold has converged when ``|N v - lambda B v| <=
-#: GENEO_RESIDUAL_RTOL |B v|`` (an absolute accuracy on ``lambda`` of about its square).
-GENEO_RESIDUAL_RTOL = 1e-6
+#: A GenEO Ritz value below the threshold has converged when one subspace iteration changes
+#: it by at most this fraction of ``max(lambda, threshold)``.
+GENEO_RESIDUAL_RTOL = 1e-8
 
-#: ... and the first Ritz pair above twice the threshold when its residual is at most this
-#: fraction of its Ritz value: then no eigenvalue below the threshold is missing.
+#: ... and the first Ritz value above the threshold when the change is at most this
+#: fraction of it, or half its distance to the threshold: then no eigenvalue below the
+#: threshold is missing.
 GENEO_BOUNDARY_RTOL = 1e-2
 
 #: Bytes of one batch of padded dense local matrices (the batched factorisations and ``eigh``
@@ -426,6 +427,7 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
     X = rng.standard_normal((rows, block))
     X[~real] = 0.0
     lam = np.zeros((m, block))
+    previous = None
     its = 0
     while its < GENEO_MAX_ITERATIONS:
         its += 1
@@ -444,20 +446,23 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
         scale = np.einsum("mii->m", Gb)[:, None, None] / block
         Gb = Gb + 1e-14 * scale * np.eye(block)[None]
         lam, C = _generalized_eigh(Gn, Gb)
-        X3 = Y3 @ C
-        R = NY @ C - (BY @ C) * lam[:, None, :]
-        res = np.linalg.norm(R, axis=1) / np.maximum(np.linalg.norm(BY @ C, axis=1), 1e-300)
-        X = X3.reshape(rows, block)
-        # converged: the pairs below 2 tau accurately, and the first pair above (if any)
-        # well enough to know that nothing else hides below the threshold
-        need = lam < 2.0 * tau
+        X = (Y3 @ C).reshape(rows, block)
+        # converged: the Ritz values below tau have settled, and the first one above (if any)
+        # has settled enough to know that nothing else hides below the threshold (Ritz values
+        # decrease to the eigenvalues; the Euclidean residual is no measure for the pencil of
+        # a high-contrast matrix, whose entries span the contrast)
+        change = np.abs(lam - previous) if previous is not None else np.full_like(lam, np.inf)
+        previous = lam
+        need = lam < tau
         first_above = np.minimum(need.sum(axis=1), block - 1)
-        boundary = res[np.arange(m), first_above] <= GENEO_BOUNDARY_RTOL * np.maximum(
-            lam[np.arange(m), first_above], tau)
+        theta = lam[np.arange(m), first_above]
+        boundary = change[np.arange(m), first_above] <= np.maximum(
+            GENEO_BOUNDARY_RTOL * theta, 0.5 * (theta - tau))
         if can_grow and np.any((lam < tau).sum(axis=1) > block - GENEO_EXTRA_VECTORS):
             break
         capped = lam[:, cap - 1] < tau if cap <= block else np.zeros(m, dtype=bool)
-        pending = ~capped & (np.any(need & (res > GENEO_RESIDUAL_RTOL), axis=1) | ~boundary)
+        settled = change <= GENEO_RESIDUAL_RTOL * np.maximum(lam, tau)
+        pending = ~capped & (np.any(need & ~settled, axis=1) | ~boundary)
         if its >= 2 and not pending.any():
             break
     return lam, X.reshape(m, width, block), its

@@ -78,7 +78,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .._validation import check_choice, check_int, check_positive_float
-from ..dd.adaptive import AGDSW_THRESHOLD, GENEO_THRESHOLD
+from ..dd.adaptive import (
+    AGDSW_THRESHOLD,
+    GENEO_THRESHOLD,
+    MAX_PER_COMPONENT,
+    MAX_PER_SUBDOMAIN,
+)
 from ..dd.decomposition import Decomposition, Decomposition1D
 from ..io import atomic_write_json, atomic_write_text
 from ..learning.training import Trainer, TrainingConfig
@@ -199,11 +204,9 @@ LOGNORMAL_CORRELATION = 0.1
 CELLS_PER_INCLUSION = 600
 
 #: Stiff inclusions of the elasticity problems with ``--contrast``: ``(count, radius)`` per
-#: space dimension; the radius is at least :data:`INCLUSION_RADIUS_CELLS` mesh widths.
+#: space dimension (:func:`~ddops.problems.stiff_inclusions`; about 36% of the triangles in
+#: 2D, 9% of the tetrahedra in 3D, whatever ``n``).
 STIFF_INCLUSIONS = {2: (60, 0.05), 3: (8, 0.15)}
-
-#: Smallest radius of a stiff inclusion, in mesh widths ``h = 1/(n + 1)``.
-INCLUSION_RADIUS_CELLS = 1.5
 
 #: Longest failure reason of a pyamg row, in characters.
 _REASON_CHARS = 160
@@ -304,11 +307,13 @@ class PrecondConfig:
         Eigenvalue threshold of the adaptive coarse spaces (``"agdsw"``, ``"geneo"``;
         default :data:`DEFAULT_THRESHOLDS`); only with one of them or ``"all"``.
     max_per_component : int, optional
-        Cap on the eigenvectors per interface component of ``"agdsw"`` (default: the
-        library's); only with ``coarse`` ``"agdsw"`` or ``"all"``.
+        Cap on the eigenvectors per interface component of ``"agdsw"`` (default
+        :data:`ddops.dd.adaptive.MAX_PER_COMPONENT`); only with ``coarse`` ``"agdsw"`` or
+        ``"all"``.
     max_per_subdomain : int, optional
-        Cap on the eigenvectors per subdomain of ``"geneo"`` (default: the library's);
-        only with ``coarse`` ``"geneo"`` or ``"all"``.
+        Cap on the eigenvectors per subdomain of ``"geneo"`` (default
+        :data:`ddops.dd.adaptive.MAX_PER_SUBDOMAIN`); only with ``coarse`` ``"geneo"`` or
+        ``"all"``.
     partitioner : {"grid", "metis", "rcb"}, optional
         Non-overlapping partition of the 2D/3D problems.  Default ``"grid"`` for the
         finite-difference problems when ``N`` has a box grid (:func:`box_grid`),
@@ -591,7 +596,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "graph of A (default 1)")
     g.add_argument("--kind", choices=KINDS, default=d.kind, action=_Given,
                    help="discretisation convention of poisson1d; default %(default)s")
-    contrasts = ", ".join(f"{k} {v:g}" for k, v in DEFAULT_CONTRASTS.items())
+    contrasts = ", ".join(f"{k} {v:.0e}".replace("e+0", "e")
+                          for k, v in DEFAULT_CONTRASTS.items())
     g.add_argument("--contrast", type=positive_float,
                    help="coefficient contrast: max/min of the log-normal fields (at least "
                         "1), the channel or inclusion coefficient over the background "
@@ -623,11 +629,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          f"{GENEO_THRESHOLD:g})")
     dd.add_argument("--max-per-component", type=nonneg,
                     help="agdsw: at most this many eigenvectors per interface component "
-                         "(default: the library's); a warning in the table says where it "
-                         "bites")
+                         f"(default {MAX_PER_COMPONENT}); a warning in the table says where "
+                         "it bites")
     dd.add_argument("--max-per-subdomain", type=nonneg,
-                    help="geneo: at most this many eigenvectors per subdomain (default: the "
-                         "library's); a warning in the table says where it bites")
+                    help="geneo: at most this many eigenvectors per subdomain (default "
+                         f"{MAX_PER_SUBDOMAIN}); a warning in the table says where it bites")
     dd.add_argument("--null-space", choices=NULL_SPACES,
                     help="elasticity: null space of the coarse spaces and of pyamg's "
                          "smoothed aggregation: rigid body modes, translations or "
@@ -1038,12 +1044,6 @@ def _inclusion_count(n: int, dim: int = 3) -> int:
     return max(1, round((n + 1) ** dim / CELLS_PER_INCLUSION))
 
 
-def _stiff_inclusions(n: int, dim: int) -> tuple[int, float]:
-    """``(count, radius)`` of the elasticity problems' inclusions (:data:`STIFF_INCLUSIONS`)."""
-    count, radius = STIFF_INCLUSIONS[dim]
-    return count, max(radius, INCLUSION_RADIUS_CELLS / (n + 1))
-
-
 def _elasticity_problem(c: PrecondConfig, dim: int) -> _Problem:
     from .. import problems
     from ..problems import fem
@@ -1054,7 +1054,7 @@ def _elasticity_problem(c: PrecondConfig, dim: int) -> _Problem:
         E: Any = 1.0
         material = "E = 1"
     else:
-        count, radius = _stiff_inclusions(c.n, dim)
+        count, radius = STIFF_INCLUSIONS[dim]
         E = problems.stiff_inclusions(fem.element_centroids(mesh), count=count, radius=radius,
                                       contrast=c.contrast, seed=c.seed)
         material = (f"{count} stiff inclusions of radius {radius:.3g}, E = {c.contrast:g} "
