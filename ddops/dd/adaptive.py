@@ -219,7 +219,9 @@ class AdaptiveInfo:
     kept : numpy.ndarray
         Eigenvectors kept as coarse functions per component or subdomain.
     eigenvalues : numpy.ndarray
-        The smallest eigenvalue of every component or subdomain (``inf`` where none).
+        The smallest eigenvalue of every component or subdomain outside the null space
+        (``inf`` where none).  GenEO's are Ritz values of its subspace iteration: upper
+        bounds, accurate to about 1e-8 below the threshold and to a few percent above.
     components : InterfaceComponents or None
         The interface (AGDSW only).
     stats : dict
@@ -907,7 +909,9 @@ def geneo_basis(
     -------
     Phi : scipy.sparse.csr_matrix
         ``num_dofs x n0``, ordered by subdomain, then null-space vectors, then
-        eigenvectors in increasing ``lambda``.
+        eigenvectors in increasing ``lambda``.  ``n0 = 0`` when no subdomain has an
+        eigenvalue below the threshold (and no null space is given): then the
+        one-level method already satisfies the bound.
     info : AdaptiveInfo
         Only with ``return_info=True``.
     """
@@ -1069,9 +1073,12 @@ def geneo_basis(
     r, c = np.nonzero(values)
     nonzero[group[r], c] = True
     keep = _independent_vectors(group, values, N, rtol) & nonzero
-    Phi, _ = _columns_from_groups(d.indices, group, values, keep, n)
     col_group, col_vec = np.nonzero(keep)
-    Phi, cols = drop_dependent_columns(A, Phi, first=col_vec < k)
+    if keep.any():
+        Phi, _ = _columns_from_groups(d.indices, group, values, keep, n)
+        Phi, cols = drop_dependent_columns(A, Phi, first=col_vec < k)
+    else:  # no eigenvalue below the threshold anywhere (and no null space)
+        Phi, cols = sp.csr_matrix((n, 0)), np.zeros(0, dtype=np.int64)
     dropped = int(nonzero.sum() - cols.size)
     col_group, col_vec = col_group[cols], col_vec[cols]
     if not return_info:

@@ -483,6 +483,13 @@ class TwoLevelSchwarz(BackendLinearOperator):
         Phi, self.coarse_info = self._coarse_matrix(d, coarse_basis, coarse, coarse_size, A,
                                                     null_space, coarse_options)
         self.coarse_stats = dict(getattr(self.coarse_info, "stats", None) or {})
+        if Phi is not None and Phi.shape[1] == 0:
+            # GenEO with no eigenvalue below its threshold: the one-level method meets the
+            # bound already
+            warnings.warn(f"coarse_basis={coarse_basis!r} selected no coarse function (no "
+                          "eigenvalue below the threshold in any subdomain); the "
+                          "preconditioner is one-level", RuntimeWarning, stacklevel=2)
+            Phi = None
         self.coarse_basis_seconds = time.perf_counter() - basis_start
         self.coarse_basis_name = None if Phi is None else (
             coarse_basis if isinstance(coarse_basis, str) else "custom")

@@ -414,3 +414,27 @@ def test_default_caps():
     assert info.selected.min() > 48
     assert info.kept.max() == 48
     assert info.stats["kept_per_subdomain"].max() == 48
+
+
+def test_geneo_without_any_small_eigenvalue_is_one_level():
+    # 2 x 2 boxes of homogeneous Poisson: every subdomain touches the Dirichlet boundary and
+    # no eigenvalue of N_i v = lambda D_i A_i D_i v is below the default threshold
+    n = 15
+    A = ddops.poisson_2d(n)
+    d = ddops.Decomposition.from_grid((n, n), (2, 2))
+    Phi, info = geneo_basis(A, d, return_info=True)
+    assert Phi.shape == (n * n, 0)
+    assert info.selected.tolist() == [0, 0, 0, 0]
+    for i, idx in enumerate(d.subdomains):
+        Di = np.diag(1.0 / d.multiplicity[idx])
+        lam = sla.eigh(cut_neumann(A, idx), Di @ A.toarray()[np.ix_(idx, idx)] @ Di,
+                       eigvals_only=True)
+        assert lam[0] > 0.1
+        # above the threshold only settled to within a fraction: an upper bound, close
+        assert lam[0] - 1e-12 <= info.eigenvalues[i] <= 1.1 * lam[0]
+    with pytest.warns(RuntimeWarning, match="selected no coarse function"):
+        M = TwoLevelSchwarz(A, d, "geneo")
+    one = TwoLevelSchwarz(A, d, None)
+    assert M.coarse_dim == 0
+    x = np.random.default_rng(1).standard_normal(n * n)
+    np.testing.assert_array_equal(M @ x, one @ x)
