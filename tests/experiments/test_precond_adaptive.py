@@ -116,7 +116,9 @@ def test_new_problem_with_all_coarse_spaces(case, tmp_path):
     for r in rows.values():
         if r["converged"]:
             assert f"| {r['label']} | {r['iterations']} | yes |" in table
-    assert "AGDSW threshold 0.05; GenEO threshold 0.1" in table
+    from ddops.dd.adaptive import AGDSW_THRESHOLD, GENEO_THRESHOLD
+
+    assert f"AGDSW threshold {AGDSW_THRESHOLD:g}; GenEO threshold {GENEO_THRESHOLD:g}" in table
 
 
 def test_adaptive_spaces_beat_gdsw_on_floating_channels(tmp_path):
