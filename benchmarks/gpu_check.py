@@ -106,6 +106,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 import ddops  # noqa: E402
 from ddops.backend import asarray, get_sparse_module, spmm, take_rows, to_numpy  # noqa: E402
+from ddops.dd.adaptive import agdsw_basis, geneo_basis  # noqa: E402
 from ddops.dd.coarse import COARSE_BASES  # noqa: E402
 from ddops.dd.decomposition import WEIGHTINGS, Decomposition, Decomposition1D  # noqa: E402
 from ddops.dd.gdsw import GDSW_VARIANTS, gdsw_basis, nicolaides_basis  # noqa: E402
@@ -878,6 +879,12 @@ def check_problems_2d(dev: Device, dt: np.dtype, c: Checks) -> None:
             # algebraic coarse spaces from the matrix and the non-overlapping owner labels
             bases = {v: gdsw_basis(M, d.owner, variant=v) for v in GDSW_VARIANTS}
             bases["nicolaides"] = nicolaides_basis(d)
+            # the adaptive spaces (built on the host, larger coarse problems on the device);
+            # GenEO may select nothing on the homogeneous matrix
+            bases["agdsw"] = agdsw_basis(M, d.owner)
+            geneo = geneo_basis(M, d)
+            if geneo.shape[1]:
+                bases["geneo"] = geneo
             for basis_name, Phi in bases.items():
                 Mh, Md = both(lambda b, M=M, d=d, Phi=Phi: TwoLevelSchwarz(
                     M, d, coarse_basis=Phi, dtype=dt, local_solver="dense", backend=b), dev)
