@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python benchmarks/adaptive.py                          # every section (~30 min, 2 cores)
+    python benchmarks/adaptive.py                          # every section (~18 min, 2 cores)
     python benchmarks/adaptive.py --quick                  # smoke run, small sizes (~2-3 min)
     python benchmarks/adaptive.py --sections contrast2d cost --json results/adaptive.json
 
