@@ -626,10 +626,11 @@ def agdsw_basis(
     nonzero = np.zeros((C, values.shape[1]), dtype=bool)
     r, c = np.nonzero(values)
     nonzero[comp[r], c] = True
-    # Gram-Schmidt for the null-space vectors only: the eigenvectors of a component are
-    # S^D-orthonormal and S^D-orthogonal to them already
-    keep = nonzero.copy()
-    keep[:, :k] = _independent_vectors(comp, values[:, :k], C, rtol) & nonzero[:, :k]
+    # Gram-Schmidt over all the functions of a component: the eigenvectors are
+    # S^D-orthogonal to the null space, but on matrices that are not diagonally dominant
+    # (elasticity) the projected ones can be nearly parallel, which the global drop below
+    # cannot always resolve in the order the coarse factorisation then uses
+    keep = _independent_vectors(comp, values, C, rtol) & nonzero
     ext_start = time.perf_counter()
     PhiG, _ = _columns_from_groups(x, comp, values, keep, n)
     Phi = harmonic_extension(A, owner, x, PhiG, chunk_bytes=chunk_bytes)
