@@ -86,9 +86,10 @@ method and exact local solves,
 SIAM 2015, chapter 7), ``k_0`` the largest number of subdomains that meet one
 subdomain (itself included) and ``k_1`` the multiplicity of the Neumann
 matrices (both returned in the info's ``stats``).  The bound does not depend
-on the coefficients.  The eigenproblems go through one batched dense
-Cholesky-and-``eigh`` per size group of subdomains (padded, in memory-bounded
-chunks).
+on the coefficients.  The eigenproblems are solved for all subdomains of a
+chunk at once (padded to a size group) by a shift-and-invert subspace iteration:
+one SuperLU solve with ``N_i + tau D_i A_i D_i`` per chunk and iteration and one
+batched Rayleigh-Ritz step.
 
 Null spaces
 -----------
@@ -133,7 +134,6 @@ __all__ = [
     "GENEO_THRESHOLD",
     "MAX_PER_COMPONENT",
     "MAX_PER_SUBDOMAIN",
-    "EIGEN_CHUNK_BYTES",
     "AdaptiveInfo",
     "agdsw_basis",
     "geneo_basis",
@@ -191,10 +191,6 @@ GENEO_RESIDUAL_RTOL = 1e-6
 #: fraction of it, or half its distance to the threshold: then no eigenvalue below the
 #: threshold is missing.
 GENEO_BOUNDARY_RTOL = 1e-2
-
-#: Bytes of one batch of padded dense local matrices (the batched factorisations and ``eigh``
-#: work on at most this much at a time).
-EIGEN_CHUNK_BYTES = 2**27
 
 #: An AGDSW eigenvector whose part S^D-orthogonal to the null space on its component has a
 #: relative S^D-norm at most this is a combination of the null-space functions there and is
@@ -342,23 +338,6 @@ def local_neumann_matrices(A: Any, decomposition: Any) -> list[sp.csr_matrix]:
         Ai = A[idx][:, idx] - sp.diags(cut[d.offsets[i]:d.offsets[i + 1]])
         result.append(sp.csr_matrix(Ai))
     return result
-
-
-def _batched_spd_inverse(K: np.ndarray, what: str) -> np.ndarray:
-    """Inverses of a stack of SPD matrices by Cholesky, or a ValueError naming ``what``."""
-    try:
-        L = np.linalg.cholesky(K)
-    except np.linalg.LinAlgError:
-        bad = []
-        for j in range(K.shape[0]):  # error path only: find the culprits
-            try:
-                np.linalg.cholesky(K[j])
-            except np.linalg.LinAlgError:
-                bad.append(j)
-        raise _NotPositive(bad, what) from None
-    eye = np.broadcast_to(np.eye(K.shape[-1]), K.shape)
-    Linv = np.linalg.solve(L, eye)
-    return np.swapaxes(Linv, -1, -2) @ Linv
 
 
 class _NotPositive(ValueError):

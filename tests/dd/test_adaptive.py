@@ -324,6 +324,12 @@ def test_drop_dependent_columns_keeps_the_span():
         assert np.array_equal(kept_Phi.toarray(), mixed[:, kept])
         assert in_span(kept_Phi.toarray(), mixed)
         np.linalg.cholesky((kept_Phi.T @ A @ kept_Phi).toarray())
+    # columns marked first are chosen first: a duplicate of one of them is the one dropped
+    dup = np.hstack([Phi, Phi[:, :1]])
+    _, kept = drop_dependent_columns(A, sp.csr_matrix(dup), first=np.arange(dup.shape[1]) == 0)
+    assert 0 in kept and dup.shape[1] - 1 not in kept and kept.size == Phi.shape[1]
+    with pytest.raises(ValueError, match="first must be a Boolean mask"):
+        drop_dependent_columns(A, sp.csr_matrix(dup), first=np.ones(3, dtype=bool))
     # nothing to drop: the identity selection
     same, kept = drop_dependent_columns(A, sp.csr_matrix(Phi))
     assert np.array_equal(kept, np.arange(Phi.shape[1]))
