@@ -489,6 +489,7 @@ def agdsw_basis(
     dependence_rtol: float = DEPENDENCE_RTOL,
     return_info: bool = False,
     chunk_bytes: int = EXTENSION_CHUNK_BYTES,
+    extension_solver: str = "auto",
 ):
     """Adaptive GDSW coarse basis from a matrix and a non-overlapping partition.
 
@@ -526,6 +527,8 @@ def agdsw_basis(
         Also return an :class:`AdaptiveInfo`.
     chunk_bytes : int
         Memory bound of one block of right-hand sides in the solves.
+    extension_solver : {"auto", "superlu", "pardiso", "amg"}
+        Solver of the final harmonic extension (see :func:`ddops.dd.gdsw.harmonic_extension`).
 
     Returns
     -------
@@ -612,7 +615,8 @@ def agdsw_basis(
     keep = _independent_vectors(comp, values, C, rtol) & nonzero
     ext_start = time.perf_counter()
     PhiG, _ = _columns_from_groups(x, comp, values, keep, n)
-    Phi = harmonic_extension(A, owner, x, PhiG, chunk_bytes=chunk_bytes)
+    Phi = harmonic_extension(A, owner, x, PhiG, chunk_bytes=chunk_bytes, solver=extension_solver,
+                             null_space=Z)
     ext_seconds = time.perf_counter() - ext_start
     col_group, col_vec = np.nonzero(keep)
     # functions of different components can still depend on each other numerically

@@ -20,9 +20,11 @@ COARSE_BASES = ("interface_hats", "pou", "nicolaides", "grid_hats")
 #: adaptive spectral spaces of :mod:`ddops.dd.adaptive`).
 MATRIX_COARSE_BASES = ("gdsw", "rgdsw", "agdsw", "geneo")
 
-#: Options of the adaptive coarse bases (keyword arguments of :func:`coarse_basis`).
-ADAPTIVE_OPTIONS = {"agdsw": ("threshold", "max_per_component", "neumann"),
-                    "geneo": ("threshold", "max_per_subdomain", "neumann")}
+#: Options of the matrix coarse bases (keyword arguments of :func:`coarse_basis`).
+ADAPTIVE_OPTIONS = {
+    "agdsw": ("threshold", "max_per_component", "neumann", "extension_solver"),
+    "geneo": ("threshold", "max_per_subdomain", "neumann"),
+    "gdsw": ("extension_solver",), "rgdsw": ("extension_solver",)}
 
 #: Every name accepted by :func:`coarse_basis`.
 ALL_COARSE_BASES = COARSE_BASES + MATRIX_COARSE_BASES
@@ -78,6 +80,7 @@ def coarse_basis(
     max_per_component: int | None = None,
     max_per_subdomain: int | None = None,
     neumann: Any = None,
+    extension_solver: str | None = None,
     return_info: bool = False,
 ):
     """Coarse interpolation matrix Phi for a decomposition.
@@ -129,6 +132,10 @@ def coarse_basis(
         Local Neumann matrices, one per subdomain in the order of its unknowns
         (``"geneo"``, and ``"agdsw"`` on a decomposition with overlap >= 1 whose
         subdomain ``i`` grows part ``i``; default: computed from ``A``).
+    extension_solver : {"auto", "superlu", "pardiso", "amg"}, optional
+        Solver of the interior problems of the harmonic extension (``"gdsw"``,
+        ``"rgdsw"``, ``"agdsw"``; see :func:`ddops.dd.gdsw.harmonic_extension`).  Default
+        ``"auto"``: PARDISO when installed, else SuperLU; ``"amg"`` is inexact.
     return_info : bool
         Also return what the builder reports: a
         :class:`~ddops.dd.adaptive.AdaptiveInfo` for ``"agdsw"``/``"geneo"``, a
@@ -153,7 +160,8 @@ def coarse_basis(
     if not isinstance(return_info, (bool, np.bool_)):
         raise TypeError(f"return_info must be a bool, got {type(return_info).__name__}")
     given = {"threshold": threshold, "max_per_component": max_per_component,
-             "max_per_subdomain": max_per_subdomain, "neumann": neumann}
+             "max_per_subdomain": max_per_subdomain, "neumann": neumann,
+             "extension_solver": extension_solver}
     for name, value in given.items():
         if value is not None and name not in ADAPTIVE_OPTIONS.get(kind, ()):
             users = [k for k, v in ADAPTIVE_OPTIONS.items() if name in v]
@@ -226,7 +234,8 @@ def _matrix_basis(d: Decomposition, kind: str, A: Any, null_space: Any, options:
     from .gdsw import gdsw_basis
 
     return gdsw_basis(A, d.owner, null_space=null_space, interface=d.shared_nodes,
-                      variant=kind, block_size=d.block_size, return_info=return_info)
+                      variant=kind, block_size=d.block_size, return_info=return_info,
+                      solver=options.get("extension_solver", "auto"))
 
 
 def validate_coarse_matrix(Phi: Any, num_dofs: int) -> sp.csr_matrix:

@@ -134,7 +134,7 @@ class Decomposition:
                                owner=owner, shared_nodes=shared_nodes, block_size=block_size)
 
     @classmethod
-    def from_matrix(cls, A: Any, subdomains: int, overlap: int = 1, *,
+    def from_matrix(cls, A: Any, subdomains: int | None = None, overlap: int = 1, *,
                     partitioner: Any = "metis", coordinates: Any = None, block_size: int = 1,
                     seed: int = 0) -> Decomposition:
         """Algebraic overlapping decomposition of the unknowns of a sparse matrix.
@@ -143,6 +143,9 @@ class Decomposition:
         by recursive coordinate bisection (``partitioner="rcb"`` with
         ``coordinates``) or from user labels (an integer array), then
         ``overlap`` layers of the graph of ``A`` added to every part at once.
+        Without ``subdomains``, parts of about
+        :data:`~ddops.dd.partition.TARGET_SUBDOMAIN_UNKNOWNS` unknowns
+        (:func:`~ddops.dd.partition.default_subdomains`).
         See :func:`ddops.dd.partition.decomposition_from_matrix`.
 
         Examples

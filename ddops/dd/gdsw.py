@@ -84,9 +84,18 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
-import scipy.sparse.linalg as spla
 
 from .._validation import check_choice, check_finite, check_int, check_positive_float
+from ..linalg.local_solvers import (
+    CHUNK_ROWS,
+    SPARSE_SOLVERS,
+    SUPERLU_PANEL_SIZE,
+    SingularBlockError,
+    chunk_bounds,
+    default_exact_solver,
+    factorize_blocks,
+    superlu_spd,
+)
 
 __all__ = [
     "GDSW_VARIANTS",
@@ -94,6 +103,8 @@ __all__ = [
     "SINGULAR_PIVOT_RTOL",
     "EXTENSION_CHUNK_BYTES",
     "FACTOR_CHUNK_ROWS",
+    "EXTENSION_RTOL",
+    "EXTENSION_MAXITER",
     "SUPERLU_PANEL_SIZE",
     "chunk_bounds",
     "InterfaceComponents",
@@ -137,15 +148,17 @@ DENSE_DROP_MAX = 4000
 #: once (float64 ``rows x columns`` blocks, rows those of one chunk of parts).
 EXTENSION_CHUNK_BYTES = 2**26
 
+#: Relative residual of every column of the inexact (``solver="amg"``) harmonic extension.
+EXTENSION_RTOL = 1e-6
+
+#: Iteration limit of the conjugate gradients of the inexact extension.
+EXTENSION_MAXITER = 200
+
 #: Block-diagonal matrices (the interior matrix ``A_II`` here, the local
 #: matrices of :class:`ddops.TwoLevelSchwarz`) are factorised in chunks of
 #: consecutive blocks of about this many rows (see :func:`chunk_bounds`).
-FACTOR_CHUNK_ROWS = 2**14
+FACTOR_CHUNK_ROWS = CHUNK_ROWS
 
-#: SuperLU's panel size (columns factorised together; its default is 10).  On the
-#: local matrices of 2D Poisson at 10^6 unknowns (subdomains of 34 x 34) and of 3D
-#: Poisson (12 x 12 x 12), 4 factorises 15-25% faster with the same fill.
-SUPERLU_PANEL_SIZE = 4
 
 
 # -- validation ------------------------------------------------------------------------------
@@ -594,47 +607,8 @@ def _columns_from_groups(rows, group, values, keep, n):
 
 # -- harmonic extension ---------------------------------------------------------------------------
 def _spd_factor(K: sp.spmatrix):
-    """SuperLU of an SPD matrix: symmetric ordering, diagonal pivots (a Cholesky in effect).
-
-    ``MMD_AT_PLUS_A`` (minimum degree on ``A + A^T``) is the ordering: on the
-    local matrices of 2D Poisson at 10^6 unknowns it gives 26 M nonzeros in
-    ``L + U`` against 42 M for ``COLAMD`` (and a METIS nested dissection of
-    each chunk 30 M), and the fastest factorisation and solve.  The panel size
-    :data:`SUPERLU_PANEL_SIZE` replaces SuperLU's default of 10.
-    """
-    return spla.splu(sp.csc_matrix(K), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                     panel_size=SUPERLU_PANEL_SIZE, options={"SymmetricMode": True})
-
-
-def chunk_bounds(offsets: np.ndarray, chunk_rows: int) -> np.ndarray:
-    """Split consecutive diagonal blocks into chunks of about ``chunk_rows`` rows.
-
-    SuperLU's time per diagonal block grows with the number of blocks in one
-    matrix (a block-diagonal matrix of 961 subdomains of 1156 unknowns takes
-    2.5 s, the same blocks factorised 16 at a time 0.9 s, with the same fill),
-    so block-diagonal matrices are factorised chunk by chunk: a loop over a few
-    dozen chunks, each one sparse factorisation and one solve per application.
-
-    Parameters
-    ----------
-    offsets : numpy.ndarray
-        ``N + 1`` nondecreasing row offsets of the blocks (``offsets[0] = 0``).
-    chunk_rows : int
-        Target rows per chunk; block ``i`` joins chunk ``offsets[i] // chunk_rows``,
-        so a chunk has fewer than ``chunk_rows`` plus one block's rows.
-
-    Returns
-    -------
-    numpy.ndarray
-        Row offsets of the chunks, from 0 to ``offsets[-1]``, strictly increasing
-        (empty blocks never make a chunk of their own).
-    """
-    offsets = np.asarray(offsets, dtype=np.int64)
-    starts = offsets[:-1][np.diff(offsets) > 0]
-    if starts.size == 0:
-        return np.array([0, int(offsets[-1])], dtype=np.int64)
-    first = np.flatnonzero(np.diff(starts // max(int(chunk_rows), 1), prepend=-1))
-    return np.concatenate([starts[first], [offsets[-1]]]).astype(np.int64)
+    """SuperLU of an SPD matrix (see :func:`ddops.linalg.local_solvers.superlu_spd`)."""
+    return superlu_spd(K)
 
 
 def harmonic_extension(
@@ -645,21 +619,24 @@ def harmonic_extension(
     *,
     chunk_bytes: int = EXTENSION_CHUNK_BYTES,
     chunk_rows: int | None = None,
+    solver: str = "auto",
+    rtol: float = EXTENSION_RTOL,
+    null_space: np.ndarray | None = None,
 ) -> sp.csr_matrix:
     """Extend interface values into the interiors: ``Phi_I = -A_II^{-1} A_IG Phi_G``.
 
     ``A_II`` is block diagonal over the parts (the interface separates them).
-    It is factorised in chunks of consecutive parts of about ``chunk_rows``
-    rows (:func:`chunk_bounds`; SuperLU is superlinear in the number of
-    blocks of one matrix), and each chunk's factor is dropped once its
-    extensions are computed, so only one chunk's factor is held at a time.
     The right-hand sides ``-A_IG Phi_G`` are packed by part: with ``(p, j)``
     the pairs of a part and a coarse function whose right-hand side is
     nonzero on ``p``'s rows, the ``s``-th pair of part ``p`` goes to column
-    ``s`` on ``p``'s rows.  One solve per chunk with ``c = max_p |pairs of
+    ``s`` on ``p``'s rows.  One solve per chunk of parts with ``c = max_p |pairs of
     p|`` columns (``p`` in the chunk; in column blocks of at most
     ``chunk_bytes``) then extends every function into every part, and its
-    nonzeros are scattered back to the coarse columns.
+    nonzeros are scattered back to the coarse columns.  The parts are ordered by
+    their number of pairs before they are cut into chunks, so that a chunk solves
+    with about as many columns as its parts need and no more (corner parts of a 3D
+    elasticity partition touch a fraction of the functions of central ones).  Each
+    chunk's factor is dropped once its extensions are computed.
 
     Parameters
     ----------
@@ -675,8 +652,20 @@ def harmonic_extension(
         Memory bound of one block of right-hand sides.
     chunk_rows : int, optional
         Target rows of one chunk of parts factorised together (default
-        :data:`FACTOR_CHUNK_ROWS`); the result does not depend on it beyond
-        rounding.
+        :data:`FACTOR_CHUNK_ROWS` for SuperLU, 16 times it for the others); the result
+        does not depend on it beyond rounding.
+    solver : {"auto", "superlu", "pardiso", "amg"}
+        The interior solver (:func:`ddops.linalg.local_solvers.factorize_blocks`):
+        ``"auto"`` is PARDISO when it is installed, else SuperLU.  ``"amg"`` is the
+        inexact extension: conjugate gradients on every column, preconditioned by one
+        smoothed-aggregation V-cycle, stopped when the column's residual is at most
+        ``rtol`` times its right-hand side (``||A_II x - b|| <= rtol ||b||``, Euclidean
+        norms, column by column, at most :data:`EXTENSION_MAXITER` iterations).
+    rtol : float
+        Relative residual of the inexact extension (ignored by the exact solvers).
+    null_space : numpy.ndarray, optional
+        ``n x k`` near-null space for the aggregation of the ``"amg"`` extension
+        (constants by default).
 
     Returns
     -------
@@ -685,8 +674,13 @@ def harmonic_extension(
         dropped, so each column lives on its interface support and the
         interiors of the parts adjacent to it).
     """
-    chunk_rows = FACTOR_CHUNK_ROWS if chunk_rows is None else check_int(
-        "chunk_rows", chunk_rows, minimum=1)
+    check_choice("solver", solver, ("auto", *SPARSE_SOLVERS))
+    if solver == "auto":
+        solver = default_exact_solver()
+    rtol = check_positive_float("rtol", rtol)
+    if chunk_rows is None:
+        chunk_rows = FACTOR_CHUNK_ROWS if solver == "superlu" else 16 * FACTOR_CHUNK_ROWS
+    chunk_rows = check_int("chunk_rows", chunk_rows, minimum=1)
     n = A.shape[0]
     PhiG = sp.csr_matrix(Phi_interface)
     n0 = PhiG.shape[1]
@@ -695,9 +689,18 @@ def harmonic_extension(
     interior = np.flatnonzero(mask)
     if interior.size == 0 or n0 == 0:
         return PhiG
+    N = int(owner.max()) + 1
+    part = owner[interior]
+    B = (-(A[interior][:, interface] @ PhiG[interface])).tocoo()
+    # pairs per part decide the part order: chunks of parts with similar column counts
+    pair_keys = np.unique(part[B.row] * np.int64(n0) + B.col)
+    width_of = np.bincount(pair_keys // n0, minlength=N)
+    rank = np.empty(N, dtype=np.int64)
+    rank[np.lexsort((np.arange(N), width_of))] = np.arange(N)
     # grouping the interior by part makes the blocks of A_II contiguous, so it can be
     # factorised chunk by chunk of parts
-    interior = interior[np.argsort(owner[interior], kind="stable")]
+    interior = interior[np.argsort(rank[owner[interior]], kind="stable")]
+    part = owner[interior]
     A_I = A[interior]
     A_II = A_I[:, interior].tocsr()
     B = (-(A_I[:, interface] @ PhiG[interface])).tocsr()
@@ -705,17 +708,15 @@ def harmonic_extension(
     B.sum_duplicates()
     B.eliminate_zeros()
     B = B.tocoo()  # rows sorted (from CSR)
-    part = owner[interior]
-    N = int(owner.max()) + 1
-    pairs, which = np.unique(part[B.row] * np.int64(n0) + B.col, return_inverse=True)
+    pairs, which = np.unique(rank[part[B.row]] * np.int64(n0) + B.col, return_inverse=True)
     which = which.ravel()
-    pair_part, pair_col = pairs // n0, pairs % n0
-    slot = np.arange(pairs.size) - np.searchsorted(pair_part, pair_part)  # rank within its part
+    pair_rank, pair_col = pairs // n0, pairs % n0
+    slot = np.arange(pairs.size) - np.searchsorted(pair_rank, pair_rank)  # rank within part
     width = int(slot.max()) + 1 if pairs.size else 0
     index = np.full((N, max(width, 1)), -1, dtype=np.int64)
-    index[pair_part, slot] = pair_col
+    index[pair_rank, slot] = pair_col
     entry_slot = slot[which]
-    part_offsets = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=N))])
+    part_offsets = np.concatenate([[0], np.cumsum(np.bincount(rank[part], minlength=N))])
     bounds = chunk_bounds(part_offsets, chunk_rows)
     entry_bounds = np.searchsorted(B.row, bounds)
     G_coo = PhiG.tocoo()
@@ -726,11 +727,15 @@ def harmonic_extension(
         r0, r1 = int(bounds[c]), int(bounds[c + 1])
         K = A_II[r0:r1, r0:r1]
         kept += K.nnz
+        p0, p1 = np.searchsorted(part_offsets, [r0, r1])
         try:
-            lu = _spd_factor(K)
-        except RuntimeError as exc:  # "Factor is exactly singular"
-            raise ValueError("the interior matrix A_II is singular; A must be symmetric "
-                             "positive definite") from exc
+            near = None if null_space is None else null_space[interior[r0:r1]]
+            lu = factorize_blocks(K, part_offsets[p0:p1 + 1] - r0, solver,
+                                  exact_check=False, near_null=near)
+        except SingularBlockError as exc:
+            raise ValueError("the interior matrix A_II is singular (the interior of part "
+                             f"{int(np.flatnonzero(rank == p0 + exc.block)[0])}); A must be "
+                             "symmetric positive definite") from exc
         e0, e1 = int(entry_bounds[c]), int(entry_bounds[c + 1])
         e_row, e_slot, e_val = B.row[e0:e1] - r0, entry_slot[e0:e1], B.data[e0:e1]
         c_width = int(e_slot.max()) + 1 if e1 > e0 else 0
@@ -740,9 +745,9 @@ def harmonic_extension(
             sel = (e_slot >= start) & (e_slot < stop)
             rhs = np.zeros((r1 - r0, stop - start), order="F")
             rhs[e_row[sel], e_slot[sel] - start] = e_val[sel]
-            X = lu.solve(rhs)
+            X = lu.solve(rhs) if lu.exact else _pcg_columns(K, lu, rhs, rtol)
             r, s = np.nonzero(X)
-            col = index[part[r + r0], s + start]
+            col = index[rank[part[r + r0]], s + start]
             ok = col >= 0  # slots beyond a part's own pairs carry no function
             rows.append(interior[r[ok] + r0])
             cols.append(col[ok])
@@ -756,6 +761,43 @@ def harmonic_extension(
     Phi.eliminate_zeros()
     Phi.sort_indices()
     return Phi
+
+
+def _pcg_columns(K: sp.csr_matrix, M: Any, B: np.ndarray, rtol: float,
+                 maxiter: int | None = None) -> np.ndarray:
+    """Conjugate gradients on every column of ``K X = B`` at once, preconditioned by ``M``.
+
+    Every column has its own step lengths and stops when its residual is at most
+    ``rtol`` times its right-hand side (zero columns stay zero); the columns still
+    running are updated together (one product with ``K`` and one application of ``M``
+    per iteration).  Raises ValueError when a column has not converged after
+    ``maxiter`` (:data:`EXTENSION_MAXITER`) iterations.
+    """
+    maxiter = EXTENSION_MAXITER if maxiter is None else maxiter
+    X = np.zeros(B.shape)
+    R = np.array(B, dtype=np.float64)
+    goal = rtol * np.linalg.norm(R, axis=0)
+    active = np.flatnonzero(np.linalg.norm(R, axis=0) > goal)
+    if active.size == 0:
+        return X
+    Zc = M.solve(R[:, active])
+    P = Zc.copy()
+    rz = np.einsum("ij,ij->j", R[:, active], Zc)
+    for _ in range(maxiter):
+        KP = K @ P
+        alpha = rz / np.einsum("ij,ij->j", P, KP)
+        X[:, active] += P * alpha
+        R[:, active] -= KP * alpha
+        still = np.linalg.norm(R[:, active], axis=0) > goal[active]
+        if not still.any():
+            return X
+        active, P, rz = active[still], P[:, still], rz[still]
+        Zc = M.solve(R[:, active])
+        rz_new = np.einsum("ij,ij->j", R[:, active], Zc)
+        P = Zc + P * (rz_new / rz)
+        rz = rz_new
+    raise ValueError(f"the inexact harmonic extension did not reach rtol={rtol} in {maxiter} "
+                     "preconditioned CG iterations; A_II may not be positive definite")
 
 
 # -- GDSW / RGDSW ----------------------------------------------------------------------------------
@@ -800,6 +842,8 @@ def gdsw_basis(
     dependence_rtol: float = DEPENDENCE_RTOL,
     return_info: bool = False,
     chunk_bytes: int = EXTENSION_CHUNK_BYTES,
+    solver: str = "auto",
+    extension_rtol: float = EXTENSION_RTOL,
 ):
     """GDSW or RGDSW coarse basis Phi from a matrix and a non-overlapping partition.
 
@@ -829,6 +873,10 @@ def gdsw_basis(
         Also return a :class:`GDSWInfo`.
     chunk_bytes : int
         Memory bound of one block of right-hand sides in the extension.
+    solver : {"auto", "superlu", "pardiso", "amg"}
+        Solver of the interior problems of the extension (see :func:`harmonic_extension`).
+    extension_rtol : float
+        Relative residual of the inexact (``"amg"``) extension.
 
     Returns
     -------
@@ -871,11 +919,10 @@ def gdsw_basis(
     nonzero = np.zeros((C, k), dtype=bool)
     nonzero[comps.component[np.nonzero(values)[0]], np.nonzero(values)[1]] = True
     pieces_G, piece_of = _columns_from_groups(x, comps.component, values, nonzero, n)
-    pieces = harmonic_extension(A, owner, x, pieces_G, chunk_bytes=chunk_bytes)
     if variant == "gdsw":
         keep = _independent_vectors(comps.component, values, C, rtol)
         group_component = np.arange(C)
-        Phi = pieces[:, piece_of[keep]].tocsr()
+        Phi_G = pieces_G[:, piece_of[keep]].tocsr()
     else:
         W = comps.root_weights().tocoo()  # C x R option-1 weights
         group_component = comps.roots()
@@ -895,8 +942,12 @@ def gdsw_basis(
         ok = (piece_of[c_idx, a_idx] >= 0) & (column[r_idx, a_idx] >= 0)
         combine = sp.csr_matrix((w_val[ok], (piece_of[c_idx[ok], a_idx[ok]],
                                              column[r_idx[ok], a_idx[ok]])),
-                                shape=(pieces.shape[1], int(keep.sum())))
-        Phi = (pieces @ combine).tocsr()
+                                shape=(pieces_G.shape[1], int(keep.sum())))
+        Phi_G = (pieces_G @ combine).tocsr()
+    # the extension is linear: extending the kept (GDSW) or combined (RGDSW) interface
+    # values solves with as few columns as there are functions next to a part
+    Phi = harmonic_extension(A, owner, x, Phi_G, chunk_bytes=chunk_bytes, solver=solver,
+                             rtol=extension_rtol, null_space=Z)
     Phi.eliminate_zeros()
     Phi.sort_indices()
     col_group, col_vector = np.nonzero(keep)

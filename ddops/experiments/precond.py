@@ -85,6 +85,7 @@ from ..dd.adaptive import (
     MAX_PER_SUBDOMAIN,
 )
 from ..dd.decomposition import Decomposition, Decomposition1D
+from ..dd.partition import TARGET_SUBDOMAIN_UNKNOWNS, default_subdomains
 from ..io import atomic_write_json, atomic_write_text
 from ..learning.training import Trainer, TrainingConfig
 from ..precond.learned import (
@@ -141,8 +142,10 @@ DEFAULT_N = {"poisson1d": 1024, "poisson2d": 128, "poisson3d": 20, "diffusion2d"
              "channels2d": 96, "lognormal2d": 128, "lognormal3d": 20, "inclusions3d": 20,
              "elasticity2d": 64, "elasticity3d": 11}
 
-#: Default subdomain width in points per direction of the 2D/3D problems (about 32 x 32
-#: in 2D, 10 x 10 x 10 in 3D): ``N = max(2, (n // width)^dim)``.
+#: Subdomain width in points per direction (about 32 x 32 in 2D, 10 x 10 x 10 in 3D) of the
+#: structured subdomains named in the help text; the default number of subdomains of the
+#: problems without a :data:`PROBLEM_SUBDOMAIN_WIDTH` is
+#: :func:`ddops.dd.partition.default_subdomains` of the number of unknowns.
 SUBDOMAIN_WIDTH = {2: 32, 3: 10}
 
 #: Problems whose default subdomains are narrower than :data:`SUBDOMAIN_WIDTH`: the
@@ -184,6 +187,12 @@ NULL_SPACES = ("rbm", "translations", "constants")
 #: ``--factor-dtype``: precision of the Schwarz rows' local factorisations
 #: (``TwoLevelSchwarz(factor_dtype=...)``; the coarse solve and CG stay in float64).
 FACTOR_DTYPES = ("float64", "float32")
+
+#: ``--local-solver`` choices (:data:`ddops.precond.schwarz.LOCAL_SOLVERS` without the alias).
+LOCAL_SOLVER_CHOICES = ("auto", "dense", "superlu", "pardiso", "amg")
+
+#: ``--extension-solver`` choices (:func:`ddops.dd.gdsw.harmonic_extension`).
+EXTENSION_SOLVER_CHOICES = ("auto", "superlu", "pardiso", "amg")
 
 #: Default contrast of ``--problem diffusion2d``.
 DEFAULT_CONTRAST = 1e6
@@ -331,6 +340,10 @@ class PrecondConfig:
         Precision of the local factorisations of the one- and two-level Schwarz rows
         (``TwoLevelSchwarz(factor_dtype=...)``); the coarse solve and the Krylov
         method stay in float64.
+    local_solver : {"auto", "dense", "superlu", "pardiso", "amg"}
+        Local solver of the Schwarz rows (``TwoLevelSchwarz(local_solver=...)``).
+    extension_solver : {"auto", "superlu", "pardiso", "amg"}
+        Interior solver of the harmonic extension of the GDSW, RGDSW and AGDSW rows.
     memory : bool
         Measure the peak memory of every row of the 2D/3D problems (tracemalloc
         hooks slow allocation-heavy set-ups slightly; see :data:`MEMORY_METHOD`).
@@ -386,6 +399,8 @@ class PrecondConfig:
     null_space: str | None = None
     contrast: float | None = None
     factor_dtype: str = "float64"
+    local_solver: str = "auto"
+    extension_solver: str = "auto"
     memory: bool = True
     local_rank: int = 4
     coarse_rank: int | None = None
@@ -410,6 +425,8 @@ class PrecondConfig:
         c = replace(self)
         check_choice("problem", c.problem, PROBLEMS)
         check_choice("factor_dtype", c.factor_dtype, FACTOR_DTYPES)
+        check_choice("local_solver", c.local_solver, LOCAL_SOLVER_CHOICES)
+        check_choice("extension_solver", c.extension_solver, EXTENSION_SOLVER_CHOICES)
         if c.problem == "poisson1d":
             _resolve_1d(c)
         else:
@@ -505,8 +522,11 @@ def _resolve_nd(c: PrecondConfig) -> None:
         nodes = (c.n + 2) ** 2 * (c.n + 1)
     else:
         nodes = c.n ** dim
-    width = PROBLEM_SUBDOMAIN_WIDTH.get(c.problem, SUBDOMAIN_WIDTH[dim])
-    _check_subdomains(c, max(2, (c.n // width) ** dim))
+    if c.problem in PROBLEM_SUBDOMAIN_WIDTH:
+        _check_subdomains(c, max(2, (c.n // PROBLEM_SUBDOMAIN_WIDTH[c.problem]) ** dim))
+    else:  # parts of about TARGET_SUBDOMAIN_UNKNOWNS unknowns
+        block = dim if elasticity else 1
+        _check_subdomains(c, default_subdomains(nodes * block, block))
     if c.subdomains > nodes:
         raise ValueError(f"subdomains must be <= the {nodes} nodes of problem={c.problem!r} "
                          f"with n={c.n}, got {c.subdomains}")
@@ -587,9 +607,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"per direction (defaults: {sizes})")
     widths = ", ".join(f"{k} {v}" for k, v in PROBLEM_SUBDOMAIN_WIDTH.items())
     g.add_argument("--subdomains", type=pos,
-                   help="number of subdomains N (default: n/32 in 1D, at least 2; about "
-                        "32 x 32 points each in 2D and 10 x 10 x 10 in 3D, at least 2, with "
-                        f"these widths instead: {widths})")
+                   help="number of subdomains N (default: n/32 in 1D, at least 2; otherwise "
+                        f"parts of about {TARGET_SUBDOMAIN_UNKNOWNS} unknowns, at least 2, "
+                        f"but (n/width)^dim with these widths: {widths})")
     g.add_argument("--overlap", type=nonneg,
                    help="poisson1d: elements (--kind element) or unknowns (--kind dof) added "
                         "on each side of a subdomain (default 2); otherwise layers of the "
@@ -643,6 +663,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="precision of the Schwarz rows' local factorisations: float32 "
                         "factors are applied to the float64 residual (the coarse solve and "
                         "CG stay in float64); default %(default)s")
+    s.add_argument("--local-solver", choices=LOCAL_SOLVER_CHOICES, default=d.local_solver,
+                   help="local solver of the Schwarz rows: dense inverses, SuperLU, MKL "
+                        "PARDISO (extra ddops[solvers]) or one smoothed-aggregation V-cycle "
+                        "(inexact); auto: dense when small, else pardiso when installed, else "
+                        "superlu; default %(default)s")
+    s.add_argument("--extension-solver", choices=EXTENSION_SOLVER_CHOICES,
+                   default=d.extension_solver,
+                   help="interior solver of the harmonic extension of gdsw, rgdsw and agdsw "
+                        "(amg: inexact, CG with a V-cycle to rtol 1e-6); auto: pardiso when "
+                        "installed, else superlu; default %(default)s")
     s.add_argument("--rtol", type=positive_float, default=d.rtol,
                    help="relative residual tolerance of every solve, below 1; "
                         "default %(default)g")
@@ -712,6 +742,7 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
         max_per_subdomain=args.max_per_subdomain, partitioner=args.partitioner,
         null_space=args.null_space,
         contrast=args.contrast, factor_dtype=args.factor_dtype,
+        local_solver=args.local_solver, extension_solver=args.extension_solver,
         memory=args.memory is not False, rtol=args.rtol,
         maxiter=args.maxiter, seed=args.seed, blas_threads=args.blas_threads or None,
         save_prefix=args.save_prefix, plots=args.plots, progress=args.progress, **learned)
@@ -842,6 +873,8 @@ def _coarse_options(c: PrecondConfig, coarse: str) -> dict[str, Any]:
         options["max_per_component"] = c.max_per_component
     if coarse == "geneo" and c.max_per_subdomain is not None:
         options["max_per_subdomain"] = c.max_per_subdomain
+    if coarse in ("gdsw", "rgdsw", "agdsw") and c.extension_solver != "auto":
+        options["extension_solver"] = c.extension_solver
     return options
 
 
@@ -906,7 +939,7 @@ def _run(c: PrecondConfig, log: Callable[[str], Any]) -> dict[str, Any]:
 
     def schwarz(coarse: str, variant: str) -> Callable[[], Any]:
         return lambda: TwoLevelSchwarz(A, d, coarse_basis=coarse, variant=variant,
-                                       factor_dtype=c.factor_dtype,
+                                       factor_dtype=c.factor_dtype, local_solver=c.local_solver,
                                        coarse_options=_coarse_options(c, coarse) or None)
 
     # (key, Krylov, label, builder) in table order; the two-level rows take --coarse
@@ -914,7 +947,7 @@ def _run(c: PrecondConfig, log: Callable[[str], Any]) -> dict[str, Any]:
         ("none", *METHODS["none"], classical(lambda: None)),
         ("jacobi", *METHODS["jacobi"], classical(lambda: jacobi(A))),
         ("one_level", *METHODS["one_level"],
-         classical(lambda: TwoLevelSchwarz(A, d, coarse=False,
+         classical(lambda: TwoLevelSchwarz(A, d, coarse=False, local_solver=c.local_solver,
                                            factor_dtype=c.factor_dtype))),
     ]
     two_level = _two_level_rows(c, "two_level", METHODS["two_level"][1])
@@ -1237,7 +1270,8 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
             t_neumann = 0.0
             extra: dict[str, Any] = {}
             if coarse is None:
-                M = TwoLevelSchwarz(A, d, coarse=False, factor_dtype=c.factor_dtype)
+                M = TwoLevelSchwarz(A, d, coarse=False, factor_dtype=c.factor_dtype,
+                                    local_solver=c.local_solver)
             else:
                 options = _coarse_options(c, coarse)
                 if coarse == "geneo":
@@ -1248,7 +1282,8 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                         t_neumann = time.perf_counter() - start
                         extra.update(neumann="finite element", neumann_seconds=t_neumann)
                 M = TwoLevelSchwarz(A, d, coarse_basis=coarse, null_space=Z,
-                                    factor_dtype=c.factor_dtype, coarse_options=options or None)
+                                    factor_dtype=c.factor_dtype, coarse_options=options or None,
+                                    local_solver=c.local_solver)
             split = {"partition": t_part, "overlap": t_overlap,
                      "local_factorisation": M.local_setup_seconds,
                      "coarse_space": M.coarse_basis_seconds + t_neumann,
@@ -1257,7 +1292,9 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                                  - M.coarse_basis_seconds - M.coarse_setup_seconds)
             info = {"coarse_basis": M.coarse_basis_name, "coarse_dim": M.coarse_dim,
                     **_coarse_row_info(M, coarse), **extra,
-                    "local_solver": M.local_solver, "coarse_solver": M.coarse_solver,
+                    "local_solver": M.local_solver, "sparse_solver": M.sparse_solver,
+                    "coarse_solver": M.coarse_solver,
+                    "memory_held": {k: v for k, v in M.stats.items() if k.endswith("_bytes")},
                     "factor_dtype": str(M.factor_dtype),
                     "subdomain_sizes": {"min": int(d.sizes.min()), "mean": float(d.sizes.mean()),
                                         "max": int(d.sizes.max())}}

@@ -42,7 +42,13 @@ from ..dd.coarse import (
 )
 from ..dd.coarse import coarse_basis as build_coarse_basis
 from ..dd.decomposition import Decomposition
-from ..dd.gdsw import FACTOR_CHUNK_ROWS, SUPERLU_PANEL_SIZE, chunk_bounds, symmetry_defect
+from ..dd.gdsw import FACTOR_CHUNK_ROWS, SUPERLU_PANEL_SIZE, symmetry_defect
+from ..linalg.local_solvers import (
+    SPARSE_SOLVERS,
+    SingularBlockError,
+    default_exact_solver,
+    factorize_blocks,
+)
 from ..operators.linop import DENSE_LIMIT_BYTES, BackendLinearOperator
 
 __all__ = [
@@ -68,10 +74,10 @@ __all__ = [
 VARIANTS = ("additive", "restricted", "symmetric_restricted", "hybrid")
 
 #: Local solvers: ``"dense"`` (batched inverses, one batched GEMM per
-#: application), ``"sparse"`` (SuperLU factorisations of the block-diagonal
-#: matrix in chunks of subdomains, one triangular solve per chunk and application)
-#: or ``"auto"``.
-LOCAL_SOLVERS = ("auto", "dense", "sparse")
+#: application), the sparse solvers of :mod:`ddops.linalg.local_solvers` applied to the
+#: block-diagonal matrix of all subdomain matrices (``"superlu"``, alias ``"sparse"``;
+#: ``"pardiso"``; the inexact ``"amg"``), or ``"auto"``.
+LOCAL_SOLVERS = ("auto", "dense", "sparse", *SPARSE_SOLVERS)
 
 #: Precisions of the local solves (``factor_dtype``): float64, or float32 factors applied to
 #: the float64 residual (cast in, solve, cast back; the rest stays in float64).
@@ -352,17 +358,25 @@ class TwoLevelSchwarz(BackendLinearOperator):
         Type of the products; default float32 for a float32 ``A``, else
         float64.  The coarse factorisation is always computed in float64, the
         local ones in ``factor_dtype``.
-    local_solver : {"auto", "dense", "sparse"}
+    local_solver : {"auto", "dense", "sparse", "superlu", "pardiso", "amg"}
         ``"dense"``: the padded blocks ``(N, p, p)`` are Cholesky-factorised
         and inverted in one batched call and applied with one batched GEMM.
-        ``"sparse"``: the block-diagonal matrix ``diag(A_1, ..., A_N)`` is
-        factorised once by SuperLU in chunks of consecutive subdomains of
-        about :data:`LOCAL_CHUNK_ROWS` rows and applied with one solve per
-        chunk (on the stacked vector's rows of that chunk).  ``"auto"``
-        takes ``"dense"`` when ``N p^2`` float64 values fit in
+        The others solve with the block-diagonal matrix ``diag(A_1, ..., A_N)``
+        through :func:`ddops.linalg.local_solvers.factorize_blocks`:
+        ``"superlu"`` (alias ``"sparse"``) factorises it with SuperLU in chunks of
+        consecutive subdomains of about :data:`LOCAL_CHUNK_ROWS` rows (one solve per
+        chunk and application); ``"pardiso"`` with MKL PARDISO's supernodal
+        Cholesky, all subdomains in one factorisation (extra ``ddops[solvers]``; in
+        3D half of SuperLU's fill and a 2-3x faster solve); ``"amg"`` is inexact: one
+        smoothed-aggregation V-cycle over all subdomain matrices at once with
+        symmetric Gauss-Seidel smoothing, near-null space ``null_space`` restricted
+        to the subdomains (extra ``ddops[precond]``).  A fixed number of V-cycles
+        with a smoother and its adjoint is a fixed SPD operator, so ``M`` stays
+        symmetric positive definite for CG (with more iterations than the exact
+        solvers).  ``"auto"`` takes ``"dense"`` when ``N p^2`` float64 values fit in
         :data:`DENSE_LOCAL_LIMIT_BYTES` (and its set-up in memory), else
-        ``"sparse"``.  Both agree to
-        rounding.  An explicit ``"dense"`` whose set-up (about ``4 N p^2``
+        ``"pardiso"`` when it is installed, else ``"superlu"``.  The exact solvers
+        agree to rounding.  An explicit ``"dense"`` whose set-up (about ``4 N p^2``
         float64) would not fit in memory is refused before allocating.
     factor_dtype : {numpy.float64, numpy.float32}
         Precision of the local solves ``A_i^{-1}`` (a mixed-precision local
@@ -406,7 +420,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
     coarse_dim : int
         Coarse dimension ``n0`` (0 for one level).
     local_solver : str
-        The local solver in use, ``"dense"`` or ``"sparse"``.
+        The kind of local solver in use, ``"dense"`` or ``"sparse"``.
+    sparse_solver : str or None
+        The sparse local solver, ``"superlu"``, ``"pardiso"`` or ``"amg"`` (None for
+        ``"dense"``).
     factor_dtype : numpy.dtype
         Precision of the local solves.
     coarse_solver : str or None
@@ -496,11 +513,21 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
         # local solver: the memory rule of DENSE_LOCAL_LIMIT_BYTES
         N, p = d.num_subdomains, d.max_size
+        sparse_solver = {"sparse": "superlu"}.get(local_solver, local_solver)
         if local_solver == "auto":
             # dense when small (always on the GPU, the only local solver there), and never when
             # its set-up (about 4 N p^2) would not fit in memory
             small = N * p * p * 8 <= DENSE_LOCAL_LIMIT_BYTES or backend == "cupy"
-            local_solver = "dense" if small and fits_in_memory(4 * N * p * p * 8) else "sparse"
+            dense = small and fits_in_memory(4 * N * p * p * 8)
+            local_solver = "dense" if dense else "sparse"
+            sparse_solver = default_exact_solver()
+        elif local_solver != "dense":
+            local_solver = "sparse"
+        if local_solver == "dense":
+            sparse_solver = None
+        elif sparse_solver == "amg" and self.factor_dtype != np.float64:
+            raise ValueError("factor_dtype=float32 is not available with local_solver='amg' "
+                             "(the V-cycle runs in float64)")
         if backend == "cupy" and local_solver != "dense":
             raise ValueError("backend='cupy' supports only local_solver='dense' (the padded "
                              f"inverses need {N * p * p * 8 / 2**20:.1f} MiB)")
@@ -508,6 +535,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
             check_memory(f"TwoLevelSchwarz(local_solver='dense') on {N} subdomains of up to {p} "
                          "unknowns", 4 * N * p * p * 8, "use local_solver='sparse'")
         self.local_solver = local_solver
+        self.sparse_solver = sparse_solver
         padded = local_solver == "dense"
 
         # S_in / S_out: the weighted stacked restrictions of the chosen variant
@@ -528,7 +556,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
             self._factor_dense(self._local_blocks(A, d, padded), d)
         else:
             unweighted = host_in if (w_in == "none" and dt == np.float64) else None
-            self._factor_sparse(A, d, unweighted)
+            self._factor_sparse(A, d, unweighted, null_space)
         self.local_setup_seconds = time.perf_counter() - local_start
 
         coarse_start = time.perf_counter()
@@ -627,16 +655,16 @@ class TwoLevelSchwarz(BackendLinearOperator):
         inv = 0.5 * (inv + inv.transpose(0, 2, 1))  # exactly symmetric, so M^T = M bitwise
         inv_dtype = np.float32 if self.factor_dtype == np.float32 else self.dtype
         self._local_inv = self.xp.asarray(inv.astype(inv_dtype))
-        self._local_lu = None
+        self._local_lu = self._local_solver = None
 
     def _factor_sparse(self, A: sp.csr_matrix, d: Decomposition,
-                       S: sp.csr_matrix | None = None) -> None:
-        """Factorise ``diag(A_1, ..., A_N)`` chunk by chunk of consecutive subdomains.
+                       S: sp.csr_matrix | None = None, null_space: Any = None) -> None:
+        """Factorise ``diag(A_1, ..., A_N)`` with the sparse solver ``self.sparse_solver``.
 
-        The blocks are extracted at once (one sparse triple product) and sliced
-        per chunk.  (Extracting them chunk by chunk holds less at a time but
-        interleaves many mid-sized temporaries with the factors in the heap: at
-        10^6 unknowns the resident size then stayed 350 MiB higher.)
+        The blocks are extracted at once (one sparse triple product).  (Extracting them
+        chunk by chunk holds less at a time but interleaves many mid-sized temporaries
+        with the factors in the heap: at 10^6 unknowns the resident size then stayed
+        350 MiB higher.)
         """
         if S is None:
             S = d.stacked_restriction("none", padded=False, dtype=np.float64)
@@ -646,27 +674,21 @@ class TwoLevelSchwarz(BackendLinearOperator):
         same = block[C.row] == block[C.col]
         K = sp.csr_matrix((C.data[same], (C.row[same], C.col[same])), shape=C.shape)
         del C, same
-        bounds = chunk_bounds(d.offsets, LOCAL_CHUNK_ROWS)
-        exact = K.shape[0] <= EXACT_PIVOT_CHECK_ROWS
-        factors = []
-        for c in range(bounds.size - 1):  # a loop over chunks of subdomains
-            r0, r1 = int(bounds[c]), int(bounds[c + 1])
-            K_c = K[r0:r1, r0:r1]
-            lu, bad = _sparse_spd_chunk(K_c, block[r0:r1], exact, self.factor_dtype)
-            if lu is None:
-                # exactly singular: find the block by factorising them one by one (error path)
-                for i in np.unique(block[r0:r1]):
-                    s = slice(int(d.offsets[i]), int(d.offsets[i + 1]))
-                    lu_i, bad_i = _sparse_spd_chunk(K[s, s], np.zeros(s.stop - s.start, int),
-                                                    exact, self.factor_dtype)
-                    if lu_i is None or bad_i.size:
-                        raise self._singular_block_error(int(i), d)
-                raise self._singular_block_error(0, d)  # pragma: no cover - defensive
-            if bad.size:
-                raise self._singular_block_error(int(bad[0]), d)
-            factors.append(lu)
-        self._local_lu = factors
-        self._local_bounds = bounds
+        near_null = None
+        if self.sparse_solver == "amg" and null_space is not None:
+            Z = np.asarray(null_space, dtype=np.float64)
+            near_null = S @ (Z.reshape(-1, 1) if Z.ndim == 1 else Z)
+        try:
+            solver = factorize_blocks(K, d.offsets, self.sparse_solver,
+                                      dtype=self.factor_dtype,
+                                      exact_check=K.shape[0] <= EXACT_PIVOT_CHECK_ROWS,
+                                      near_null=near_null, chunk_rows=LOCAL_CHUNK_ROWS)
+        except SingularBlockError as exc:
+            raise self._singular_block_error(exc.block, d) from None
+        self._local_solver = solver
+        # the SuperLU factors per chunk, as before (inspected by tests and benchmarks)
+        self._local_lu = getattr(solver, "factors", None)
+        self._local_bounds = getattr(solver, "bounds", None)
         self._local_inv = None
 
     def _factor_coarse(self, A: sp.csr_matrix, Phi: sp.csr_matrix | None) -> None:
@@ -714,21 +736,83 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
     @property
     def factor_nnz(self) -> int:
-        """Stored nonzeros of the sparse (SuperLU) local and coarse factors, L and U together.
+        """Stored nonzeros of the sparse local and coarse factors (SuperLU: ``L`` and ``U``
+        together; PARDISO: its ``L``; ``"amg"``: the matrices of the hierarchy).
 
         0 for the dense solvers, whose padded inverses are ordinary numpy arrays.
         """
-        factors = list(self._local_lu or []) + [
-            getattr(self, "_coarse_lu", None) if self.coarse_solver == "sparse" else None]
-        return sum(int(f.nnz) for f in factors if f is not None)
+        local = 0 if self._local_solver is None else int(self._local_solver.nnz)
+        coarse = int(self._coarse_lu.nnz) if self.coarse_solver == "sparse" else 0
+        return local + coarse
 
     @property
     def factor_bytes(self) -> int:
-        """Estimated bytes of the SuperLU factors: per stored nonzero its value and a 4-byte
-        row index (the local factors in ``factor_dtype``, the coarse one in float64)."""
-        local = sum(int(f.nnz) for f in (self._local_lu or []))
+        """Bytes of the sparse factors held outside the Python heap (SuperLU, PARDISO):
+        what :mod:`tracemalloc` does not see.  SuperLU: per stored nonzero its value and
+        a 4-byte row index (the local factors in ``factor_dtype``, the coarse one in
+        float64); PARDISO: the memory it reports for the factorisation.  The ``"amg"``
+        hierarchy is numpy and scipy arrays (see :attr:`stats`), 0 here."""
+        local = self._local_solver
+        local_bytes = 0 if local is None or local.name == "amg" else int(local.nbytes)
         coarse = (int(self._coarse_lu.nnz) if self.coarse_solver == "sparse" else 0)
-        return local * (self.factor_dtype.itemsize + 4) + coarse * 12
+        return local_bytes + coarse * 12
+
+    @property
+    def stats(self) -> dict:
+        """Where the set-up time and the held memory go.
+
+        Returns
+        -------
+        dict
+            ``local_solver``, ``sparse_solver``, ``coarse_dim``; seconds:
+            ``setup_seconds``, ``coarse_basis_seconds``, ``local_setup_seconds``,
+            ``coarse_setup_seconds``; bytes held: ``local_factor_bytes`` (the sparse
+            local factors, the ``"amg"`` hierarchy or the dense inverses),
+            ``coarse_factor_bytes`` (dense Cholesky factor or SuperLU factors of
+            ``A_0``), ``coarse_basis_bytes`` (``Phi``, and ``A Phi`` for the hybrid
+            variant), ``restriction_bytes`` (the stacked restrictions ``S_in``,
+            ``S_out`` and their transposes when they are copies) and
+            ``total_bytes``, their sum; ``factor_nnz``.
+        """
+        def sparse_bytes(M):
+            if M is None:
+                return 0
+            parts = [getattr(M, name, None) for name in ("data", "indices", "indptr")]
+            return sum(int(p.nbytes) for p in parts if p is not None)
+
+        if self._local_solver is not None:
+            local = int(self._local_solver.nbytes)
+        else:
+            local = int(self._local_inv.nbytes) if self._local_inv is not None else 0
+        if self.coarse_solver == "dense":
+            coarse = int(self._coarse_cho[0].nbytes)
+            coarse += int(self._coarse_inv.nbytes) if self.backend == "cupy" else 0
+        elif self.coarse_solver == "sparse":
+            coarse = int(self._coarse_lu.nnz) * 12
+        else:
+            coarse = 0
+        basis = 0
+        if self.coarse_dim:
+            basis = sparse_bytes(self._Phi) + (sparse_bytes(self._AP) if self._AP is not None
+                                               else 0)
+            if self.backend != "numpy":  # the transposed copies on the GPU
+                basis += sparse_bytes(self._PhiT) + (sparse_bytes(self._APT)
+                                                     if self._APT is not None else 0)
+        mats = {id(m): m for m in (self._S_in, self._S_out)}
+        if self.backend != "numpy":
+            mats.update({id(m): m for m in (self._S_inT, self._S_outT)})
+        restriction = sum(sparse_bytes(m) for m in mats.values())
+        return {
+            "local_solver": self.local_solver, "sparse_solver": self.sparse_solver,
+            "coarse_dim": self.coarse_dim, "setup_seconds": self.setup_seconds,
+            "coarse_basis_seconds": self.coarse_basis_seconds,
+            "local_setup_seconds": self.local_setup_seconds,
+            "coarse_setup_seconds": self.coarse_setup_seconds,
+            "local_factor_bytes": local, "coarse_factor_bytes": coarse,
+            "coarse_basis_bytes": basis, "restriction_bytes": restriction,
+            "total_bytes": local + coarse + basis + restriction,
+            "factor_nnz": self.factor_nnz,
+        }
 
     # -- application -----------------------------------------------------------------------
     def _apply(self, X: Any, adjoint: bool) -> Any:
@@ -761,15 +845,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
             Yl = xp.matmul(self._local_inv, Xl).reshape(N * p, B)
             Yl = xp.asarray(Yl, dtype=self.dtype)
         else:
-            # float32 factors: the residual is cast to float32 (scipy's solve wants the
-            # factor's dtype) and the result back to dtype when stored into Yl
-            Xl = np.asarray(Xl, dtype=self.factor_dtype)
-            Yl = np.empty(Xl.shape, dtype=self.dtype)
-            trans = "T" if adjoint else "N"
-            bounds = self._local_bounds
-            for c, lu in enumerate(self._local_lu):  # one batched solve per chunk
-                rows = slice(int(bounds[c]), int(bounds[c + 1]))
-                Yl[rows] = lu.solve(Xl[rows], trans=trans)
+            # float32 factors: the solver casts the residual to float32 and returns float64
+            Yl = self._local_solver.solve(Xl, trans="T" if adjoint else "N")
+            if Yl.dtype != self.dtype:
+                Yl = Yl.astype(self.dtype)
         return S_outT @ Yl
 
     def _coarse(self, X: Any, adjoint: bool) -> Any:

@@ -299,11 +299,12 @@ def test_defaults_per_problem():
     c = PrecondConfig().validated()
     assert (c.n, c.subdomains, c.overlap, c.coarse) == (1024, 32, 2, "interface_hats")
     assert c.partitioner is None and c.null_space is None and c.contrast is None
+    # parts of about 2000 unknowns: 128^2 / 2000 = 8.2 and 20^3 / 2000 = 4
     c = PrecondConfig(problem="poisson2d").validated()
-    assert (c.n, c.subdomains, c.overlap, c.coarse, c.partitioner) == (128, 16, 1, "gdsw",
+    assert (c.n, c.subdomains, c.overlap, c.coarse, c.partitioner) == (128, 8, 1, "gdsw",
                                                                       "grid")
     c = PrecondConfig(problem="poisson3d").validated()
-    assert (c.n, c.subdomains, c.overlap) == (20, 8, 1)
+    assert (c.n, c.subdomains, c.overlap) == (20, 4, 1)
     c = PrecondConfig(problem="diffusion2d").validated()
     assert c.contrast == pe.DEFAULT_CONTRAST == 1e6
     assert PrecondConfig(problem="poisson2d", n=40).validated().subdomains == 2

@@ -1,0 +1,6 @@
+"""Solvers for block-diagonal SPD matrices: the local solves of the Schwarz preconditioners
+and the interior solves of the harmonic extension.
+
+:mod:`ddops.linalg.local_solvers`: exact sparse factorisations (SuperLU, MKL PARDISO)
+and an inexact one (a smoothed-aggregation V-cycle), all behind one ``solve`` interface.
+"""
