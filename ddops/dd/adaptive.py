@@ -228,6 +228,9 @@ class AdaptiveInfo:
         bounds, accurate to about 1e-8 below the threshold and to a few percent above.
     components : InterfaceComponents or None
         The interface (AGDSW only).
+    harmonic_interface : numpy.ndarray or None
+        AGDSW with an exact extension: the interface unknowns, off which every column is
+        discrete harmonic (see :class:`ddops.dd.gdsw.GDSWInfo`); else None.
     stats : dict
         Counts and timings: ``coarse_dim``, ``null_space_functions``,
         ``eigen_functions``, ``dropped_dependent``, ``capped`` (groups where the
@@ -248,6 +251,7 @@ class AdaptiveInfo:
     eigenvalues: np.ndarray
     components: InterfaceComponents | None = None
     stats: dict = field(default_factory=dict)
+    harmonic_interface: np.ndarray | None = None
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -630,6 +634,7 @@ def agdsw_basis(
         method="agdsw", threshold=tau, column_group=col_group,
         column_kind=np.where(col_vec < k, "null_space", "eigenvector"),
         selected=selected, kept=kept, eigenvalues=smallest, components=comps,
+        harmonic_interface=None if extension_solver == "amg" else x,
         stats={"coarse_dim": int(Phi.shape[1]), "null_space_functions": int((col_vec < k).sum()),
                "eigen_functions": int(kept.sum()), "dropped_dependent": dropped,
                "capped": capped, "kept_per_component": kept, "eigenproblems": int(C),

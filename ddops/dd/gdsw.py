@@ -658,9 +658,10 @@ def harmonic_extension(
         The interior solver (:func:`ddops.linalg.local_solvers.factorize_blocks`):
         ``"auto"`` is PARDISO when it is installed, else SuperLU.  ``"amg"`` is the
         inexact extension: conjugate gradients on every column, preconditioned by one
-        smoothed-aggregation V-cycle, stopped when the column's residual is at most
-        ``rtol`` times its right-hand side (``||A_II x - b|| <= rtol ||b||``, Euclidean
-        norms, column by column, at most :data:`EXTENSION_MAXITER` iterations).
+        smoothed-aggregation V-cycle, stopped when the residual of every coarse function
+        in every part is at most ``rtol`` times its right-hand side there
+        (``||A_{I_p I_p} x - b_p|| <= rtol ||b_p||``, Euclidean norms; at most
+        :data:`EXTENSION_MAXITER` iterations).
     rtol : float
         Relative residual of the inexact extension (ignored by the exact solvers).
     null_space : numpy.ndarray, optional
@@ -745,7 +746,8 @@ def harmonic_extension(
             sel = (e_slot >= start) & (e_slot < stop)
             rhs = np.zeros((r1 - r0, stop - start), order="F")
             rhs[e_row[sel], e_slot[sel] - start] = e_val[sel]
-            X = lu.solve(rhs) if lu.exact else _pcg_columns(K, lu, rhs, rtol)
+            X = lu.solve(rhs) if lu.exact else _pcg_columns(
+                K, lu, rhs, rtol, part_offsets[p0:p1] - r0)
             r, s = np.nonzero(X)
             col = index[rank[part[r + r0]], s + start]
             ok = col >= 0  # slots beyond a part's own pairs carry no function
@@ -763,21 +765,30 @@ def harmonic_extension(
     return Phi
 
 
-def _pcg_columns(K: sp.csr_matrix, M: Any, B: np.ndarray, rtol: float,
+def _pcg_columns(K: sp.csr_matrix, M: Any, B: np.ndarray, rtol: float, starts: np.ndarray,
                  maxiter: int | None = None) -> np.ndarray:
     """Conjugate gradients on every column of ``K X = B`` at once, preconditioned by ``M``.
 
-    Every column has its own step lengths and stops when its residual is at most
-    ``rtol`` times its right-hand side (zero columns stay zero); the columns still
-    running are updated together (one product with ``K`` and one application of ``M``
-    per iteration).  Raises ValueError when a column has not converged after
-    ``maxiter`` (:data:`EXTENSION_MAXITER`) iterations.
+    ``K`` is block diagonal with blocks starting at rows ``starts`` (the parts), and a
+    column packs the right-hand sides of different coarse functions on different parts.
+    Every column has its own step lengths and runs until, on every part, its residual is
+    at most ``rtol`` times its right-hand side there (so every coarse function meets the
+    bound on every part it extends into); the columns still running are updated together
+    (one product with ``K`` and one application of ``M`` per iteration).  Raises
+    ValueError when a column has not converged after ``maxiter``
+    (:data:`EXTENSION_MAXITER`) iterations.
     """
     maxiter = EXTENSION_MAXITER if maxiter is None else maxiter
+    starts = np.unique(np.asarray(starts, dtype=np.int64))
+    starts = starts[starts < B.shape[0]]  # reduceat needs valid, distinct starts
+
+    def part_norms(R: np.ndarray) -> np.ndarray:  # (parts, columns)
+        return np.sqrt(np.add.reduceat(R * R, starts, axis=0))
+
     X = np.zeros(B.shape)
     R = np.array(B, dtype=np.float64)
-    goal = rtol * np.linalg.norm(R, axis=0)
-    active = np.flatnonzero(np.linalg.norm(R, axis=0) > goal)
+    goal = rtol * part_norms(R)
+    active = np.flatnonzero((part_norms(R) > goal).any(axis=0))
     if active.size == 0:
         return X
     Zc = M.solve(R[:, active])
@@ -788,7 +799,7 @@ def _pcg_columns(K: sp.csr_matrix, M: Any, B: np.ndarray, rtol: float,
         alpha = rz / np.einsum("ij,ij->j", P, KP)
         X[:, active] += P * alpha
         R[:, active] -= KP * alpha
-        still = np.linalg.norm(R[:, active], axis=0) > goal[active]
+        still = (part_norms(R[:, active]) > goal[:, active]).any(axis=0)
         if not still.any():
             return X
         active, P, rz = active[still], P[:, still], rz[still]
@@ -821,6 +832,10 @@ class GDSWInfo:
         vector is zero there or dependent on the earlier ones there.
     seconds : float
         Wall time of the construction.
+    harmonic_interface : numpy.ndarray or None
+        The interface unknowns when every column is exactly discrete harmonic off them
+        (an exact extension: ``A Phi`` vanishes on the other rows up to rounding, so
+        ``Phi^T A Phi = Phi_G^T (A Phi)_G``); None after the inexact extension.
     """
 
     variant: str
@@ -829,6 +844,7 @@ class GDSWInfo:
     column_vector: np.ndarray
     dropped: int
     seconds: float
+    harmonic_interface: np.ndarray | None = None
 
 
 def gdsw_basis(
@@ -962,7 +978,8 @@ def gdsw_basis(
         return Phi
     info = GDSWInfo(variant=variant, components=comps,
                     column_component=group_component[col_group], column_vector=col_vector,
-                    dropped=dropped, seconds=time.perf_counter() - start)
+                    dropped=dropped, seconds=time.perf_counter() - start,
+                    harmonic_interface=None if solver == "amg" else x)
     return Phi, info
 
 

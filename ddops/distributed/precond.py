@@ -329,8 +329,9 @@ class DistributedTwoLevelSchwarz:
         two products with ``A`` and two coarse reductions more per application.
     null_space : array (n x k), optional
         Passed to the coarse basis.
-    local_solver : {"auto", "dense", "sparse"}
-        Local solver of the rank's serial one-level preconditioner.
+    local_solver : {"auto", "dense", "sparse", "superlu", "pardiso", "amg"}
+        Local solver of the rank's serial one-level preconditioner (see
+        :class:`ddops.TwoLevelSchwarz`).
     local_basis : bool
         Build GDSW/RGDSW with the constant null space rank-locally (the
         harmonic extension into this rank's parts only); False: the serial

@@ -313,19 +313,21 @@ class SuperLUBlocks(BlockSolver):
 @functools.lru_cache(maxsize=1)
 def _mkl_pardiso():
     """The ``pardiso`` entry point of ``mkl_rt``: where the ``mkl`` wheel puts it, else
-    wherever ``pypardiso`` finds it (its search walks the whole installation: 0.9 s)."""
-    try:
-        import pypardiso
-    except ImportError as exc:
+    wherever ``pypardiso`` finds it.  (Importing ``pypardiso`` builds a solver that walks
+    the whole installation for the library, 0.3-0.9 s, so it is imported only when the
+    library is not where the wheel puts it.)"""
+    if not pardiso_available():
         raise ImportError("local_solver='pardiso' needs pypardiso and MKL: pip install "
-                          "'ddops[solvers]'") from exc
+                          "'ddops[solvers]'")
     for path in sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*"))
                        + glob.glob(os.path.join(sys.prefix, "Library", "bin", "mkl_rt*.dll"))):
         try:
             return ctypes.CDLL(path).pardiso
         except OSError:  # pragma: no cover - a broken file: let pypardiso search
             pass
-    return pypardiso.PyPardisoSolver().libmkl.pardiso  # pragma: no cover - other layouts
+    import pypardiso  # pragma: no cover - other layouts
+
+    return pypardiso.PyPardisoSolver().libmkl.pardiso  # pragma: no cover
 
 
 class PardisoBlocks(BlockSolver):
@@ -458,10 +460,17 @@ class AMGBlocks(BlockSolver):
             raise SingularBlockError(int(block[np.argmax(diagonal <= 0)]))
         smoother = ("gauss_seidel", {"sweep": "symmetric"})
         B = None if near_null is None else np.asarray(near_null, dtype=np.float64)
-        self.hierarchy = pyamg.smoothed_aggregation_solver(
-            sp.csr_matrix(K, dtype=np.float64), B=B, symmetry="symmetric",
-            presmoother=smoother, postsmoother=smoother, coarse_solver="splu",
-            max_coarse=max(500, 2 * int(np.unique(block).size)))
+        # pyamg draws the start vectors of its spectral-radius estimates from numpy's global
+        # generator: seed it for a reproducible hierarchy, and give the caller's state back
+        state = np.random.get_state()
+        np.random.seed(0)
+        try:
+            self.hierarchy = pyamg.smoothed_aggregation_solver(
+                sp.csr_matrix(K, dtype=np.float64), B=B, symmetry="symmetric",
+                presmoother=smoother, postsmoother=smoother, coarse_solver="splu",
+                max_coarse=max(500, 2 * int(np.unique(block).size)))
+        finally:
+            np.random.set_state(state)
         levels = self.hierarchy.levels
         self.nnz = sum(int(lv.A.nnz) for lv in levels) + sum(
             int(lv.P.nnz) + int(lv.R.nnz) for lv in levels[:-1])
@@ -542,8 +551,10 @@ def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu
     if solver == "superlu":
         return SuperLUBlocks(K, offsets, block, dtype=dtype, exact_check=exact_check,
                              chunk_rows=chunk_rows)
-    if solver == "pardiso":
+    if solver == "pardiso" and K.shape[0] > 0:  # (PARDISO refuses an empty matrix)
         return PardisoBlocks(K, offsets, block, dtype=dtype)
+    if solver == "pardiso":
+        return SuperLUBlocks(K, offsets, block, dtype=dtype)
     if solver == "amg":
         return AMGBlocks(K, offsets, block, near_null=near_null, cycles=cycles)
     raise ValueError(f"solver must be one of {SPARSE_SOLVERS}, got {solver!r}")

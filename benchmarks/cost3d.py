@@ -1,0 +1,354 @@
+"""Set-up, solve and memory of the two-level preconditioner against smoothed aggregation.
+
+Run from the repository root::
+
+    python benchmarks/cost3d.py                         # targets + subdomain sizes (~25 min)
+    python benchmarks/cost3d.py --quick                 # small sizes (~2 min)
+    python benchmarks/cost3d.py --sections targets --problems elasticity3d
+    python benchmarks/cost3d.py --sections huge         # 3D Poisson with 10^7 unknowns
+
+Every measurement runs in a fresh process (``--threads`` BLAS/OpenMP threads, default 1,
+also for MKL PARDISO), best of ``--repeat`` (default 1) by total time.  CG (scipy) to
+``rtol = 1e-8`` from ``x0 = 0``, right-hand side ``A 1``.  "Set-up" is everything a user
+waits for before the first iteration: for ``ddops`` the METIS decomposition
+(``Decomposition.from_matrix(A, block_size=b)``, default subdomain count unless a row says
+otherwise), the GDSW coarse basis and the factorisations (:class:`ddops.TwoLevelSchwarz`
+with ``coarse_basis="gdsw"`` and the null space); for pyamg the smoothed-aggregation
+hierarchy (``B`` = the rigid body modes for elasticity).  "Peak MiB" is the growth of the
+resident set from the loaded problem to the end of the solve (``VmHWM`` after resetting it),
+so it counts what the method holds and its set-up temporaries, and not ``A``.
+
+Sections (``--sections``):
+
+``targets``
+    The problems of the issue that asked for this: 3D linear elasticity (scikit-fem vector
+    P1 on the tetrahedra of a 4 x 1 x 1 beam clamped at ``x = 0``, ``fem_elasticity_3d(25,
+    length=4)``, 227,448 unknowns, rigid body modes), 3D Poisson ``100^3`` and 2D Poisson
+    ``1000^2`` (finite differences).  Rows: the defaults (GDSW additive, ``local_solver=
+    "auto"``: PARDISO when installed), the hybrid variant, SuperLU local solves (the
+    previous default), the inexact local solver (one smoothed-aggregation V-cycle), the
+    inexact local solver with the inexact extension, and pyamg SA.  Target lines compare
+    each ``ddops`` row with SA (total time within 2x in 3D, 1.5x in 2D; peak memory within
+    2x; at most 60 iterations).
+``sizes``
+    Total time against the subdomain size for each local solver (superlu, pardiso, amg) on
+    3D Poisson ``60^3``, 2D Poisson ``500^2`` and 3D elasticity (``fem_elasticity_3d(12,
+    length=3)``): the best size per solver.
+``huge``
+    3D Poisson ``216^3`` (10,077,696 unknowns) with the defaults: time and memory.
+
+PETSc GAMG and hypre are not installed here: their rows say so (pyamg SA is the peer).
+Tables go to standard output, everything to ``--json`` (default ``results/cost3d.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+#: (label, options) of the targets rows; options go to the child process.
+TARGET_ROWS = [
+    ("ddops GDSW additive (defaults)", {}),
+    ("ddops GDSW hybrid", {"variant": "hybrid"}),
+    ("ddops GDSW, SuperLU local solves", {"local_solver": "superlu",
+                                          "extension_solver": "superlu"}),
+    ("ddops GDSW, amg local solves", {"local_solver": "amg"}),
+    ("ddops GDSW, amg local solves + amg extension", {"local_solver": "amg",
+                                                      "extension_solver": "amg"}),
+    ("pyamg SA", {"method": "sa"}),
+]
+
+PROBLEMS = {
+    # name: (builder, arguments, quick arguments)
+    "elasticity3d": ("elasticity3d", {"n": 25, "length": 4.0}, {"n": 10, "length": 3.0}),
+    "poisson3d": ("poisson3d", {"n": 100}, {"n": 40}),
+    "poisson2d": ("poisson2d", {"n": 1000}, {"n": 300}),
+}
+
+
+# -- the child: one measurement in a fresh process ----------------------------------------
+def _build(kind: str, args: dict) -> tuple[Any, Any, int]:
+    import ddops
+
+    if kind == "elasticity3d":
+        from ddops.problems.fem import fem_elasticity_3d
+
+        A, X = fem_elasticity_3d(args["n"], length=args["length"])
+        return A.tocsr(), ddops.rigid_body_modes(X), 3
+    if kind == "poisson3d":
+        return ddops.poisson_3d(args["n"]), None, 1
+    return ddops.poisson_2d(args["n"]), None, 1
+
+
+def _rss_mib(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def child(spec: dict) -> dict:
+    import numpy as np
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
+
+    import ddops
+
+    data = np.load(spec["problem_file"], allow_pickle=False)
+    A = sp.csr_matrix((data["data"], data["indices"], data["indptr"]),
+                      shape=tuple(data["shape"]))
+    Z = data["Z"] if data["Z"].size else None
+    b_size = int(data["block_size"])
+    rhs = A @ np.ones(A.shape[0])
+    exact = _reset_peak()
+    base = _rss_mib("VmRSS")
+    out: dict[str, Any] = {"unknowns": int(A.shape[0])}
+    start = time.perf_counter()
+    if spec.get("method") == "sa":
+        import pyamg
+
+        ml = pyamg.smoothed_aggregation_solver(A, B=Z)
+        M = ml.aspreconditioner()
+        out.update(levels=len(ml.levels), operator_complexity=float(ml.operator_complexity()))
+    else:
+        d = ddops.Decomposition.from_matrix(A, spec.get("subdomains"), block_size=b_size)
+        t_dec = time.perf_counter() - start
+        options = {}
+        if spec.get("extension_solver"):
+            options["extension_solver"] = spec["extension_solver"]
+        M = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", null_space=Z,
+                                  variant=spec.get("variant", "additive"),
+                                  local_solver=spec.get("local_solver", "auto"),
+                                  coarse_options=options or None)
+        st = M.stats
+        out.update(subdomains=d.num_subdomains, coarse_dim=M.coarse_dim,
+                   sparse_solver=M.sparse_solver, decomposition_seconds=t_dec,
+                   coarse_basis_seconds=st["coarse_basis_seconds"],
+                   local_setup_seconds=st["local_setup_seconds"],
+                   coarse_setup_seconds=st["coarse_setup_seconds"],
+                   held_mib={k: v / 2**20 for k, v in st.items() if k.endswith("_bytes")})
+    out["setup_seconds"] = time.perf_counter() - start
+    iterations = [0]
+
+    def count(_):
+        iterations[0] += 1
+
+    start = time.perf_counter()
+    x, info = spla.cg(A, rhs, rtol=1e-8, maxiter=2000, M=M, callback=count)
+    out["solve_seconds"] = time.perf_counter() - start
+    out["total_seconds"] = out["setup_seconds"] + out["solve_seconds"]
+    out["iterations"] = iterations[0]
+    out["info"] = int(info)
+    out["residual"] = float(np.linalg.norm(rhs - A @ x) / np.linalg.norm(rhs))
+    peak = _rss_mib("VmHWM")
+    out["peak_mib"] = peak - base if exact else float("nan")
+    return out
+
+
+# -- the parent ------------------------------------------------------------------------------
+def _save_problem(kind: str, args: dict, directory: str) -> tuple[str, int]:
+    import numpy as np
+
+    A, Z, b = _build(kind, args)
+    path = os.path.join(directory, f"{kind}_{'_'.join(map(str, args.values()))}.npz")
+    np.savez(path, data=A.data, indices=A.indices, indptr=A.indptr,
+             shape=np.array(A.shape), Z=np.zeros((0, 0)) if Z is None else Z, block_size=b)
+    return path, int(A.shape[0])
+
+
+def _measure(spec: dict, threads: int, repeat: int) -> dict:
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(threads)
+    best = None
+    for _ in range(repeat):
+        proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
+                              capture_output=True, text=True, env=env, cwd=os.getcwd())
+        if proc.returncode != 0:
+            line = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+            return {"error": line}
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        if best is None or result["total_seconds"] < best["total_seconds"]:
+            best = result
+    return best
+
+
+def _fmt(r: dict, key: str, digits: int = 1) -> str:
+    v = r.get(key)
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def section_targets(args, directory: str, results: dict) -> list[str]:
+    lines = []
+    for name in args.problems:
+        kind, full, quick = PROBLEMS[name]
+        path, n = _save_problem(kind, quick if args.quick else full, directory)
+        rows = []
+        for label, options in TARGET_ROWS:
+            r = _measure({"problem_file": path, **options}, args.threads, args.repeat)
+            rows.append((label, r))
+            print(f"  {name} {label}: {json.dumps(r)}", file=sys.stderr, flush=True)
+        results.setdefault("targets", {})[name] = {"unknowns": n, "rows": dict(rows)}
+        print(f"\n### {name}: {n:,} unknowns, {args.threads} thread(s), best of {args.repeat}\n")
+        print("| method | N | n0 | iterations | set-up s | solve s | total s | peak MiB | "
+              "total / SA | peak / SA |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        sa = dict(rows)["pyamg SA"]
+        for label, r in rows:
+            if "error" in r:
+                print(f"| {label} | failed: {r['error']} |")
+                continue
+            ratio_t = r["total_seconds"] / sa["total_seconds"] if "error" not in sa else None
+            ratio_m = r["peak_mib"] / sa["peak_mib"] if "error" not in sa else None
+            print(f"| {label} | {r.get('subdomains', '-')} | {r.get('coarse_dim', '-')} | "
+                  f"{r['iterations']} | {_fmt(r, 'setup_seconds')} | "
+                  f"{_fmt(r, 'solve_seconds')} | {_fmt(r, 'total_seconds')} | "
+                  f"{_fmt(r, 'peak_mib', 0)} | {ratio_t:.2f} | {ratio_m:.2f} |")
+        print("| PETSc GAMG, hypre | not installed here | | | | | | | | |")
+        limit = 1.5 if name == "poisson2d" else 2.0
+        for label, r in rows:
+            if label == "pyamg SA" or "error" in r or "error" in sa:
+                continue
+            ok_t = r["total_seconds"] <= limit * sa["total_seconds"]
+            ok_m = r["peak_mib"] <= 2 * sa["peak_mib"]
+            ok_i = r["iterations"] <= 60
+            line = (f"{name} / {label}: total {r['total_seconds'] / sa['total_seconds']:.2f} x "
+                    f"SA (target <= {limit}) {'PASS' if ok_t else 'MISS'}; peak "
+                    f"{r['peak_mib'] / sa['peak_mib']:.2f} x SA (<= 2) "
+                    f"{'PASS' if ok_m else 'MISS'}; {r['iterations']} iterations (<= 60) "
+                    f"{'PASS' if ok_i else 'MISS'}")
+            lines.append(line)
+            print(line)
+        if "error" not in sa:
+            held = {label: r.get("held_mib") for label, r in rows if r.get("held_mib")}
+            print("\nheld memory (MiB) of the ddops rows: local factors / coarse factor / "
+                  "coarse basis / restrictions")
+            for label, h in held.items():
+                print(f"  {label}: {h['local_factor_bytes']:.0f} / "
+                      f"{h['coarse_factor_bytes']:.0f} / {h['coarse_basis_bytes']:.0f} / "
+                      f"{h['restriction_bytes']:.0f}")
+    return lines
+
+
+SIZE_PROBLEMS = {
+    "poisson3d": ("poisson3d", {"n": 60}, {"n": 30}, [27, 64, 125, 216, 343]),
+    "poisson2d": ("poisson2d", {"n": 500}, {"n": 200}, [32, 64, 125, 250, 500]),
+    "elasticity3d": ("elasticity3d", {"n": 12, "length": 3.0}, {"n": 8, "length": 2.0},
+                     [4, 8, 16, 32, 64]),
+}
+
+
+def section_sizes(args, directory: str, results: dict) -> list[str]:
+    lines = []
+    for name, (kind, full, quick, counts) in SIZE_PROBLEMS.items():
+        path, n = _save_problem(kind, quick if args.quick else full, directory)
+        if args.quick:
+            counts = [c for c in counts if n / c >= 200][:3]
+        table = {}
+        for solver in ("superlu", "pardiso", "amg"):
+            for N in counts:
+                r = _measure({"problem_file": path, "subdomains": N, "local_solver": solver},
+                             args.threads, args.repeat)
+                table[(solver, N)] = r
+                print(f"  sizes {name} {solver} N={N}: {json.dumps(r)}", file=sys.stderr,
+                      flush=True)
+        results.setdefault("sizes", {})[name] = {f"{s}/{N}": r for (s, N), r in table.items()}
+        print(f"\n### subdomain size: {name}, {n:,} unknowns (total s / iterations)\n")
+        print("| N | unknowns per part | " + " | ".join(("superlu", "pardiso", "amg")) + " |")
+        print("|---:|---:|---:|---:|---:|")
+        for N in counts:
+            cells = []
+            for solver in ("superlu", "pardiso", "amg"):
+                r = table[(solver, N)]
+                cells.append("failed" if "error" in r else
+                             f"{r['total_seconds']:.2f} / {r['iterations']}")
+            print(f"| {N} | {n // N:,} | " + " | ".join(cells) + " |")
+        for solver in ("superlu", "pardiso", "amg"):
+            ok = [(table[(solver, N)]["total_seconds"], N) for N in counts
+                  if "error" not in table[(solver, N)]]
+            if ok:
+                t, N = min(ok)
+                line = f"{name} / {solver}: best N = {N} ({n // N:,} unknowns per part), {t:.2f} s"
+                lines.append(line)
+                print(line)
+    return lines
+
+
+def section_huge(args, directory: str, results: dict) -> list[str]:
+    n = 40 if args.quick else 216
+    path, size = _save_problem("poisson3d", {"n": n}, directory)
+    r = _measure({"problem_file": path}, args.threads, 1)
+    results["huge"] = r
+    print(f"\n### 3D Poisson {n}^3 = {size:,} unknowns, defaults\n")
+    if "error" in r:
+        print(f"failed: {r['error']}")
+        return [f"huge: failed: {r['error']}"]
+    print(json.dumps(r, indent=1))
+    line = (f"huge: {size:,} unknowns, N = {r['subdomains']}, {r['iterations']} iterations, "
+            f"set-up {r['setup_seconds']:.0f} s, solve {r['solve_seconds']:.0f} s, peak "
+            f"{r['peak_mib']:.0f} MiB above the problem")
+    print(line)
+    return [line]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sections", nargs="+", default=["targets", "sizes"],
+                   choices=["targets", "sizes", "huge"])
+    p.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--json", default=None)
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return 0
+    json_path = args.json or ("results/cost3d_quick.json" if args.quick
+                              else "results/cost3d.json")
+    import numpy
+    import scipy
+
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
+          f"python {platform.python_version()}, numpy {numpy.__version__}, scipy "
+          f"{scipy.__version__}; threads {args.threads}")
+    results: dict[str, Any] = {"threads": args.threads, "repeat": args.repeat,
+                               "quick": args.quick}
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory() as directory:
+        for section in args.sections:
+            lines += {"targets": section_targets, "sizes": section_sizes,
+                      "huge": section_huge}[section](args, directory, results)
+            os.makedirs(os.path.dirname(json_path) or ".", exist_ok=True)
+            with open(json_path + ".tmp", "w") as f:
+                json.dump(results, f, indent=1, default=str)
+            os.replace(json_path + ".tmp", json_path)
+    print("\n## summary\n")
+    for line in lines:
+        print(line)
+    print(f"\nwrote {json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

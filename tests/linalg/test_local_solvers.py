@@ -1,0 +1,387 @@
+"""Block-diagonal SPD solvers of ddops.linalg.local_solvers.
+
+References are independent: scipy's spsolve and dense numpy (solve, eigvalsh, cholesky)
+on block-diagonal matrices assembled here from 2D Laplacians and random B B^T + I blocks.
+"""
+
+import contextlib
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from hypothesis import given
+from hypothesis import strategies as st
+from threadpoolctl import threadpool_limits
+
+from ddops.linalg import local_solvers
+from ddops.linalg.local_solvers import (
+    SingularBlockError,
+    chunk_bounds,
+    default_exact_solver,
+    factorize_blocks,
+    pardiso_available,
+)
+
+EXACT = ("superlu", "pardiso")
+
+
+def need(solver):
+    """Skip when the optional package behind ``solver`` is missing."""
+    if solver == "pardiso":
+        pytest.importorskip("pypardiso")
+    elif solver == "amg":
+        pytest.importorskip("pyamg")
+
+
+# -- matrices built here ------------------------------------------------------------------------
+def lap1(m):
+    return sp.diags([-np.ones(m - 1), 2 * np.ones(m), -np.ones(m - 1)], [-1, 0, 1])
+
+
+def lap2(mx, my=None):
+    """Dirichlet 5-point Laplacian on an mx x my grid (SPD)."""
+    my = mx if my is None else my
+    return (sp.kron(sp.identity(my), lap1(mx)) + sp.kron(lap1(my), sp.identity(mx))).tocsr()
+
+
+def neumann2(m):
+    """Pure Neumann 5-point Laplacian on an m x m grid: singular (constants), diagonal > 0."""
+    T = lap1(m).tolil()
+    T[0, 0] = T[m - 1, m - 1] = 1.0
+    T = T.tocsr()
+    return (sp.kron(sp.identity(m), T) + sp.kron(T, sp.identity(m))).tocsr()
+
+
+def rand_spd(m, seed, density=0.2):
+    """B B^T + I with a random sparse B."""
+    B = sp.random(m, m, density=density, random_state=np.random.default_rng(seed))
+    return (B @ B.T + sp.identity(m)).tocsr()
+
+
+def spd_blocks():
+    """Five SPD blocks of different sizes and structure (25, 17, 12, 30, 30 rows)."""
+    return [lap2(5), rand_spd(17, 1), lap2(3, 4), rand_spd(30, 2), lap2(6, 5)]
+
+
+def assemble(blocks):
+    K = sp.block_diag(blocks, format="csr")
+    offsets = np.concatenate([[0], np.cumsum([b.shape[0] for b in blocks])]).astype(np.int64)
+    return K, offsets
+
+
+def rel(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+# -- exact solvers against spsolve --------------------------------------------------------------
+@pytest.mark.parametrize("solver", EXACT)
+@pytest.mark.parametrize("ncols", [None, 1, 4])
+@pytest.mark.parametrize("chunk_rows", [local_solvers.CHUNK_ROWS, 20])
+def test_exact_solvers_match_spsolve_float64(solver, ncols, chunk_rows):
+    """float64 factors solve K x = b to rounding, for 1-D and 2-D right-hand sides (SuperLU
+    also with several chunks of blocks)."""
+    need(solver)
+    K, offsets = assemble(spd_blocks())
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal(K.shape[0] if ncols is None else (K.shape[0], ncols))
+    f = factorize_blocks(K, offsets, solver, chunk_rows=chunk_rows)
+    Y = f.solve(X)
+    ref = spla.spsolve(K.tocsc(), X)
+    assert Y.shape == X.shape and Y.dtype == np.float64
+    assert rel(Y, ref.reshape(X.shape)) < 1e-12
+    assert f.exact and f.name == solver and f.shape == K.shape
+
+
+@pytest.mark.parametrize("solver", EXACT)
+@pytest.mark.parametrize("ncols", [None, 3])
+def test_exact_solvers_float32(solver, ncols):
+    """float32 factors: float64 result accurate to ~1e-4 relative, and really single
+    precision (not accurate to float64 rounding)."""
+    need(solver)
+    K, offsets = assemble(spd_blocks())
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal(K.shape[0] if ncols is None else (K.shape[0], ncols))
+    f = factorize_blocks(K, offsets, solver, dtype=np.float32)
+    Y = f.solve(X)
+    ref = np.linalg.solve(K.toarray(), X)
+    assert Y.dtype == np.float64 and Y.shape == X.shape
+    err = rel(Y, ref)
+    assert err < 1e-4
+    assert err > 1e-12  # the factors are float32, not float64
+    assert f.dtype == np.float32
+    if solver == "superlu":  # the stored factors themselves are single precision
+        assert all(lu.U.dtype == np.float32 for lu in f.factors)
+
+
+def test_superlu_transposed_solve_is_the_same_solve():
+    """trans="T" solves with K^T = K (the adjoint path of the Schwarz operator)."""
+    K, offsets = assemble(spd_blocks())
+    X = np.random.default_rng(5).standard_normal((K.shape[0], 2))
+    f = factorize_blocks(K, offsets, "superlu", chunk_rows=20)
+    assert rel(f.solve(X, trans="T"), np.linalg.solve(K.toarray().T, X)) < 1e-12
+
+
+@pytest.mark.parametrize("solver", ("superlu", "pardiso", "amg"))
+def test_empty_blocks_and_odd_layouts(solver):
+    """Empty blocks, non-contiguous and Fortran-ordered inputs and zero columns are solved;
+    a bad block after an empty one is named by its label."""
+    need(solver)
+    blocks = [lap2(5), sp.csr_matrix((0, 0)), lap2(3, 4), lap2(4)]
+    K = sp.block_diag([b for b in blocks if b.shape[0]], format="csr")
+    offsets = np.concatenate([[0], np.cumsum([b.shape[0] for b in blocks])])
+    X = np.random.default_rng(6).standard_normal((K.shape[0], 4))
+    ref = np.linalg.solve(K.toarray(), X)
+    f = factorize_blocks(K, offsets, solver, chunk_rows=10)
+    # K is small: the amg hierarchy is one level with an exact coarse solve
+    assert rel(f.solve(X[:, ::2]), ref[:, ::2]) < 1e-12
+    assert rel(f.solve(np.asfortranarray(X)), ref) < 1e-12
+    assert f.solve(X[:, :0]).shape == (K.shape[0], 0)
+    bad = K.tolil()
+    bad[30, 30] = -1.0  # a row of block 2 (offsets 0, 25, 25, 37, 53)
+    with pytest.raises(SingularBlockError) as info:
+        factorize_blocks(bad.tocsr(), offsets, solver)
+    assert info.value.block == 2
+
+
+def test_unknown_solver_name():
+    K, offsets = assemble(spd_blocks())
+    with pytest.raises(ValueError, match="solver"):
+        factorize_blocks(K, offsets, "mumps")
+
+
+def test_default_exact_solver_follows_availability():
+    """pardiso when pypardiso is installed, else superlu."""
+    try:
+        import pypardiso  # noqa: F401
+        installed = True
+    except ImportError:
+        installed = False
+    assert pardiso_available() == installed
+    assert default_exact_solver() == ("pardiso" if installed else "superlu")
+
+
+# -- the inexact amg solver ---------------------------------------------------------------------
+@contextlib.contextmanager
+def legacy_seed(seed):
+    """pyamg estimates spectral radii from numpy's global random state: seed it for a
+    reproducible hierarchy, and restore it afterwards."""
+    state = np.random.get_state()  # noqa: NPY002 - pyamg reads the legacy global state
+    np.random.seed(seed)  # noqa: NPY002
+    try:
+        yield
+    finally:
+        np.random.set_state(state)  # noqa: NPY002
+
+
+def amg_operator(K, offsets, cycles, seed=0):
+    """The amg solver and its operator B assembled densely (B e_j for every j).
+
+    pyamg estimates spectral radii from np.random vectors, so the hierarchy depends on the
+    global random state: it is seeded here (and restored) to compare builds.
+    """
+    with legacy_seed(seed):
+        f = factorize_blocks(K, offsets, "amg", cycles=cycles)
+    return f, f.solve(np.eye(K.shape[0]))
+
+
+@pytest.fixture(scope="module")
+def amg_problem():
+    """Three Laplacian blocks, 584 rows (enough for a two-level hierarchy: max_coarse is
+    500), and the amg operators B_1, B_2 of one and two cycles, assembled densely."""
+    pytest.importorskip("pyamg")
+    K, offsets = assemble([lap2(14), lap2(12, 15), lap2(16, 13)])
+    Kd = K.toarray()
+    ops = {c: amg_operator(K, offsets, c) for c in (1, 2)}
+    # the dense references on one BLAS thread: multithreaded OpenBLAS next to MKL's
+    # spinning threads (PARDISO) takes seconds on a small eigenproblem on 2 cores
+    with threadpool_limits(1, user_api="blas"):
+        L = np.linalg.cholesky(Kd)
+        # the eigenvalues of L^T B L: those of B K, and (Sylvester) as many positive as B
+        mu = {c: np.linalg.eigvalsh(L.T @ (0.5 * (B + B.T)) @ L) for c, (_, B) in ops.items()}
+    return K, offsets, Kd, L, ops, mu
+
+
+@pytest.mark.parametrize("cycles", [1, 2])
+def test_amg_operator_is_spd_and_a_contraction(amg_problem, cycles):
+    """The applied operator B is symmetric, positive definite and ||I - B K||_K < 1.
+
+    For symmetric B, I - B K is K-self-adjoint: its K-norm is max |1 - mu| over the
+    eigenvalues mu of L^T B L (K = L L^T), and B is positive definite iff all mu > 0.
+    """
+    K, offsets, Kd, L, ops, mu = amg_problem
+    f, B = ops[cycles]
+    assert len(f.hierarchy.levels) >= 2  # a real V-cycle, not only the exact coarse solve
+    assert not f.exact and f.name == "amg" and f.cycles == cycles
+    assert np.abs(B - B.T).max() <= 1e-12 * np.abs(B).max()
+    assert mu[cycles].min() > 0
+    rho = np.abs(1 - mu[cycles]).max()
+    assert rho < 1
+    assert rho > 1e-8  # inexact: B is not K^{-1}
+    # the K-norm from its definition on a few vectors: ||(I - B K) v||_K <= rho ||v||_K
+    V = np.random.default_rng(8).standard_normal((K.shape[0], 5))
+    EV = V - B @ (Kd @ V)
+    k_norm = np.sqrt(np.einsum("ij,ij->j", EV, Kd @ EV))
+    assert (k_norm <= rho * np.sqrt(np.einsum("ij,ij->j", V, Kd @ V)) * (1 + 1e-8)).all()
+
+
+def test_amg_cycles_compose(amg_problem):
+    """Two cycles on the same hierarchy propagate the error by (I - B_1 K)^2, so
+    ||I - B_2 K||_K = ||I - B_1 K||_K^2 (the error propagation is K-self-adjoint)."""
+    K, offsets, Kd, L, ops, mu = amg_problem
+    B1, B2 = ops[1][1], ops[2][1]
+    E1 = np.eye(K.shape[0]) - B1 @ Kd
+    np.testing.assert_allclose(np.eye(K.shape[0]) - B2 @ Kd, E1 @ E1, rtol=0, atol=1e-10)
+    rho1, rho2 = np.abs(1 - mu[1]).max(), np.abs(1 - mu[2]).max()
+    assert rho2 == pytest.approx(rho1**2, rel=1e-6)
+
+
+def test_amg_solve_2d_equals_column_solves(amg_problem):
+    """A 2-D right-hand side is solved column by column with the same operator."""
+    K, offsets, _, _, ops, _ = amg_problem
+    f = ops[1][0]
+    X = np.random.default_rng(7).standard_normal((K.shape[0], 3))
+    Y = f.solve(X)
+    for j in range(3):
+        np.testing.assert_allclose(Y[:, j], f.solve(X[:, j]), rtol=0, atol=1e-14)
+
+
+# -- singular and indefinite blocks -------------------------------------------------------------
+def make_bad(kind, blocks, pos):
+    """Replace block ``pos`` by an indefinite one (diagonal still positive) or a singular one."""
+    blocks = list(blocks)
+    b = blocks[pos]
+    m = b.shape[0]
+    if kind == "indefinite":
+        lam = np.linalg.eigvalsh(b.toarray())
+        bad = (b - lam[m // 3] * sp.identity(m)).tocsr()  # a third of the spectrum < 0
+        assert (bad.diagonal() > 0).all()
+    elif kind == "singular":
+        side = int(round(np.sqrt(m)))
+        if side * side == m:
+            bad = neumann2(side)
+        else:  # shift the smallest eigenvalue to zero
+            bad = sp.csr_matrix(b.toarray() - np.linalg.eigvalsh(b.toarray())[0] * np.eye(m))
+        assert (bad.diagonal() > 0).all()
+    else:  # "negative diagonal"
+        bad = b.tolil()
+        bad[1, 1] = -1.0
+        bad = bad.tocsr()
+    blocks[pos] = bad
+    return assemble(blocks)
+
+
+EXACT_CASES = [("superlu", {"exact_check": True}), ("superlu", {"exact_check": False}),
+               ("superlu", {"exact_check": False, "chunk_rows": 20}),
+               ("superlu", {"exact_check": True, "chunk_rows": 20}), ("pardiso", {})]
+
+
+@pytest.mark.parametrize("pos", [0, 2, 4])
+@pytest.mark.parametrize("kind", ["indefinite", "singular", "negative diagonal"])
+@pytest.mark.parametrize("solver,options", EXACT_CASES)
+def test_exact_solvers_name_the_bad_block(solver, options, kind, pos):
+    """SingularBlockError (a ValueError) names the singular / indefinite block: first,
+    middle and last, with SuperLU's pivot check and its one-solve check."""
+    need(solver)
+    K, offsets = make_bad(kind, spd_blocks(), pos)
+    with pytest.raises(SingularBlockError) as info:
+        factorize_blocks(K, offsets, solver, **options)
+    assert info.value.block == pos
+    assert isinstance(info.value, ValueError)
+    assert str(pos) in str(info.value)
+
+
+@pytest.mark.parametrize("solver,options", [*EXACT_CASES, ("amg", {})])
+def test_two_bad_blocks_one_of_them_is_named(solver, options):
+    """With two bad blocks (1 and 3) the error names one of them, never a good block."""
+    need(solver)
+    K, offsets = make_bad("negative diagonal", spd_blocks(), 1)
+    blocks = [K[offsets[i]:offsets[i + 1], offsets[i]:offsets[i + 1]] for i in range(5)]
+    K, offsets = make_bad("negative diagonal", blocks, 3)
+    with pytest.raises(SingularBlockError) as info:
+        factorize_blocks(K, offsets, solver, **options)
+    assert info.value.block in (1, 3)
+
+
+@pytest.mark.parametrize("pos", [0, 2, 4])
+def test_amg_names_a_block_with_a_negative_diagonal(pos):
+    need("amg")
+    K, offsets = make_bad("negative diagonal", spd_blocks(), pos)
+    with pytest.raises(SingularBlockError) as info:
+        factorize_blocks(K, offsets, "amg")
+    assert info.value.block == pos
+
+
+# -- memory accounting --------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("chunk_rows", [local_solvers.CHUNK_ROWS, 20])
+def test_superlu_nbytes_and_nnz(dtype, chunk_rows):
+    """nnz sums the chunks' factors; nbytes is a value plus a 4-byte index per nonzero."""
+    K, offsets = assemble(spd_blocks())
+    f = factorize_blocks(K, offsets, "superlu", dtype=dtype, chunk_rows=chunk_rows)
+    assert len(f.factors) == f.bounds.size - 1
+    assert f.nnz == sum(lu.nnz for lu in f.factors)
+    for lu in f.factors:  # the stored factor holds at least L and U (unit diagonal shared)
+        assert lu.nnz >= lu.L.nnz + lu.U.nnz - lu.shape[0]
+    assert f.nbytes == f.nnz * (np.dtype(dtype).itemsize + 4)
+    assert f.nnz >= sp.tril(K).nnz
+
+
+def test_pardiso_nnz_and_nbytes():
+    """PARDISO's factor has at least the nonzeros of the lower triangle of K."""
+    need("pardiso")
+    K, offsets = assemble(spd_blocks())
+    f = factorize_blocks(K, offsets, "pardiso")
+    assert f.nnz >= sp.tril(K).nnz
+    assert f.nbytes > 0 and f.nbytes % 1024 == 0
+    f.free()
+    f.free()  # idempotent
+
+
+def test_amg_nnz_counts_the_hierarchy(amg_problem):
+    K, offsets, _, _, ops, _ = amg_problem
+    f = ops[1][0]
+    levels = f.hierarchy.levels
+    expected = sum(lv.A.nnz for lv in levels) + sum(lv.P.nnz + lv.R.nnz for lv in levels[:-1])
+    assert f.nnz == expected and f.nnz > K.nnz
+    assert f.nbytes == 12 * f.nnz
+
+
+# -- chunk_bounds -------------------------------------------------------------------------------
+@given(sizes=st.lists(st.integers(0, 12), min_size=1, max_size=30),
+       chunk_rows=st.integers(1, 60))
+def test_chunk_bounds_properties(sizes, chunk_rows):
+    """Bounds from 0 to m at block boundaries, strictly increasing, grouping block i by
+    offsets[i] // chunk_rows, every chunk below chunk_rows plus one block's rows."""
+    sizes = np.array(sizes)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    m = int(offsets[-1])
+    bounds = chunk_bounds(offsets, chunk_rows)
+    assert bounds.dtype == np.int64
+    assert bounds[0] == 0 and bounds[-1] == m
+    if m == 0:
+        assert list(bounds) == [0, 0]
+        return
+    assert np.all(np.diff(bounds) > 0)
+    assert np.isin(bounds, offsets).all()
+    assert np.diff(bounds).max() < chunk_rows + sizes.max()
+    # an independent grouping: nonempty blocks with the same key share a chunk
+    keys = {}
+    for start, size in zip(offsets[:-1], sizes):
+        if size:
+            keys.setdefault(int(start) // chunk_rows, int(start))
+    assert list(bounds[:-1]) == sorted(keys.values())
+
+
+def test_chunk_bounds_extremes():
+    offsets = np.array([0, 3, 3, 8, 20, 21])
+    np.testing.assert_array_equal(chunk_bounds(offsets, 10**6), [0, 21])
+    np.testing.assert_array_equal(chunk_bounds(offsets, 1), [0, 3, 8, 20, 21])
+    np.testing.assert_array_equal(chunk_bounds(offsets, 4), [0, 8, 20, 21])
+
+
+def test_gdsw_reexports_the_same_helpers():
+    from ddops.dd import gdsw
+
+    assert gdsw.chunk_bounds is chunk_bounds
+    assert gdsw.SUPERLU_PANEL_SIZE == local_solvers.SUPERLU_PANEL_SIZE
