@@ -462,15 +462,15 @@ class AMGBlocks(BlockSolver):
         B = None if near_null is None else np.asarray(near_null, dtype=np.float64)
         # pyamg draws the start vectors of its spectral-radius estimates from numpy's global
         # generator: seed it for a reproducible hierarchy, and give the caller's state back
-        state = np.random.get_state()
-        np.random.seed(0)
+        state = np.random.get_state()  # noqa: NPY002 - pyamg uses the legacy generator
+        np.random.seed(0)  # noqa: NPY002
         try:
             self.hierarchy = pyamg.smoothed_aggregation_solver(
                 sp.csr_matrix(K, dtype=np.float64), B=B, symmetry="symmetric",
                 presmoother=smoother, postsmoother=smoother, coarse_solver="splu",
                 max_coarse=max(500, 2 * int(np.unique(block).size)))
         finally:
-            np.random.set_state(state)
+            np.random.set_state(state)  # noqa: NPY002
         levels = self.hierarchy.levels
         self.nnz = sum(int(lv.A.nnz) for lv in levels) + sum(
             int(lv.P.nnz) + int(lv.R.nnz) for lv in levels[:-1])
