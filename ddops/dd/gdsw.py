@@ -146,7 +146,7 @@ DENSE_DROP_MAX = 4000
 
 #: The harmonic extension solves at most this many bytes of right-hand sides at
 #: once (float64 ``rows x columns`` blocks, rows those of one chunk of parts).
-EXTENSION_CHUNK_BYTES = 2**26
+EXTENSION_CHUNK_BYTES = 2**24
 
 #: Relative residual of every column of the inexact (``solver="amg"``) harmonic extension.
 EXTENSION_RTOL = 1e-6
@@ -652,13 +652,13 @@ def harmonic_extension(
         Memory bound of one block of right-hand sides.
     chunk_rows : int, optional
         Target rows of one chunk of parts factorised together (default
-        :data:`FACTOR_CHUNK_ROWS` for SuperLU, 16 times it for the others); the result
+        :data:`FACTOR_CHUNK_ROWS` for SuperLU, 4 times it for the others); the result
         does not depend on it beyond rounding.
     solver : {"auto", "superlu", "pardiso", "amg"}
         The interior solver (:func:`ddops.linalg.local_solvers.factorize_blocks`):
         ``"auto"`` is PARDISO when it is installed, else SuperLU.  ``"amg"`` is the
         inexact extension: conjugate gradients on every column, preconditioned by one
-        smoothed-aggregation V-cycle, stopped when the residual of every coarse function
+        aggregation-AMG V-cycle, stopped when the residual of every coarse function
         in every part is at most ``rtol`` times its right-hand side there
         (``||A_{I_p I_p} x - b_p|| <= rtol ||b_p||``, Euclidean norms; at most
         :data:`EXTENSION_MAXITER` iterations).
@@ -680,7 +680,7 @@ def harmonic_extension(
         solver = default_exact_solver()
     rtol = check_positive_float("rtol", rtol)
     if chunk_rows is None:
-        chunk_rows = FACTOR_CHUNK_ROWS if solver == "superlu" else 16 * FACTOR_CHUNK_ROWS
+        chunk_rows = FACTOR_CHUNK_ROWS
     chunk_rows = check_int("chunk_rows", chunk_rows, minimum=1)
     n = A.shape[0]
     PhiG = sp.csr_matrix(Phi_interface)
@@ -720,8 +720,7 @@ def harmonic_extension(
     part_offsets = np.concatenate([[0], np.cumsum(np.bincount(rank[part], minlength=N))])
     bounds = chunk_bounds(part_offsets, chunk_rows)
     entry_bounds = np.searchsorted(B.row, bounds)
-    G_coo = PhiG.tocoo()
-    rows, cols, vals = [G_coo.row], [G_coo.col], [G_coo.data]
+    pieces = []  # per chunk: its first and last interior row and its rows of Phi (CSR)
     kept = 0
     # a loop over chunks of parts: factorise one chunk of A_II, extend into it, drop it
     for c in range(bounds.size - 1):
@@ -741,6 +740,7 @@ def harmonic_extension(
         e_row, e_slot, e_val = B.row[e0:e1] - r0, entry_slot[e0:e1], B.data[e0:e1]
         c_width = int(e_slot.max()) + 1 if e1 > e0 else 0
         step = max(1, int(chunk_bytes) // (8 * (r1 - r0)))
+        rows, cols, vals = [], [], []
         for start in range(0, c_width, step):  # column blocks of the chunk's slots
             stop = min(start + step, c_width)
             sel = (e_slot >= start) & (e_slot < stop)
@@ -748,17 +748,55 @@ def harmonic_extension(
             rhs[e_row[sel], e_slot[sel] - start] = e_val[sel]
             X = lu.solve(rhs) if lu.exact else _pcg_columns(
                 K, lu, rhs, rtol, part_offsets[p0:p1] - r0)
+            del rhs
             r, s = np.nonzero(X)
             col = index[rank[part[r + r0]], s + start]
             ok = col >= 0  # slots beyond a part's own pairs carry no function
-            rows.append(interior[r[ok] + r0])
-            cols.append(col[ok])
+            rows.append(r[ok].astype(np.int32))
+            cols.append(col[ok].astype(np.int32))
             vals.append(X[r[ok], s[ok]])
+            del X, r, s, col, ok
         del lu
+        if rows:
+            pieces.append((r0, sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows),
+                                                                      np.concatenate(cols))),
+                                             shape=(r1 - r0, n0))))
+        del rows, cols, vals
     if kept != A_II.nnz:
         raise ValueError("A couples the interiors of different parts (A_II is not block "
                          "diagonal over the parts); the interface must separate the parts")
-    Phi = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+    return _stack_rows(PhiG, [(interior[r0:r0 + P.shape[0]], P) for r0, P in pieces])
+
+
+def _stack_rows(first: sp.csr_matrix, pieces: list) -> sp.csr_matrix:
+    """``first`` plus every ``(global_rows, P)``: ``P``'s row ``i`` added to row
+    ``global_rows[i]``, written once into the final CSR arrays (no triplets of the whole
+    result: the extension of 3D elasticity has 23 M nonzeros, and triplets plus their
+    conversion took 60 bytes per nonzero at the peak, this 24).  A piece is dropped once
+    it is copied."""
+    n, n0 = first.shape
+    first = sp.csr_matrix(first)
+    counts = np.diff(first.indptr).astype(np.int64)
+    for rows, P in pieces:
+        counts[rows] += np.diff(P.indptr)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    index_dtype = np.int32 if max(int(indptr[-1]), n0) < 2**31 else np.int64
+    data = np.empty(int(indptr[-1]), dtype=np.float64)
+    indices = np.empty(int(indptr[-1]), dtype=index_dtype)
+    used = indptr[:-1].copy()  # next free position of every row
+
+    def place(rows: np.ndarray, P: sp.csr_matrix) -> None:
+        lengths = np.diff(P.indptr)
+        dest = np.repeat(used[rows] - P.indptr[:-1], lengths) + np.arange(P.nnz)
+        data[dest] = P.data
+        indices[dest] = P.indices
+        used[rows] += lengths
+
+    place(np.arange(n), first)
+    while pieces:
+        place(*pieces.pop(0))
+    Phi = sp.csr_matrix((data, indices, indptr.astype(index_dtype, copy=False)),
                         shape=(n, n0))
     Phi.eliminate_zeros()
     Phi.sort_indices()

@@ -665,7 +665,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "CG stay in float64); default %(default)s")
     s.add_argument("--local-solver", choices=LOCAL_SOLVER_CHOICES, default=d.local_solver,
                    help="local solver of the Schwarz rows: dense inverses, SuperLU, MKL "
-                        "PARDISO (extra ddops[solvers]) or one smoothed-aggregation V-cycle "
+                        "PARDISO (extra ddops[solvers]) or one aggregation-AMG V-cycle "
                         "(inexact); auto: dense when small, else pardiso when installed, else "
                         "superlu; default %(default)s")
     s.add_argument("--extension-solver", choices=EXTENSION_SOLVER_CHOICES,

@@ -370,9 +370,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
         chunk and application); ``"pardiso"`` with MKL PARDISO's supernodal
         Cholesky, all subdomains in one factorisation (extra ``ddops[solvers]``; in
         3D half of SuperLU's fill and a 2-3x faster solve); ``"amg"`` is inexact: one
-        smoothed-aggregation V-cycle over all subdomain matrices at once with
-        symmetric Gauss-Seidel smoothing, near-null space ``null_space`` restricted
-        to the subdomains (extra ``ddops[precond]``).  A fixed number of V-cycles
+        aggregation-AMG V-cycle (pyamg, plain aggregation) over all subdomain matrices
+        at once with symmetric Gauss-Seidel smoothing, near-null space ``null_space``
+        restricted to the subdomains (extra ``ddops[precond]``).  A fixed number of V-cycles
         with a smoother and its adjoint is a fixed SPD operator, so ``M`` stays
         symmetric positive definite for CG (with more iterations than the exact
         solvers).  ``"auto"`` takes ``"dense"`` when ``N p^2`` float64 values fit in
