@@ -438,7 +438,7 @@ class PardisoBlocks(BlockSolver):
 
 
 class AMGBlocks(BlockSolver):
-    """``cycles`` aggregation-AMG V-cycles (pyamg, plain aggregation) for all blocks at once (inexact).
+    """``cycles`` aggregation-AMG V-cycles (pyamg, plain aggregation), all blocks at once.
 
     Parameters
     ----------
