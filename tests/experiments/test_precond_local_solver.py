@@ -1,0 +1,112 @@
+"""``ddops precond --local-solver/--extension-solver`` and the default subdomain count.
+
+The references are independent: the iteration count from scipy's CG on a preconditioner
+built here, the default count from the documented rule (parts of about 2000 unknowns).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse.linalg as spla
+
+import ddops
+from ddops.dd.partition import TARGET_SUBDOMAIN_UNKNOWNS, default_subdomains
+from ddops.experiments.cli import main
+from ddops.experiments.precond import PrecondConfig
+
+HAVE_PYAMG = importlib.util.find_spec("pyamg") is not None
+HAVE_PARDISO = importlib.util.find_spec("pypardiso") is not None
+QUIET = ["--no-plots", "--no-progress"]
+
+
+def run(tmp_path, name, *argv):
+    prefix = str(tmp_path / name)
+    assert main(["precond", *argv, "--save-prefix", prefix, *QUIET]) == 0
+    payload = json.loads((tmp_path / f"{name}_results.json").read_text())
+    return {r["method"]: r for r in payload["rows"]}
+
+
+def cg_iterations(A, b, M):
+    count = [0]
+    spla.cg(A, b, rtol=1e-8, M=M, callback=lambda _: count.__setitem__(0, count[0] + 1))
+    return count[0]
+
+
+# -- default subdomain count ------------------------------------------------------------------
+def test_target_subdomain_size_is_pinned():
+    assert TARGET_SUBDOMAIN_UNKNOWNS == 2000
+    # round(n / 2000), at least 2, at most the number of nodes
+    assert default_subdomains(10**6) == 500
+    assert default_subdomains(16384) == 8       # 8.19
+    assert default_subdomains(17000) == 8       # 8.5 rounds to even
+    assert default_subdomains(19000) == 10      # 9.5 rounds to even
+    assert default_subdomains(1500) == 2        # at least two parts
+    assert default_subdomains(3, block_size=3) == 1  # one node: one part
+    assert default_subdomains(227448, block_size=3) == 114
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "10"])
+def test_default_subdomains_refuses_bad_sizes(bad):
+    with pytest.raises((ValueError, TypeError), match="num_dofs"):
+        default_subdomains(bad)
+
+
+def test_from_matrix_without_subdomains_uses_the_target():
+    A = ddops.poisson_2d(100)  # 10^4 unknowns: 5 parts
+    d = ddops.Decomposition.from_matrix(A)
+    assert d.num_subdomains == 5
+    same = ddops.Decomposition.from_matrix(A, 5, overlap=1)
+    assert np.array_equal(d.owner, same.owner)
+    assert np.array_equal(d.indices, same.indices)
+    assert ddops.Decomposition.from_matrix(ddops.poisson_2d(10)).num_subdomains == 2
+
+
+# -- the command line -------------------------------------------------------------------------
+@pytest.mark.parametrize("solver", ["superlu", "pardiso", "amg"])
+def test_local_solver_flag_reaches_the_preconditioner(tmp_path, solver):
+    if solver == "pardiso" and not HAVE_PARDISO:
+        pytest.skip("needs pypardiso (extra 'solvers')")
+    if solver == "amg" and not HAVE_PYAMG:
+        pytest.skip("needs pyamg")
+    rows = run(tmp_path, solver, "--problem", "poisson2d", "--n", "48", "--subdomains", "9",
+               "--coarse", "gdsw", "--local-solver", solver)
+    r = rows["two_level"]
+    assert r["sparse_solver"] == solver and r["local_solver"] == "sparse"
+    held = r["memory_held"]
+    assert held["total_bytes"] == sum(held[k] for k in (
+        "local_factor_bytes", "coarse_factor_bytes", "coarse_basis_bytes", "restriction_bytes"))
+    # the same iterations as a preconditioner built here on the same decomposition
+    A = ddops.poisson_2d(48)
+    d = ddops.Decomposition.from_grid((48, 48), (3, 3))
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", local_solver=solver)
+    b = np.random.default_rng(0).standard_normal(A.shape[0])
+    assert abs(r["iterations"] - cg_iterations(A, b, M)) <= 1
+
+
+def test_extension_solver_flag_changes_the_basis(tmp_path):
+    if not HAVE_PYAMG:
+        pytest.skip("needs pyamg")
+    exact = run(tmp_path, "exact", "--problem", "poisson2d", "--n", "48", "--subdomains", "9",
+                "--coarse", "gdsw", "--extension-solver", "superlu")["two_level"]
+    inexact = run(tmp_path, "inexact", "--problem", "poisson2d", "--n", "48", "--subdomains",
+                  "9", "--coarse", "gdsw", "--extension-solver", "amg")["two_level"]
+    assert exact["coarse_dim"] == inexact["coarse_dim"]
+    assert abs(exact["iterations"] - inexact["iterations"]) <= 2  # rtol 1e-6 keeps them
+
+
+def test_bad_local_solver_is_one_line(capsys, tmp_path):
+    assert main(["precond", "--problem", "poisson2d", "--n", "16", "--local-solver", "mumps",
+                 "--save-prefix", str(tmp_path / "x"), *QUIET]) == 2
+    err = capsys.readouterr().err
+    assert "--local-solver" in err and "Traceback" not in err
+
+
+def test_config_refuses_unknown_solvers():
+    with pytest.raises(ValueError, match="local_solver"):
+        PrecondConfig(problem="poisson2d", local_solver="mumps").validated()
+    with pytest.raises(ValueError, match="extension_solver"):
+        PrecondConfig(problem="poisson2d", extension_solver="dense").validated()
