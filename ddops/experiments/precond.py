@@ -227,11 +227,12 @@ ONE_D_ONLY = ("kind", "restart", "local_rank", "coarse_rank", "train_steps", "lr
 #: How the peak memory of a row of the 2D/3D problems is measured (also in the JSON file).
 MEMORY_METHOD = (
     "tracemalloc peak of the row's set-up and solve (numpy and scipy arrays, pyamg's "
-    "hierarchy; allocated after the matrix and right-hand side) plus an estimate of the "
-    "SuperLU factors, which tracemalloc does not see: 12 bytes (value and index) per stored "
-    "nonzero of L and U of the sparse local and coarse factorisations.  Not counted: "
-    "SuperLU's and METIS's temporary work space and other C/C++ allocations outside Python's "
-    "allocator hooks.")
+    "hierarchy; allocated after the matrix and right-hand side) plus the sparse factors, "
+    "which tracemalloc does not see (superlu_factor_bytes, TwoLevelSchwarz.factor_bytes): "
+    "for SuperLU an estimate of 12 bytes (value and index) per stored nonzero of L and U, "
+    "for MKL PARDISO the memory it reports for its factors.  Not counted: the solvers' and "
+    "METIS's temporary work space and other C/C++ allocations outside Python's allocator "
+    "hooks.")
 
 #: Bytes per stored nonzero of a SuperLU factor in :data:`MEMORY_METHOD`.
 SUPERLU_BYTES_PER_NONZERO = 12
@@ -1199,7 +1200,8 @@ class _PeakMemory:
 
 
 def _superlu_bytes(M: Any) -> int:
-    """Estimated bytes of the SuperLU factors of a TwoLevelSchwarz (invisible to tracemalloc)."""
+    """Bytes of the sparse (SuperLU, PARDISO) factors of a TwoLevelSchwarz (invisible to
+    tracemalloc; the key keeps its name from when SuperLU was the only one)."""
     if not isinstance(M, TwoLevelSchwarz):
         return 0
     return M.factor_bytes  # SUPERLU_BYTES_PER_NONZERO per float64 nonzero, 8 per float32 one

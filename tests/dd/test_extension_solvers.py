@@ -14,13 +14,7 @@ from threadpoolctl import threadpool_limits
 import ddops
 from ddops.dd import gdsw
 from ddops.dd.gdsw import EXTENSION_RTOL, gdsw_basis, harmonic_extension
-
-
-def need(solver):
-    if solver == "pardiso":
-        pytest.importorskip("pypardiso")
-    elif solver == "amg":
-        pytest.importorskip("pyamg")
+from tests._optional import need
 
 
 def algebraic_interface(A, owner):

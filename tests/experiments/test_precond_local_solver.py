@@ -6,7 +6,6 @@ built here, the default count from the documented rule (parts of about 2000 unkn
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import numpy as np
@@ -17,9 +16,8 @@ import ddops
 from ddops.dd.partition import TARGET_SUBDOMAIN_UNKNOWNS, default_subdomains
 from ddops.experiments.cli import main
 from ddops.experiments.precond import PrecondConfig
+from tests._optional import need
 
-HAVE_PYAMG = importlib.util.find_spec("pyamg") is not None
-HAVE_PARDISO = importlib.util.find_spec("pypardiso") is not None
 QUIET = ["--no-plots", "--no-progress"]
 
 
@@ -68,10 +66,7 @@ def test_from_matrix_without_subdomains_uses_the_target():
 # -- the command line -------------------------------------------------------------------------
 @pytest.mark.parametrize("solver", ["superlu", "pardiso", "amg"])
 def test_local_solver_flag_reaches_the_preconditioner(tmp_path, solver):
-    if solver == "pardiso" and not HAVE_PARDISO:
-        pytest.skip("needs pypardiso (extra 'solvers')")
-    if solver == "amg" and not HAVE_PYAMG:
-        pytest.skip("needs pyamg")
+    need(solver)
     rows = run(tmp_path, solver, "--problem", "poisson2d", "--n", "48", "--subdomains", "9",
                "--coarse", "gdsw", "--local-solver", solver)
     r = rows["two_level"]
@@ -88,8 +83,7 @@ def test_local_solver_flag_reaches_the_preconditioner(tmp_path, solver):
 
 
 def test_extension_solver_flag_changes_the_basis(tmp_path):
-    if not HAVE_PYAMG:
-        pytest.skip("needs pyamg")
+    need("amg")
     exact = run(tmp_path, "exact", "--problem", "poisson2d", "--n", "48", "--subdomains", "9",
                 "--coarse", "gdsw", "--extension-solver", "superlu")["two_level"]
     inexact = run(tmp_path, "inexact", "--problem", "poisson2d", "--n", "48", "--subdomains",

@@ -22,16 +22,9 @@ from ddops.linalg.local_solvers import (
     factorize_blocks,
     pardiso_available,
 )
+from tests._optional import need
 
 EXACT = ("superlu", "pardiso")
-
-
-def need(solver):
-    """Skip when the optional package behind ``solver`` is missing."""
-    if solver == "pardiso":
-        pytest.importorskip("pypardiso")
-    elif solver == "amg":
-        pytest.importorskip("pyamg")
 
 
 # -- matrices built here ------------------------------------------------------------------------

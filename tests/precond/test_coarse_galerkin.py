@@ -15,8 +15,7 @@ import pytest
 
 import ddops
 from ddops.problems import diffusion_2d, high_contrast_channels
-
-HAVE_PYAMG = importlib.util.find_spec("pyamg") is not None
+from tests._optional import need
 
 
 def dense_galerkin(A, Phi):
@@ -50,8 +49,7 @@ def test_interface_rows_match_the_user_matrix_path():
 
 
 def test_inexact_extension_uses_the_full_product():
-    if not HAVE_PYAMG:
-        pytest.skip("needs pyamg")
+    need("amg")
     A = ddops.poisson_2d(24)
     d = ddops.Decomposition.from_matrix(A, 5)
     M = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw",

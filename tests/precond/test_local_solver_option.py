@@ -16,6 +16,7 @@ from threadpoolctl import threadpool_limits
 
 import ddops
 from ddops.precond.schwarz import TwoLevelSchwarz
+from tests._optional import need
 
 STATS_KEYS = {"local_solver", "sparse_solver", "coarse_dim", "setup_seconds",
               "coarse_basis_seconds", "local_setup_seconds", "coarse_setup_seconds",
@@ -23,13 +24,6 @@ STATS_KEYS = {"local_solver", "sparse_solver", "coarse_dim", "setup_seconds",
               "restriction_bytes", "total_bytes", "factor_nnz"}
 PARTS = ("local_factor_bytes", "coarse_factor_bytes", "coarse_basis_bytes",
          "restriction_bytes")
-
-
-def need(solver):
-    if solver == "pardiso":
-        pytest.importorskip("pypardiso")
-    elif solver == "amg":
-        pytest.importorskip("pyamg")
 
 
 @contextlib.contextmanager
