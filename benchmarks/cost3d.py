@@ -25,9 +25,10 @@ Sections (``--sections``):
     P1 on the tetrahedra of a 4 x 1 x 1 beam clamped at ``x = 0``, ``fem_elasticity_3d(25,
     length=4)``, 227,448 unknowns, rigid body modes), 3D Poisson ``100^3`` and 2D Poisson
     ``1000^2`` (finite differences).  Rows: the defaults (GDSW additive, ``local_solver=
-    "auto"``: PARDISO when installed), the hybrid variant, SuperLU local solves (the
-    previous default), the inexact local solver (one smoothed-aggregation V-cycle), the
-    inexact local solver with the inexact extension, and pyamg SA.  Target lines compare
+    "auto"``: PARDISO when installed), the hybrid variant, float32 local factors
+    (``factor_dtype``), SuperLU local solves (the previous default), the inexact local
+    solver (one aggregation-AMG V-cycle), the inexact local solver with the inexact
+    extension, and pyamg SA.  Target lines compare
     each ``ddops`` row with SA (total time within 2x in 3D, 1.5x in 2D; peak memory within
     2x; at most 60 iterations).
 ``sizes``
@@ -61,6 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TARGET_ROWS = [
     ("ddops GDSW additive (defaults)", {}),
     ("ddops GDSW hybrid", {"variant": "hybrid"}),
+    ("ddops GDSW additive, float32 local factors", {"factor_dtype": "float32"}),
     ("ddops GDSW, SuperLU local solves", {"local_solver": "superlu",
                                           "extension_solver": "superlu"}),
     ("ddops GDSW, amg local solves", {"local_solver": "amg"}),
@@ -140,6 +142,7 @@ def child(spec: dict) -> dict:
         M = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", null_space=Z,
                                   variant=spec.get("variant", "additive"),
                                   local_solver=spec.get("local_solver", "auto"),
+                                  factor_dtype=spec.get("factor_dtype", "float64"),
                                   coarse_options=options or None)
         st = M.stats
         out.update(subdomains=d.num_subdomains, coarse_dim=M.coarse_dim,

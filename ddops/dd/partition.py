@@ -269,7 +269,8 @@ def _warn_disconnected(G: sp.csr_matrix, labels: np.ndarray, parts: int,
 
 # -- partitioners ------------------------------------------------------------------------------
 def _metis(G: sp.csr_matrix, parts: int, seed: int, connected: bool) -> np.ndarray:
-    """K-way METIS labels of the nodes of ``G``; contiguous parts when ``G`` is connected."""
+    """K-way METIS labels of the nodes of ``G``; contiguous parts when ``G`` is connected
+    (plain k-way, or METIS's contiguous k-way when a plain part came out in pieces)."""
     import pymetis
 
     m = G.shape[0]
@@ -284,13 +285,16 @@ def _metis(G: sp.csr_matrix, parts: int, seed: int, connected: bool) -> np.ndarr
             options.contig = 1
         return pymetis.part_graph(parts, adjacency, options=options, recursive=False)
 
-    try:
-        result = run(connected)
-    except RuntimeError:  # METIS refuses contiguity on some graphs: fall back to plain k-way
-        if not connected:
-            raise
-        result = run(False)
-    return np.asarray(result.vertex_part, dtype=np.int64)
+    # plain k-way first: METIS's contiguity option doubles its time (3D Poisson 10^6 into
+    # 500 parts: 2.9 s against 5.7 s) and plain k-way parts of a mesh graph are nearly always
+    # connected already; contiguity is asked for only when a part came out in pieces
+    labels = np.asarray(run(False).vertex_part, dtype=np.int64)
+    if connected and _disconnected_parts(G, labels, parts).size:
+        try:
+            labels = np.asarray(run(True).vertex_part, dtype=np.int64)
+        except RuntimeError:  # METIS refuses contiguity on some graphs: keep plain k-way
+            pass
+    return labels
 
 
 def _rcb(points: np.ndarray, parts: int) -> np.ndarray:

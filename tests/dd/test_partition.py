@@ -355,22 +355,46 @@ def test_metis_seed_is_used_and_parts_are_contiguous():
     assert sizes.max() <= 1.1 * A.shape[0] / 7  # METIS balances the parts
 
 
-def test_metis_falls_back_to_plain_k_way_when_contiguity_fails(monkeypatch):
+def _fake_metis(monkeypatch, plain_labels, contiguous):
+    """pymetis.part_graph returning ``plain_labels`` for plain k-way and raising (None) or
+    returning ``contiguous`` for contiguous k-way; records the contig options."""
+    import types
+
     import pymetis
 
     calls = []
-    real = pymetis.part_graph
 
     def part_graph(parts, adjacency, *, options, recursive):
         calls.append(options.contig)
         if options.contig == 1:
-            raise RuntimeError("METIS Error: contiguous partition failed")
-        return real(parts, adjacency, options=options, recursive=recursive)
+            if contiguous is None:
+                raise RuntimeError("METIS Error: contiguous partition failed")
+            return types.SimpleNamespace(vertex_part=list(contiguous))
+        return types.SimpleNamespace(vertex_part=list(plain_labels))
 
     monkeypatch.setattr(pymetis, "part_graph", part_graph)
-    labels = quiet(dd.partition, fd_laplacian((6, 6)), 4)
-    assert calls == [1, -1]  # contiguous first, then METIS's default
-    np.testing.assert_array_equal(np.unique(labels), np.arange(4))
+    return calls
+
+
+def test_metis_asks_for_contiguity_only_when_a_part_is_in_pieces(monkeypatch):
+    A = fd_laplacian((6, 6))
+    halves = np.repeat([0, 1], 18)  # two connected halves of the 6 x 6 grid
+    calls = _fake_metis(monkeypatch, halves, None)
+    np.testing.assert_array_equal(dd.partition(A, 2), halves)
+    assert calls == [-1]  # plain k-way only
+    stripes = np.tile([0, 1], 18)  # alternating unknowns: both parts in pieces
+    calls = _fake_metis(monkeypatch, stripes, halves)
+    np.testing.assert_array_equal(dd.partition(A, 2), halves)
+    assert calls == [-1, 1]  # plain, then contiguous
+
+
+def test_metis_keeps_plain_k_way_when_contiguity_fails(monkeypatch):
+    A = fd_laplacian((6, 6))
+    stripes = np.tile([0, 1], 18)
+    calls = _fake_metis(monkeypatch, stripes, None)
+    labels = quiet(dd.partition, A, 2)  # warns: disconnected parts
+    assert calls == [-1, 1]
+    np.testing.assert_array_equal(labels, stripes)
 
 
 def test_metis_empty_parts_are_refused(monkeypatch):

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
 
+import ddops
 from ddops.linalg import local_solvers
 from ddops.linalg.local_solvers import (
     SingularBlockError,
@@ -378,3 +379,36 @@ def test_gdsw_reexports_the_same_helpers():
 
     assert gdsw.chunk_bounds is chunk_bounds
     assert gdsw.SUPERLU_PANEL_SIZE == local_solvers.SUPERLU_PANEL_SIZE
+
+
+# -- PARDISO's ordering --------------------------------------------------------------------------
+def _laplacian_blocks(shape, count):
+    """``count`` copies of the finite-difference Laplacian of a grid of ``shape``."""
+    one = ddops.poisson_2d(shape[0]) if len(shape) == 2 else ddops.poisson_3d(shape[0])
+    K = sp.block_diag([one] * count, format="csr")
+    return K, np.arange(count + 1) * one.shape[0]
+
+
+@pytest.mark.parametrize("shape,expected", [((40, 40), "md"), ((14, 14, 14), "nd")])
+def test_pardiso_auto_ordering_keeps_the_one_with_less_fill(shape, expected):
+    """"auto" analyses the largest block both ways and keeps the ordering with fewer factor
+    nonzeros: minimum degree on 2D grids, nested dissection on 3D ones (as measured)."""
+    need("pardiso")
+    K, offsets = _laplacian_blocks(shape, 3)
+    nd = factorize_blocks(K, offsets, "pardiso", ordering="nd")
+    md = factorize_blocks(K, offsets, "pardiso", ordering="md")
+    auto = factorize_blocks(K, offsets, "pardiso")
+    assert (nd.ordering, md.ordering) == ("nd", "md")
+    best = "nd" if nd.nnz <= md.nnz else "md"
+    assert auto.ordering == best == expected
+    assert auto.nnz == min(nd.nnz, md.nnz)
+    b = np.random.default_rng(0).standard_normal(K.shape[0])
+    for f in (nd, md, auto):
+        assert np.linalg.norm(K @ f.solve(b) - b) <= 1e-10 * np.linalg.norm(b)
+
+
+def test_pardiso_refuses_an_unknown_ordering():
+    need("pardiso")
+    K, offsets = _laplacian_blocks((5, 5), 2)
+    with pytest.raises(ValueError, match="ordering"):
+        factorize_blocks(K, offsets, "pardiso", ordering="amd")
