@@ -42,14 +42,17 @@ from ..dd.coarse import (
 )
 from ..dd.coarse import coarse_basis as build_coarse_basis
 from ..dd.decomposition import Decomposition
-from ..dd.gdsw import FACTOR_CHUNK_ROWS, SUPERLU_PANEL_SIZE, symmetry_defect
+from ..dd.gdsw import FACTOR_CHUNK_ROWS, symmetry_defect
 from ..linalg.local_solvers import (
+    SINGULAR_PIVOT_RTOL,
     SPARSE_SOLVERS,
     BlockSolver,
     SingularBlockError,
+    _bad_pivots,
     default_exact_solver,
     factorize_blocks,
     pardiso_available,
+    superlu_spd,
 )
 from ..operators.linop import DENSE_LIMIT_BYTES, BackendLinearOperator
 
@@ -97,12 +100,6 @@ DENSE_LOCAL_LIMIT_BYTES = 2**26
 #: above it the sparse Galerkin matrix is factorised with SuperLU.
 COARSE_DENSE_MAX = 2000
 
-#: A Cholesky pivot below this fraction of its diagonal entry marks the matrix
-#: as numerically singular.  The ratio is invariant under diagonal scaling and
-#: bounded below by ``1 / cond(D A D)``, so this flags condition numbers of the
-#: diagonally scaled matrix above ``1e12``.
-SINGULAR_PIVOT_RTOL = 1e-12
-
 #: The sparse local solver factorises the block-diagonal matrix of the ``A_i``
 #: in chunks of consecutive subdomains of about this many rows (a loop over
 #: chunks, each one SuperLU factorisation and one batched solve per
@@ -112,12 +109,10 @@ LOCAL_CHUNK_ROWS = FACTOR_CHUNK_ROWS
 #: Up to this many rows in all local blocks, the sparse local solver checks
 #: the pivots themselves (reading ``lu.U``, whose CSC copies scipy then keeps:
 #: at most a few tens of MiB here); above it, the one-solve test of
-#: :func:`_sparse_spd_chunk`, which keeps nothing (310 MiB less at 10^6
-#: unknowns in 2D) but is a necessary condition only.
+#: :func:`ddops.linalg.local_solvers.check_blocks_by_one_solve`, which keeps nothing
+#: (310 MiB less at 10^6 unknowns in 2D) but is a necessary condition only.
 EXACT_PIVOT_CHECK_ROWS = 2**17
 
-#: Relative slack of the Cauchy-Schwarz test of :func:`_sparse_spd_chunk`, for rounding.
-CAUCHY_SCHWARZ_SLACK = 1e-6
 
 
 
@@ -157,13 +152,6 @@ def _check_symmetric(A: sp.csr_matrix, name: str = "A") -> bool:
     return exact
 
 
-def _bad_pivots(pivots: np.ndarray, diagonal: np.ndarray) -> np.ndarray:
-    """Mask of Cholesky pivots that are not safely positive relative to their diagonal."""
-    ok = (pivots > 0) & (diagonal > 0)
-    ratio = np.divide(pivots, diagonal, out=np.zeros_like(pivots), where=ok)
-    return ~ok | (ratio <= SINGULAR_PIVOT_RTOL)
-
-
 def _sparse_spd_factor(K: sp.spmatrix) -> tuple[Any, np.ndarray | None]:
     """SuperLU factorisation of a symmetric matrix with diagonal pivoting only.
 
@@ -180,90 +168,13 @@ def _sparse_spd_factor(K: sp.spmatrix) -> tuple[Any, np.ndarray | None]:
     """
     K = sp.csc_matrix(K)
     try:
-        lu = spla.splu(K, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                       panel_size=SUPERLU_PANEL_SIZE, options={"SymmetricMode": True})
+        lu = superlu_spd(K)
     except RuntimeError:  # "Factor is exactly singular"
         return None, None
     if not np.array_equal(lu.perm_r, lu.perm_c):  # an off-diagonal pivot: not SPD
         return lu, np.arange(K.shape[0])
     pivots = lu.U.diagonal()[lu.perm_c]  # pivot of original index k sits at perm_c[k]
     return lu, np.flatnonzero(_bad_pivots(pivots, K.diagonal()))
-
-
-def _sparse_spd_chunk(K: sp.spmatrix, block: np.ndarray, exact: bool = False,
-                      dtype: Any = np.float64) -> tuple[Any, np.ndarray | None]:
-    """SuperLU factorisation of a chunk of SPD diagonal blocks, checked without reading ``U``.
-
-    Reading ``lu.U`` (as :func:`_sparse_spd_factor` does, and as this does with
-    ``exact=True``) makes scipy build and keep CSC copies of ``L`` and ``U``
-    for the lifetime of the factorisation, about as much memory again as the
-    factors.  With ``exact=False`` positive definiteness is checked through one
-    solve instead: with ``x`` a fixed random vector
-    (seed 0), ``z = K^{-1} x`` and ``D = diag(K)``, block ``i`` is flagged
-    when a diagonal entry is not positive, ``z`` is not finite, or its energy
-    ``e_i = x_i^T z_i`` is not in ``(0, s_i / SINGULAR_PIVOT_RTOL]`` with
-    ``s_i = x_i^T D_i^{-1} x_i``.  For an SPD block ``e_i / s_i`` lies
-    between ``1 / lambda_max`` and ``1 / lambda_min`` of the diagonally
-    scaled block (``lambda_max >= 1``), so only blocks with a condition
-    number above ``1e12`` are flagged by the upper bound, as by the pivot
-    rule.  An indefinite block is flagged when ``e_i <= 0`` or when
-    ``(x_i^T x_i)^2 > e_i x_i^T A_i x_i`` (Cauchy-Schwarz in the ``A_i``
-    inner product, which holds for every SPD block).  These are necessary
-    conditions tested on one vector, not a proof: a random ``x`` fails them
-    for strongly indefinite blocks (a sign error, a Laplacian shifted well
-    past its smallest eigenvalues), but a block with one negative eigenvalue
-    as small as its smallest positive ones can pass.  Off-diagonal pivots,
-    non-positive diagonal entries and exactly zero pivots are detected
-    exactly.  One solve and one
-    product per chunk: at 10^6 unknowns 0.05 s, where reading ``U`` took
-    0.47 s and kept 310 MiB.
-
-    Parameters
-    ----------
-    K : sparse matrix
-        The block-diagonal chunk.
-    block : numpy.ndarray
-        Block label (subdomain) of every row, nondecreasing.
-    exact : bool
-        Check the pivots themselves (``lu.U``), keeping the CSC copies.
-    dtype : {numpy.float64, numpy.float32}
-        Precision of the factorisation (``dgstrf`` or ``sgstrf``); the checks
-        compare in float64 either way.
-
-    Returns
-    -------
-    lu : SuperLU or None
-        None when SuperLU hit an exactly zero pivot.
-    bad : array of int or None
-        The flagged block labels, sorted (empty when all pass).
-    """
-    K = sp.csc_matrix(K)
-    try:
-        lu = spla.splu(K.astype(dtype, copy=False), permc_spec="MMD_AT_PLUS_A",
-                       diag_pivot_thresh=0.0, panel_size=SUPERLU_PANEL_SIZE,
-                       options={"SymmetricMode": True})
-    except RuntimeError:  # "Factor is exactly singular"
-        return None, None
-    if not np.array_equal(lu.perm_r, lu.perm_c):  # an off-diagonal pivot: not SPD
-        return lu, np.unique(block[lu.perm_r != lu.perm_c])
-    diagonal = K.diagonal()
-    if exact:  # the LDL^T pivots (original index k sits at perm_c[k])
-        pivots = lu.U.diagonal()[lu.perm_c].astype(np.float64)
-        return lu, np.unique(block[_bad_pivots(pivots, diagonal)])
-    # x in the factor's precision, so that the float64 sums below use the x that was solved
-    x = np.random.default_rng(0).standard_normal(K.shape[0]).astype(dtype).astype(np.float64)
-    z = lu.solve(x.astype(dtype)).astype(np.float64, copy=False)
-    labels, start = np.unique(block, return_index=True)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        energy = np.add.reduceat(x * z, start)  # x_i^T A_i^{-1} x_i
-        scale = np.add.reduceat(x * x / np.where(diagonal > 0, diagonal, np.inf), start)
-        forward = np.add.reduceat(x * (K @ x), start)  # x_i^T A_i x_i
-        squares = np.add.reduceat(x * x, start)
-        bad = ~(np.isfinite(energy) & (energy > 0) & (energy * SINGULAR_PIVOT_RTOL <= scale)
-                # Cauchy-Schwarz in the A_i inner product, true for every SPD A_i
-                & (squares**2 <= energy * forward * (1 + CAUCHY_SCHWARZ_SLACK)))
-    bad |= np.add.reduceat((diagonal <= 0).astype(np.int64), start) > 0
-    return lu, labels[bad]
 
 
 def _check_factor_dtype(factor_dtype: Any) -> np.dtype:
@@ -444,7 +355,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
         coarse matrix; an unknown variant, coarse basis or solver name.  With
         the sparse local solver on more than :data:`EXACT_PIVOT_CHECK_ROWS`
         stacked rows, subdomain matrices are checked by a one-solve test (see
-        ``_sparse_spd_chunk``) that can miss a weakly indefinite block.
+        :func:`ddops.linalg.local_solvers.check_blocks_by_one_solve`) that can miss a
+        weakly indefinite block.
 
     Examples
     --------
