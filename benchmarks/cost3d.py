@@ -28,7 +28,8 @@ Sections (``--sections``):
     "auto"``: PARDISO when installed), the hybrid variant, float32 local factors
     (``factor_dtype``), SuperLU local solves (the previous default), the inexact local
     solver (one aggregation-AMG V-cycle), the inexact local solver with the inexact
-    extension, and pyamg SA.  Target lines compare
+    extension, and pyamg SA; for 2D and 3D Poisson also the box decompositions of 31 x 31
+    and 10 x 10 x 10 boxes (``Decomposition.from_grid``).  Target lines compare
     each ``ddops`` row with SA (total time within 2x in 3D, 1.5x in 2D; peak memory within
     2x; at most 60 iterations).
 ``sizes``
@@ -70,6 +71,10 @@ TARGET_ROWS = [
                                                       "extension_solver": "amg"}),
     ("pyamg SA", {"method": "sa"}),
 ]
+
+#: The box decompositions of the issue's table (``Decomposition.from_grid``), full size only.
+BOX_ROWS = {"poisson2d": ("ddops GDSW additive, 31 x 31 boxes", {"boxes": [31, 31]}),
+            "poisson3d": ("ddops GDSW additive, 10 x 10 x 10 boxes", {"boxes": [10, 10, 10]})}
 
 PROBLEMS = {
     # name: (builder, arguments, quick arguments)
@@ -134,7 +139,11 @@ def child(spec: dict) -> dict:
         M = ml.aspreconditioner()
         out.update(levels=len(ml.levels), operator_complexity=float(ml.operator_complexity()))
     else:
-        d = ddops.Decomposition.from_matrix(A, spec.get("subdomains"), block_size=b_size)
+        if spec.get("boxes"):  # a box decomposition of the structured grid
+            side = round(A.shape[0] ** (1 / len(spec["boxes"])))
+            d = ddops.Decomposition.from_grid((side,) * len(spec["boxes"]), spec["boxes"])
+        else:
+            d = ddops.Decomposition.from_matrix(A, spec.get("subdomains"), block_size=b_size)
         t_dec = time.perf_counter() - start
         options = {}
         if spec.get("extension_solver"):
@@ -208,7 +217,10 @@ def section_targets(args, directory: str, results: dict) -> list[str]:
         kind, full, quick = PROBLEMS[name]
         path, n = _save_problem(kind, quick if args.quick else full, directory)
         rows = []
-        for label, options in TARGET_ROWS:
+        rows_here = list(TARGET_ROWS)
+        if name in BOX_ROWS and not args.quick:
+            rows_here.insert(1, BOX_ROWS[name])
+        for label, options in rows_here:
             r = _measure({"problem_file": path, **options}, args.threads, args.repeat)
             rows.append((label, r))
             print(f"  {name} {label}: {json.dumps(r)}", file=sys.stderr, flush=True)
