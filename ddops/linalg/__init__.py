@@ -2,5 +2,5 @@
 and the interior solves of the harmonic extension.
 
 :mod:`ddops.linalg.local_solvers`: exact sparse factorisations (SuperLU, MKL PARDISO)
-and an inexact one (a smoothed-aggregation V-cycle), all behind one ``solve`` interface.
+and an inexact one (an aggregation-AMG V-cycle), all behind one ``solve`` interface.
 """
