@@ -93,7 +93,8 @@ def coarse_basis(
 "geneo"}
         ``"interface_hats"``: one hat per interface, 1 at the interface node
         and linear down to 0 at the neighbouring interface nodes or the
-        Dirichlet boundary (``n0 = N - 1``; 1D coordinates).
+        Dirichlet boundary (``n0 = N - 1``; 1D coordinates, shape ``(n,)`` or
+        ``(n, 1)``).
         ``"nicolaides"`` (alias ``"pou"``): the partition-of-unity restriction
         ``R_i^T D_i R_i z`` of each null-space vector ``z`` to each subdomain
         (constants by default: ``n0 = N``).  ``"grid_hats"``: ``size`` hats on a
@@ -175,17 +176,19 @@ def coarse_basis(
     if null_space is not None and kind not in ("pou", "nicolaides", *MATRIX_COARSE_BASES):
         raise ValueError(f"null_space is not used with kind={kind!r}")
     d = decomposition
-    if kind in ("interface_hats", "grid_hats") and d.coordinates.ndim != 1:
+    x = d.coordinates
+    if x.ndim == 2 and x.shape[1] == 1:  # n x 1 points (a 1D grid decomposition) are 1D
+        x = x.ravel()
+    if kind in ("interface_hats", "grid_hats") and x.ndim != 1:
         raise ValueError(f"coarse_basis: {kind!r} needs 1D coordinates; this decomposition has "
-                         f"{d.coordinates.shape[1]}-D points (use 'nicolaides', 'gdsw' or "
-                         "'rgdsw')")
+                         f"{x.shape[1]}-D points (use 'nicolaides', 'gdsw' or 'rgdsw')")
     if kind == "interface_hats":
         if d.interface_nodes.size == 0:
             raise ValueError(
                 "coarse_basis: 'interface_hats' needs interface nodes (a Decomposition1D with "
                 "at least two subdomains, or Decomposition(..., interface_nodes=...)); use "
                 "'pou', 'grid_hats', a matrix Phi or no coarse basis")
-        return hat_functions(d.coordinates, d.coordinates[d.interface_nodes])
+        return hat_functions(x, x[d.interface_nodes])
     if kind in ("pou", "nicolaides"):
         if null_space is not None:
             from .gdsw import nicolaides_basis
@@ -202,7 +205,7 @@ def coarse_basis(
     n0 = d.num_subdomains - 1 if size is None else check_int("size", size, minimum=1)
     if n0 < 1:
         raise ValueError("coarse_basis: 'grid_hats' needs size >= 1")
-    return hat_functions(d.coordinates, np.arange(1, n0 + 1) / (n0 + 1))
+    return hat_functions(x, np.arange(1, n0 + 1) / (n0 + 1))
 
 
 def _matrix_basis(d: Decomposition, kind: str, A: Any, null_space: Any, options: dict,

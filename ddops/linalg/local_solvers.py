@@ -248,14 +248,16 @@ def _superlu_chunk(K: sp.spmatrix, block: np.ndarray, exact: bool, dtype: Any):
     return lu, check_blocks_by_one_solve(K, block, x, z)
 
 
-def _locate_bad_block(K: sp.csr_matrix, offsets: np.ndarray, labels: np.ndarray) -> int:
-    """Factorise the blocks one by one (the error path) and return the first bad one."""
+def _locate_bad_block(K: sp.csr_matrix, offsets: np.ndarray, labels: np.ndarray,
+                      default: int | None = -1) -> int | None:
+    """Factorise the blocks one by one (the error path) and return the first bad one, or
+    ``default`` when every block passes alone (-1: the first label)."""
     for i in labels:
         s = slice(int(offsets[i]), int(offsets[i + 1]))
         lu, bad = _superlu_chunk(K[s, s], np.zeros(s.stop - s.start, int), True, np.float64)
         if lu is None or bad.size:
             return int(i)
-    return int(labels[0])  # pragma: no cover - defensive: every block passed alone
+    return int(labels[0]) if default == -1 else default
 
 
 class BlockSolver:
@@ -376,6 +378,9 @@ class PardisoBlocks(BlockSolver):
         self._pardiso = _mkl_pardiso()
         self._pt = np.zeros(64, dtype=np.int64)
         self._handle_live = False
+        diagonal = K.diagonal()
+        if (diagonal <= 0).any():  # not SPD, and PARDISO fails on a missing diagonal entry
+            raise SingularBlockError(int(block[np.argmax(diagonal <= 0)]))
         if ordering == "auto":
             ordering = self._less_fill(K, offsets)
         self.ordering = ordering
@@ -389,11 +394,12 @@ class PardisoBlocks(BlockSolver):
         self._data = upper.data.astype(self.dtype)
         error = self._call(12, self._data, np.zeros((K.shape[0], 1), dtype=self.dtype))[1]
         self._handle_live = True
-        if error == _PARDISO_NOT_SPD:
-            self.free()
-            raise SingularBlockError(_locate_bad_block(K, offsets, np.unique(block)))
         if error != 0:
             self.free()
+            # -4: a zero or negative pivot; other codes name no block either: find it
+            bad = _locate_bad_block(K, offsets, np.unique(block), default=None)
+            if error == _PARDISO_NOT_SPD or bad is not None:
+                raise SingularBlockError(int(bad if bad is not None else block[0]))
             raise RuntimeError(f"PARDISO factorisation failed with error {error}")
         self.nnz = int(iparm[17])
         # permanent memory of the analysis + memory of the factorisation and solve, KiB
