@@ -412,3 +412,23 @@ def test_pardiso_refuses_an_unknown_ordering():
     K, offsets = _laplacian_blocks((5, 5), 2)
     with pytest.raises(ValueError, match="ordering"):
         factorize_blocks(K, offsets, "pardiso", ordering="amd")
+
+
+# -- defaults of the AMG solver -------------------------------------------------------------------
+def test_amg_defaults_are_one_plain_aggregation_cycle():
+    """AMG_CYCLES = 1 and AMG_OPTIONS = plain aggregation: the default solver equals the one
+    with cycles=1, differs from two cycles, and its prolongation is the tentative one (one
+    nonzero per row for the constant near-null vector), not a smoothed one."""
+    need("amg")
+    assert local_solvers.AMG_CYCLES == 1
+    assert local_solvers.AMG_OPTIONS == {"smooth": None}
+    K, offsets = _laplacian_blocks((24, 24), 2)
+    default = factorize_blocks(K, offsets, "amg")
+    one = factorize_blocks(K, offsets, "amg", cycles=1)
+    two = factorize_blocks(K, offsets, "amg", cycles=2)
+    b = np.random.default_rng(3).standard_normal(K.shape[0])
+    assert np.array_equal(default.solve(b), one.solve(b))
+    assert not np.allclose(default.solve(b), two.solve(b))
+    P = default.hierarchy.levels[0].P
+    assert len(default.hierarchy.levels) >= 2
+    assert np.diff(sp.csr_matrix(P).indptr).max() == 1
