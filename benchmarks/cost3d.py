@@ -58,6 +58,8 @@ import time
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from algebraic_scaling import _reset_peak  # noqa: E402  (the peak-RSS reset, shared)
 
 #: (label, options) of the targets rows; options go to the child process.
 TARGET_ROWS = [
@@ -104,15 +106,6 @@ def _rss_mib(field: str) -> float:
             if line.startswith(field):
                 return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def child(spec: dict) -> dict:

@@ -9,7 +9,6 @@ of about half (and at least 10 iterations).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 
@@ -23,13 +22,13 @@ from ddops import problems
 from ddops.experiments.cli import build_parser, main
 from ddops.experiments.precond import PrecondConfig
 from ddops.precond.schwarz import TwoLevelSchwarz
+from tests.experiments._precond import QUIET, cg_iterations, run
 
 pyamg = pytest.importorskip("pyamg")
 skfem = pytest.importorskip("skfem")
 
 from ddops.problems import fem  # noqa: E402  (scikit-fem is there)
 
-QUIET = ["--no-plots", "--no-progress"]
 ADAPTIVE = ("agdsw", "geneo")
 TWO_LEVEL = ("nicolaides", "gdsw", "rgdsw", *ADAPTIVE)
 KEYS = (["none", "jacobi", "one_level"] + [f"two_level_{k}" for k in TWO_LEVEL]
@@ -49,23 +48,8 @@ CASES = {
 }
 
 
-def run(tmp_path, name, *argv):
-    prefix = str(tmp_path / name)
-    assert main(["precond", *argv, "--save-prefix", prefix, *QUIET]) == 0
-    payload = json.loads((tmp_path / f"{name}_results.json").read_text())
-    table = (tmp_path / f"{name}_table.md").read_text()
-    return payload, {r["method"]: r for r in payload["rows"]}, table
 
 
-def cg_iterations(A, b, M, rtol=1e-8):
-    count = [0]
-
-    def callback(xk):
-        count[0] += 1
-
-    _, info = spla.cg(A, b, rtol=rtol, maxiter=2 * A.shape[0], M=M, callback=callback)
-    assert info == 0
-    return count[0]
 
 
 def one_line(err):

@@ -6,32 +6,15 @@ built here, the default count from the documented rule (parts of about 2000 unkn
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
-import scipy.sparse.linalg as spla
 
 import ddops
 from ddops.dd.partition import TARGET_SUBDOMAIN_UNKNOWNS, default_subdomains
 from ddops.experiments.cli import main
 from ddops.experiments.precond import PrecondConfig
 from tests._optional import need
-
-QUIET = ["--no-plots", "--no-progress"]
-
-
-def run(tmp_path, name, *argv):
-    prefix = str(tmp_path / name)
-    assert main(["precond", *argv, "--save-prefix", prefix, *QUIET]) == 0
-    payload = json.loads((tmp_path / f"{name}_results.json").read_text())
-    return {r["method"]: r for r in payload["rows"]}
-
-
-def cg_iterations(A, b, M):
-    count = [0]
-    spla.cg(A, b, rtol=1e-8, M=M, callback=lambda _: count.__setitem__(0, count[0] + 1))
-    return count[0]
+from tests.experiments._precond import QUIET, cg_iterations, run
 
 
 # -- default subdomain count ------------------------------------------------------------------
@@ -67,7 +50,7 @@ def test_from_matrix_without_subdomains_uses_the_target():
 @pytest.mark.parametrize("solver", ["superlu", "pardiso", "amg"])
 def test_local_solver_flag_reaches_the_preconditioner(tmp_path, solver):
     need(solver)
-    rows = run(tmp_path, solver, "--problem", "poisson2d", "--n", "48", "--subdomains", "9",
+    _, rows, _ = run(tmp_path, solver, "--problem", "poisson2d", "--n", "48", "--subdomains", "9",
                "--coarse", "gdsw", "--local-solver", solver)
     r = rows["two_level"]
     assert r["sparse_solver"] == solver and r["local_solver"] == "sparse"
@@ -85,9 +68,9 @@ def test_local_solver_flag_reaches_the_preconditioner(tmp_path, solver):
 def test_extension_solver_flag_changes_the_basis(tmp_path):
     need("amg")
     exact = run(tmp_path, "exact", "--problem", "poisson2d", "--n", "48", "--subdomains", "9",
-                "--coarse", "gdsw", "--extension-solver", "superlu")["two_level"]
+                "--coarse", "gdsw", "--extension-solver", "superlu")[1]["two_level"]
     inexact = run(tmp_path, "inexact", "--problem", "poisson2d", "--n", "48", "--subdomains",
-                  "9", "--coarse", "gdsw", "--extension-solver", "amg")["two_level"]
+                  "9", "--coarse", "gdsw", "--extension-solver", "amg")[1]["two_level"]
     assert exact["coarse_dim"] == inexact["coarse_dim"]
     assert abs(exact["iterations"] - inexact["iterations"]) <= 2  # rtol 1e-6 keeps them
 

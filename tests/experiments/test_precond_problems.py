@@ -9,13 +9,11 @@ iteration counts from scipy's CG directly, box grids by brute-force enumeration.
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import warnings
 
 import numpy as np
 import pytest
-import scipy.sparse.linalg as spla
 
 import ddops
 import ddops.experiments.precond as pe
@@ -23,6 +21,7 @@ from ddops.experiments.cli import main
 from ddops.experiments.precond import GRID_ASPECT, PrecondConfig, box_grid
 from ddops.precond.schwarz import TwoLevelSchwarz, solve_with_history
 from ddops.problems import diffusion_2d, high_contrast_channels, poisson_2d, poisson_3d
+from tests.experiments._precond import QUIET, cg_iterations, run
 
 try:
     import pyamg  # noqa: F401
@@ -43,29 +42,12 @@ needs_skfem = pytest.mark.skipif(not HAVE_SKFEM, reason="needs scikit-fem (extra
 # the pyamg rows: smoothed aggregation and classical (Ruge-Stuben) AMG
 AMG = ["pyamg", "pyamg_rs"] if HAVE_PYAMG else []
 
-QUIET = ["--no-plots", "--no-progress"]
 SPLIT = ("partition", "overlap", "local_factorisation", "coarse_space", "coarse_factorisation",
          "other")
 
 
-def run(tmp_path, name, *argv):
-    prefix = str(tmp_path / name)
-    assert main(["precond", *argv, "--save-prefix", prefix, *QUIET]) == 0
-    payload = json.loads((tmp_path / f"{name}_results.json").read_text())
-    table = (tmp_path / f"{name}_table.md").read_text()
-    return payload, {r["method"]: r for r in payload["rows"]}, table
 
 
-def cg_iterations(A, b, M, rtol=1e-8):
-    """scipy's CG iteration count (one callback per iteration), without the package's helper."""
-    count = [0]
-
-    def callback(xk):
-        count[0] += 1
-
-    _, info = spla.cg(A, b, rtol=rtol, maxiter=2 * A.shape[0], M=M, callback=callback)
-    assert info == 0
-    return count[0]
 
 
 def check_rows(rows, expected_keys):
