@@ -64,6 +64,8 @@ __all__ = [
     "default_exact_solver",
     "chunk_bounds",
     "check_blocks_by_one_solve",
+    "superlu_spd",
+    "superlu_chunk",
 ]
 
 #: Sparse solvers of :func:`factorize_blocks`.
@@ -228,7 +230,7 @@ def superlu_spd(K: sp.spmatrix, dtype: Any = np.float64):
                      options={"SymmetricMode": True})
 
 
-def _superlu_chunk(K: sp.spmatrix, block: np.ndarray, exact: bool, dtype: Any):
+def superlu_chunk(K: sp.spmatrix, block: np.ndarray, exact: bool, dtype: Any):
     """SuperLU of one chunk and the labels of its bad blocks (None: exactly singular).
 
     ``exact=True`` reads the pivots (``lu.U``), which makes scipy keep CSC copies of the
@@ -254,7 +256,7 @@ def _locate_bad_block(K: sp.csr_matrix, offsets: np.ndarray, labels: np.ndarray,
     ``default`` when every block passes alone (-1: the first label)."""
     for i in labels:
         s = slice(int(offsets[i]), int(offsets[i + 1]))
-        lu, bad = _superlu_chunk(K[s, s], np.zeros(s.stop - s.start, int), True, np.float64)
+        lu, bad = superlu_chunk(K[s, s], np.zeros(s.stop - s.start, int), True, np.float64)
         if lu is None or bad.size:
             return int(i)
     return int(labels[0]) if default == -1 else default
@@ -307,7 +309,7 @@ class SuperLUBlocks(BlockSolver):
         for c in range(self.bounds.size - 1):  # a loop over chunks of blocks
             r0, r1 = int(self.bounds[c]), int(self.bounds[c + 1])
             K_c = K[r0:r1, r0:r1]
-            lu, bad = _superlu_chunk(K_c, block[r0:r1], exact_check, self.dtype)
+            lu, bad = superlu_chunk(K_c, block[r0:r1], exact_check, self.dtype)
             if lu is None:
                 raise SingularBlockError(_locate_bad_block(K, offsets, np.unique(block[r0:r1])))
             if bad.size:

@@ -52,7 +52,7 @@ from ..linalg.local_solvers import (
     default_exact_solver,
     factorize_blocks,
     pardiso_available,
-    superlu_spd,
+    superlu_chunk,
 )
 from ..operators.linop import DENSE_LIMIT_BYTES, BackendLinearOperator
 
@@ -153,28 +153,20 @@ def _check_symmetric(A: sp.csr_matrix, name: str = "A") -> bool:
 
 
 def _sparse_spd_factor(K: sp.spmatrix) -> tuple[Any, np.ndarray | None]:
-    """SuperLU factorisation of a symmetric matrix with diagonal pivoting only.
+    """SuperLU factorisation of a symmetric matrix with its pivots checked (the coarse matrix).
 
-    With ``SymmetricMode`` and ``diag_pivot_thresh=0`` SuperLU keeps the
-    diagonal pivots of a symmetric ordering, so ``U``'s diagonal holds the
-    ``LDL^T`` pivots and positive definiteness is checked for free.
+    Every unknown is its own block of :func:`ddops.linalg.local_solvers.superlu_chunk`, which
+    reads the ``LDL^T`` pivots of SuperLU's symmetric mode.
 
     Returns
     -------
     lu : SuperLU or None
         The factorisation, or None when SuperLU hit an exactly zero pivot.
     bad : array of int or None
-        Original indices of non-positive or tiny pivots (empty when SPD).
+        Original indices of non-positive, tiny or off-diagonal pivots (empty when SPD).
     """
     K = sp.csc_matrix(K)
-    try:
-        lu = superlu_spd(K)
-    except RuntimeError:  # "Factor is exactly singular"
-        return None, None
-    if not np.array_equal(lu.perm_r, lu.perm_c):  # an off-diagonal pivot: not SPD
-        return lu, np.arange(K.shape[0])
-    pivots = lu.U.diagonal()[lu.perm_c]  # pivot of original index k sits at perm_c[k]
-    return lu, np.flatnonzero(_bad_pivots(pivots, K.diagonal()))
+    return superlu_chunk(K, np.arange(K.shape[0]), True, np.float64)
 
 
 def _check_factor_dtype(factor_dtype: Any) -> np.dtype:
