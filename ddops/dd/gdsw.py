@@ -691,24 +691,25 @@ def harmonic_extension(
     if interior.size == 0 or n0 == 0:
         return PhiG
     N = int(owner.max()) + 1
-    part = owner[interior]
-    B = (-(A[interior][:, interface] @ PhiG[interface])).tocoo()
+    A_I = A[interior]
+    B = (-(A_I[:, interface] @ PhiG[interface])).tocsr()  # the right-hand sides, once
+    B.sum_duplicates()
+    B.eliminate_zeros()
     # pairs per part decide the part order: chunks of parts with similar column counts
-    pair_keys = np.unique(part[B.row] * np.int64(n0) + B.col)
+    B_coo = B.tocoo()
+    pair_keys = np.unique(owner[interior][B_coo.row] * np.int64(n0) + B_coo.col)
+    del B_coo
     width_of = np.bincount(pair_keys // n0, minlength=N)
     rank = np.empty(N, dtype=np.int64)
     rank[np.lexsort((np.arange(N), width_of))] = np.arange(N)
     # grouping the interior by part makes the blocks of A_II contiguous, so it can be
     # factorised chunk by chunk of parts
-    interior = interior[np.argsort(rank[owner[interior]], kind="stable")]
+    perm = np.argsort(rank[owner[interior]], kind="stable")
+    interior = interior[perm]
     part = owner[interior]
-    A_I = A[interior]
-    A_II = A_I[:, interior].tocsr()
-    B = (-(A_I[:, interface] @ PhiG[interface])).tocsr()
+    A_II = A_I[perm][:, interior].tocsr()
+    B = B[perm].tocoo()  # rows sorted (from CSR)
     del A_I
-    B.sum_duplicates()
-    B.eliminate_zeros()
-    B = B.tocoo()  # rows sorted (from CSR)
     pairs, which = np.unique(rank[part[B.row]] * np.int64(n0) + B.col, return_inverse=True)
     which = which.ravel()
     pair_rank, pair_col = pairs // n0, pairs % n0
