@@ -252,3 +252,16 @@ def test_schwarz_coarse_options_extension_solver(small):
                               coarse_options={"extension_solver": "superlu"})
     ref = ddops.coarse_basis(d, "gdsw", A=small.A, extension_solver="superlu")
     assert abs(M.coarse_matrix - ref).max() <= 1e-14 * abs(ref).max()
+
+
+def test_iteration_limit_is_pinned_and_stops_with_a_message(medium, monkeypatch):
+    """EXTENSION_MAXITER = 200 bounds the inexact extension's CG: with the limit set to one
+    iteration and a tolerance one V-cycle cannot reach, the extension stops with a
+    ValueError naming the tolerance instead of returning an unconverged basis."""
+    need("amg")
+    assert gdsw.EXTENSION_MAXITER == 200
+    G = sp.csr_matrix(medium.random_values(3, seed=5))
+    monkeypatch.setattr(gdsw, "EXTENSION_MAXITER", 1)
+    with pytest.raises(ValueError, match=r"rtol=1e-12 in 1 preconditioned CG"):
+        harmonic_extension(medium.A, medium.owner, medium.interface, G, solver="amg",
+                           rtol=1e-12)
