@@ -108,6 +108,19 @@ _NOT_CONVERGED_LS = "--"
 _FAILED_TRAIN_LS = ":"
 _FAILED_MARKER = "X"
 
+#: Markers of the residual histories, one per method in drawing order (hollow, so that two
+#: methods with the same residuals at an iteration both show: a circle inside a square).
+_RESIDUAL_MARKERS = ("o", "s", "^", "v", "D", "<", ">", "p", "h", "8")
+#: Markers drawn per residual history at most; longer histories mark every k-th iteration,
+#: each method from another offset so that the markers of close curves do not overlap.
+_RESIDUAL_MARKS = 20
+#: Width of the band drawn under a residual history that a later method repeats exactly
+#: (CG without a preconditioner and with Jacobi on a matrix with a constant diagonal).
+_SHARED_BAND_LW = 4.5
+#: Two residual histories closer than this (relative, at every iteration) are one curve on a
+#: logarithmic axis (a thousandth of a decade).
+_SAME_RTOL = 1e-3
+
 
 # -- helpers ------------------------------------------------------------------------------------
 def _new_figure(width: float, height: float) -> Figure:
@@ -1038,9 +1051,14 @@ def plot_residual_histories(
 
     Notes
     -----
-    One colour per method (:func:`method_color`).  A run that did not
-    converge is drawn dashed, and its legend entry reads
-    ``"<name> (not converged, <k> it.)"`` instead of ``"<name> (<k> it.)"``.
+    One colour and one hollow marker per method (:func:`method_color`; markers in
+    drawing order).  A run that did not converge is drawn dashed, and its legend entry
+    reads ``"<name> (not converged, <k> it.)"`` instead of ``"<name> (<k> it.)"``.  A
+    history equal to an earlier one (to a relative 1e-3 at every iteration, which a
+    logarithmic axis does not tell apart; CG without a preconditioner and with Jacobi on
+    a matrix with a constant diagonal) would hide it: the earlier one is drawn as a wide
+    band without markers (in the legend too), the later one inside the band, and the
+    later legend entry adds ``"same residuals as <earlier name>"``.
     """
     if not histories:
         raise ValueError("histories must contain at least one method")
@@ -1052,9 +1070,9 @@ def plot_residual_histories(
         rtol = check_positive_float("rtol", rtol)
     fig = _new_figure(7.0, 4.5)
     ax = fig.add_subplot()
-    drawn = False
+    drawn: list[tuple[str, np.ndarray, np.ndarray, Any]] = []
     colors = _method_colors([str(name) for name in histories])
-    for name, res in histories.items():
+    for k, (name, res) in enumerate(histories.items()):
         r = _float_array(res, f"histories[{name!r}]")
         iterations = r.size - 1
         if name in converged:
@@ -1064,13 +1082,23 @@ def plot_residual_histories(
         else:
             ok = True
         it, r = _positive(np.arange(r.size, dtype=np.float64), r)
-        if it.size:
-            marker = "o" if it.size <= 60 else None
-            label = f"{name} ({iterations} it.)" if ok else (
-                f"{name} (not converged, {iterations} it.)")
-            ax.plot(it, r, "-" if ok else _NOT_CONVERGED_LS, color=colors[str(name)],
-                    marker=marker, ms=3, lw=1.3, label=label)
-            drawn = True
+        if not it.size:
+            continue
+        label = f"{name} ({iterations} it.)" if ok else (
+            f"{name} (not converged, {iterations} it.)")
+        twin = next((d for d in drawn if d[1].size == it.size and np.array_equal(d[1], it)
+                     and np.allclose(d[2], r, rtol=_SAME_RTOL, atol=0.0)), None)
+        if twin is not None:
+            label = f"{label[:-1]}, same residuals as {twin[0]})"
+            # the earlier curve becomes a wide band (in the legend too) with this one inside
+            twin[3].set(linewidth=_SHARED_BAND_LW, solid_capstyle="round", zorder=1.5,
+                        marker="None")
+        step = max(1, math.ceil(it.size / _RESIDUAL_MARKS))
+        (line,) = ax.plot(it, r, "-" if ok else _NOT_CONVERGED_LS, color=colors[str(name)],
+                          marker=_RESIDUAL_MARKERS[k % len(_RESIDUAL_MARKERS)], ms=4.5,
+                          mfc="none", mew=1.0, markevery=(k % step, step), lw=1.3,
+                          label=label, zorder=2.0 + k / 100)
+        drawn.append((str(name), it, r, line))
     if drawn:
         ax.set_yscale("log")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

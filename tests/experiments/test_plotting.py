@@ -370,9 +370,9 @@ def test_one_colour_per_method_across_figures(small_model, rng):
     # the precond methods: the same label, the same colour, whatever else is drawn
     a = labelled_lines(plotting.plot_residual_histories(
         {"no preconditioner": [1, 0.5], "two-level additive Schwarz": [1, 1e-9],
-         "Schwarz attention, paper training": [1, 1e-9]}, None))
+         "Schwarz attention, paper training": [1, 1e-8]}, None))
     b = labelled_lines(plotting.plot_residual_histories(
-        {"pyamg smoothed aggregation": [1, 1e-9], "two-level additive Schwarz": [1, 1e-9]},
+        {"pyamg smoothed aggregation": [1, 1e-8], "two-level additive Schwarz": [1, 1e-9]},
         None))
     assert a["two-level additive Schwarz (1 it.)"] == b["two-level additive Schwarz (1 it.)"]
     assert a["Schwarz attention, paper training (1 it.)"] == train["schwarz"]
@@ -457,3 +457,47 @@ def test_sweep_and_scaling_cross_diverged_runs():
     # every run finished: no crosses, no extra legend entries
     ax_mse, _ = plotting.plot_sweep([dict(r, status="finished") for r in rows], None).axes
     assert legend_texts(ax_mse) == ["schwarz"]
+
+
+def _pixels_of(fig, colour, exclude_legend=True, tol=12):
+    """Pixels of the rendered axes area (legend excluded) within ``tol`` of ``colour``."""
+    fig.canvas.draw()
+    img = np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(int)
+    (ax,) = fig.axes
+    height = img.shape[0]
+    mask = np.zeros(img.shape[:2], dtype=bool)
+    x0, y0, x1, y1 = ax.get_window_extent().extents
+    mask[int(height - y1):int(height - y0), int(x0):int(x1)] = True
+    if exclude_legend and ax.get_legend() is not None:
+        x0, y0, x1, y1 = ax.get_legend().get_window_extent().extents
+        mask[int(height - y1) - 2:int(height - y0) + 2, int(x0) - 2:int(x1) + 2] = False
+    target = np.array([round(255 * c) for c in to_rgba(colour)[:3]])
+    close = np.abs(img - target).max(axis=-1) <= tol
+    return int(np.count_nonzero(close & mask))
+
+
+@pytest.mark.parametrize("length", [12, 200])
+def test_residual_histories_equal_curves_both_visible(length):
+    # CG with Jacobi on a matrix of constant diagonal repeats CG's residuals exactly: the
+    # "no preconditioner" curve, drawn first, must not disappear under Jacobi's
+    res = np.logspace(0, -9, length)
+    fig = plotting.plot_residual_histories(
+        {"no preconditioner": res, "Jacobi": res.copy(),
+         "two-level additive Schwarz": np.logspace(0, -9, 6)}, None, dpi=80)
+    none = plotting.method_color("no preconditioner")
+    jacobi = plotting.method_color("Jacobi")
+    assert none != jacobi
+    # the grey of "no preconditioner" shows inside the axes, outside the legend, with
+    # Jacobi's curve on top; and Jacobi's own colour shows too
+    alone = plotting.plot_residual_histories({"no preconditioner": res}, None, dpi=80)
+    assert _pixels_of(fig, none) >= 0.5 * _pixels_of(alone, none) > 50
+    assert _pixels_of(fig, jacobi) > 50
+    (ax,) = fig.axes
+    assert legend_texts(ax) == [
+        f"no preconditioner ({length - 1} it.)",
+        f"Jacobi ({length - 1} it., same residuals as no preconditioner)",
+        "two-level additive Schwarz (5 it.)"]
+    # the repeated curve is a wide band (also in the legend), the others have own markers
+    lines = {line.get_label().split(" (")[0]: line for line in ax.get_lines()}
+    assert lines["no preconditioner"].get_linewidth() > 2 * lines["Jacobi"].get_linewidth()
+    assert lines["Jacobi"].get_marker() != lines["two-level additive Schwarz"].get_marker()
