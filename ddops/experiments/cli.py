@@ -196,8 +196,10 @@ def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
              f"location is checked before training (default {default_prefix})")
     add(o, "--no-plots", dest="plots", action="store_false", default=None,
         help="write no PNG figures (default: write them)")
+    add(o, "--progress", dest="progress", action="store_true", default=None,
+        help="show progress bars on standard error (default: only when it is a terminal)")
     add(o, "--no-progress", dest="progress", action="store_false", default=None,
-        help="no progress bars (default: show them)")
+        help="no progress bars (the default when standard error is not a terminal)")
     add(o, "--exact-limit", type=_positive_int, metavar="N",
         help="largest number of unknowns whose operator error is computed exactly, above it "
              f"a sampled estimate (default {EXACT_FRO_LIMIT})")
@@ -238,11 +240,31 @@ def _config_from_args(args: argparse.Namespace, default_prefix: str):
     return c
 
 
+def _stderr_is_terminal() -> bool:
+    """Whether standard error is a terminal (progress bars go there)."""
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return False
+
+
+#: What the per-model lines of compare, sweep and scaling say (their help's "output:").
+_OUTPUT_LINES = """output: one line per trained model, then the name of every file written:
+  params   trainable parameters; rank<= the operator's rank bound r
+  train    final training loss; val: loss on 256 validation right-hand sides
+  fro      ||M - A^-1||_F, the operator error (exact up to --exact-limit unknowns,
+           above that an estimate from 64 random probes)
+  best     the smallest fro of any operator of rank <= r (Eckart-Young, from the
+           eigenvalues of A^-1; '-' where they are unknown)
+  time     training seconds"""
+
+
 def _command(sub: Any, name: str, summary: str, description: str,
-             examples: str) -> argparse.ArgumentParser:
+             examples: str, output: str = "") -> argparse.ArgumentParser:
+    output = f"{output}\n\n" if output else ""
     return sub.add_parser(name, help=summary, description=description, allow_abbrev=False,
                           formatter_class=argparse.RawDescriptionHelpFormatter,
-                          epilog=f"examples:\n{examples}\n\n{_EXIT_STATUS}")
+                          epilog=f"examples:\n{examples}\n\n{output}{_EXIT_STATUS}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -270,14 +292,15 @@ def build_parser() -> argparse.ArgumentParser:
                  "  ddops compare --problem poisson2d --n 64 --subdomains 16 --coarse-basis gdsw "
                  "--preset improved\n"
                  "  ddops compare --problem diffusion2d --n 32 --subdomains 4 --contrast 1e4 "
-                 "--steps 200")
+                 "--steps 200", _OUTPUT_LINES)
     _add_experiment_flags(p, "results/compare")
     p = _command(sub, "sweep", "learning-rate sweep (Table 1)",
                  "The comparison at every learning rate (Table 1 of the paper); writes "
                  "<prefix>_sweep.md,\n<prefix>_sweep_metrics.json, <prefix>_sweep.png and "
                  "each rate's comparison files\n<prefix>_lr<rate>_*.",
                  "  ddops sweep --save-prefix results/v2\n"
-                 "  ddops sweep --lrs 1e-3 1e-2 --n 64 --steps 100 --keep-going")
+                 "  ddops sweep --lrs 1e-3 1e-2 --n 64 --steps 100 --keep-going",
+                 _OUTPUT_LINES)
     _add_experiment_flags(p, "results/sweep", exclude=("--lr",))
     p.add_argument("--lrs", type=_positive_float, nargs="+", metavar="LR",
                    help="learning rates (default: the paper's 1e-4 3e-4 1e-3 3e-3 1e-2 3e-2)")
@@ -289,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
                  "  ddops scaling --save-prefix results/v2\n"
                  "  ddops scaling --ns 64 128 256 --steps 200 --no-plots\n"
                  "  ddops scaling --problem poisson2d --ns 64 128 256 --preset improved   "
-                 "# N = 4, 16, 64")
+                 "# N = 4, 16, 64", _OUTPUT_LINES)
     _add_experiment_flags(p, "results/scaling",
                           exclude=("--n", "--subdomains", "--global-rank"))
     p.add_argument("--ns", type=int_at_least(2), nargs="+", metavar="N",
@@ -323,6 +346,28 @@ def _add_precond_flags(p: argparse.ArgumentParser) -> None:
     except ImportError:  # pragma: no cover - the preconditioning experiment is optional
         return
     add_arguments(p)
+    # --progress beside precond's --no-progress; neither given: bars only on a terminal
+    for group in p._action_groups:
+        for action in group._group_actions:
+            if "--no-progress" in action.option_strings:
+                action.help = "no progress bars (the default when standard error is not a " \
+                              "terminal)"
+        if any("--no-progress" in a.option_strings for a in group._group_actions):
+            group.add_argument("--progress", dest="progress", action="store_true",
+                               help="show progress bars on standard error (default: only "
+                                    "when it is a terminal)")
+    p.set_defaults(progress=None)
+
+
+def _with_progress(c: Any, args: argparse.Namespace) -> Any:
+    """Progress bars as tqdm users expect: on a terminal only, unless a flag says otherwise."""
+    return replace(c, progress=_stderr_is_terminal()) if args.progress is None else c
+
+
+def _precond_progress(args: argparse.Namespace) -> None:
+    """``ddops precond``'s progress bars: on a terminal unless a flag says otherwise."""
+    if getattr(args, "progress", False) is None:
+        args.progress = _stderr_is_terminal()
 
 
 def _flag_words(parser: argparse.ArgumentParser) -> dict[str, str]:
@@ -390,27 +435,31 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"ddops {args.command} runs in one process; under mpiexec "
                          f"({ranks} ranks) use 'ddops compare' or 'ddops precond'")
     if args.command == "compare":
-        c = _config_from_args(args, "results/compare")
+        c = _with_progress(_config_from_args(args, "results/compare"), args)
+        written: list[str] = []
         if ranks > 1:  # mpiexec -n P ddops compare: data-parallel training, rank 0 writes
-            metrics = _distributed("training").run_compare(c)
+            metrics = _mpi_compare(c, written)
         else:
-            metrics = experiments.run_compare(c)
-        print(f"wrote {c.save_prefix}_metrics.json")
+            metrics = experiments.run_compare(c, written=written)
+        for path in written:
+            print(f"wrote {path}")
         diverged = [(k, e) for k, e in metrics.items() if e.get("status") == "diverged"]
         if diverged:
             raise _Diverged(_diverged_line(diverged, "") + f"; see {c.save_prefix}_metrics.json")
     elif args.command in ("sweep", "scaling"):
         sweep = args.command == "sweep"
-        c = _config_from_args(args, f"results/{args.command}")
+        c = _with_progress(_config_from_args(args, f"results/{args.command}"), args)
+        written = []
         if sweep:
             rows = experiments.run_sweep(c, tuple(args.lrs) if args.lrs
-                                         else experiments.SWEEP_LRS, keep_going=args.keep_going)
+                                         else experiments.SWEEP_LRS, keep_going=args.keep_going,
+                                         written=written)
         else:
             rows = experiments.run_scaling(c, tuple(args.ns) if args.ns else None,
                                            keep_going=args.keep_going,
-                                           width=args.subdomain_width)
+                                           width=args.subdomain_width, written=written)
         table = f"{c.save_prefix}_{args.command}.md"
-        print(f"wrote {table}")
+        _print_study_files(c.save_prefix, args.command, written)
         diverged = [(r.get("model", "schwarz"), r) for r in rows if r.get("status") == "diverged"]
         if diverged:
             r = diverged[0][1]
@@ -420,12 +469,46 @@ def _run(args: argparse.Namespace) -> int:
                 raise _Diverged(f"{line}; stopped there (--keep-going continues), see {table}")
             print(f"{len(diverged)} diverged run(s), marked in {table}: {line}")
     elif ranks > 1:  # mpiexec -n P ddops precond: the distributed preconditioners
+        _precond_progress(args)
         _distributed("cli").run_precond(args)
     else:
+        _precond_progress(args)
         from .precond import run_from_args
 
         run_from_args(args)
     return 0
+
+
+def _mpi_compare(c: Any, written: list[str]) -> dict[str, Any]:
+    """``ddops compare`` on MPI ranks (rank 0 writes); ``written`` gets rank 0's file names.
+
+    The data-parallel experiment runs the serial :func:`~ddops.experiments.compare.run_compare`
+    with its own trainer; it is looked up on the module at call time, so the file list is
+    asked for there.
+    """
+    import functools
+
+    from . import compare
+
+    serial = compare.run_compare
+    compare.run_compare = functools.partial(serial, written=written)
+    try:
+        return _distributed("training").run_compare(c)
+    finally:
+        compare.run_compare = serial
+
+
+def _print_study_files(prefix: str, command: str, written: list[str]) -> None:
+    """The files of a sweep or scaling study: its own by name, its comparisons' by count."""
+    own = [p for p in written if p.startswith(f"{prefix}_{command}")]
+    for path in own:
+        print(f"wrote {path}")
+    parts = [p for p in written if p not in own]
+    if parts:
+        where = os.path.dirname(prefix) or "."
+        each = "_lr<rate>_*" if command == "sweep" else "_n<n>_*"
+        print(f"wrote {len(parts)} files of the comparisons in {where}/ "
+              f"({os.path.basename(prefix)}{each})")
 
 
 class _Diverged(Exception):

@@ -563,7 +563,8 @@ def _finite(op: LowRankOperator) -> bool:
 # -- the comparison ----------------------------------------------------------------------------
 def run_compare(config: ExperimentConfig, log: Any = print, *,
                 trainer_factory: Callable[..., Trainer] | None = None,
-                write_results: bool = True) -> dict[str, dict[str, Any]]:
+                write_results: bool = True, written: list[str] | None = None,
+                explain: bool = True) -> dict[str, dict[str, Any]]:
     """Train the Schwarz model and the global baselines on the same stream; write results.
 
     The settings, the output location and, with ``resume``, every checkpoint
@@ -585,6 +586,12 @@ def run_compare(config: ExperimentConfig, log: Any = print, *,
         ``False`` computes everything but writes no file (no output check, no
         operators, metrics, history or figures): for processes that share a
         run with another one that writes.
+    written : list of str, optional
+        Receives the path of every file the run writes (operators, metrics,
+        history, checkpoints, figures), each once, in the order first written.
+    explain : bool
+        Log :func:`summary_legend` (what the columns of the per-model lines
+        mean) before the first model trains.
 
     Raises
     ------
@@ -633,6 +640,15 @@ def run_compare(config: ExperimentConfig, log: Any = print, *,
 
     metrics: dict[str, dict[str, Any]] = {}
     histories: dict[str, dict[str, np.ndarray]] = {}
+    files = [] if written is None else written
+
+    def wrote(*paths: Any) -> None:
+        for path in map(str, paths):
+            if path not in files:
+                files.append(path)
+
+    if explain:
+        log(summary_legend(c))
 
     def write_all(new_prefix: str, interrupted: tuple[str, Trainer] | None = None) -> None:
         for name in metrics:
@@ -653,6 +669,10 @@ def run_compare(config: ExperimentConfig, log: Any = print, *,
         except OSError as exc:  # a checkpoint could not be written
             raise _rescue(prefix, exc,
                           lambda p, it=(name, trainer): write_all(p, it)) from exc
+        finally:
+            ckpt = trainer.checkpoint_path
+            if write_results and ckpt is not None and ckpt.exists():
+                wrote(ckpt)
         histories[name] = result.history
         entry = _evaluate(c, op, prob)
         train = result.history["train"]
@@ -679,13 +699,16 @@ def run_compare(config: ExperimentConfig, log: Any = print, *,
         try:
             if _finite(op):  # load_operator refuses non-finite parameters
                 save_operator(op, f"{prefix}_{name}.npz")
+                wrote(f"{prefix}_{name}.npz")
             _write_metrics(metrics_path, c, metrics, problem=summary)
+            wrote(metrics_path)
             _write_history_csv(Path(prefix + "_history.csv"), histories)
+            wrote(prefix + "_history.csv")
         except OSError as exc:
             raise _rescue(prefix, exc, write_all) from exc
     if c.plots and write_results:
         try:
-            _plot_compare(c, prob, models, histories, metrics, prefix)
+            _plot_compare(c, prob, models, histories, metrics, prefix, wrote)
         except OSError as exc:
             raise _rescue(prefix, exc, write_all) from exc
     return metrics
@@ -718,20 +741,22 @@ def _problem_summary(c: ExperimentConfig, prob: Problem) -> dict[str, Any]:
 
 def _plot_compare(c: ExperimentConfig, prob: Problem, models: dict[str, LowRankOperator],
                   histories: dict[str, dict[str, np.ndarray]],
-                  metrics: dict[str, dict[str, Any]], prefix: str) -> None:
+                  metrics: dict[str, dict[str, Any]], prefix: str,
+                  wrote: Callable[..., None]) -> None:
+    """The figures of a comparison; ``wrote`` receives each file's path once it is written."""
     from . import plotting
 
-    plotting.plot_training_curves(  # a diverged run's curve is marked
+    wrote(plotting.plot_training_curves(  # a diverged run's curve is marked
         {k: {**h, "status": metrics[k]["status"]} for k, h in histories.items()},
         prefix + "_training_curves.png",
         title=f"n={c.n}, N={c.subdomains}, lr={c.lr:g}",
-        ylabel="wMSE" if c.loss == "wmse" else "MSE")
+        ylabel="wMSE" if c.loss == "wmse" else "MSE"))
     for name, op in models.items():
         if _finite(op):
             if c.problem == "poisson1d":
-                _plot_model(name, op, prob, prefix)
+                wrote(*_plot_model(name, op, prob, prefix))
             else:
-                _plot_grid_model(name, op, prob, prefix)
+                wrote(*_plot_grid_model(name, op, prob, prefix))
 
 
 def _grid_points_of_interest(prob: Problem) -> np.ndarray:
@@ -794,6 +819,25 @@ def _write_metrics(path: Path, c: ExperimentConfig, metrics: dict[str, Any],
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3e}"
+
+
+def summary_legend(c: ExperimentConfig) -> str:
+    """What the columns of the per-model summary lines of a comparison mean (three lines).
+
+    ``fro`` is the operator error ``||M - A^-1||_F``; ``best`` is the smallest
+    error any operator of the model's rank bound ``r`` can reach (Eckart-Young:
+    the Frobenius norm of all but the ``r`` largest eigenvalues of ``A^-1``).
+    """
+    from ..learning.metrics import EXACT_FRO_LIMIT
+
+    limit = EXACT_FRO_LIMIT if c.exact_limit is None else c.exact_limit
+    loss = {"wmse": "weighted MSE", "mse": "MSE"}.get(LOSS_ALIASES.get(c.loss, c.loss), c.loss)
+    return (f"per model: params = trainable parameters, rank<= = its rank bound r, "
+            f"train/val = final training/validation loss ({loss}), time = training seconds;\n"
+            f"  fro = ||M - A^-1||_F, the operator error (exact up to {limit} unknowns, "
+            f"above that an estimate from random probes);\n"
+            f"  best = the smallest fro of any operator of rank <= r (Eckart-Young, from "
+            f"the eigenvalues of A^-1; '-' where they are unknown)")
 
 
 def _summary_line(name: str, e: dict[str, Any]) -> str:
@@ -895,13 +939,15 @@ def _diverged(metrics: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def run_sweep(config: ExperimentConfig, lrs: tuple[float, ...] = SWEEP_LRS,
-              log: Any = print, keep_going: bool = False) -> list[dict[str, Any]]:
+              log: Any = print, keep_going: bool = False,
+              written: list[str] | None = None) -> list[dict[str, Any]]:
     """Table 1: the comparison at every learning rate; Markdown table and figure.
 
     Every learning rate's settings and the output location are checked first.
     A learning rate whose training diverges stops the sweep after its
     comparison (the table then ends there) unless ``keep_going``; either way
-    its rows carry ``status="diverged"``.
+    its rows carry ``status="diverged"``.  ``written`` receives the path of
+    every file written (see :func:`run_compare`), the sweep's own last.
     """
     configs = sweep_configs(config, lrs)
     check_output_prefix(config.save_prefix,
@@ -909,9 +955,9 @@ def run_sweep(config: ExperimentConfig, lrs: tuple[float, ...] = SWEEP_LRS,
                         + ["_sweep.md", "_sweep_metrics.json", "_sweep.png"])
     rows: list[dict[str, Any]] = []
     extra = {"lrs": [c.lr for c in configs], "keep_going": keep_going}
-    for c in configs:
+    for k, c in enumerate(configs):
         log(f"--- lr = {c.lr:g}")
-        metrics = _run_part(c, log, config, rows, "sweep", extra)
+        metrics = _run_part(c, log, config, rows, "sweep", extra, written, explain=k == 0)
         rows += [{"lr": c.lr, "model": name, **e} for name, e in metrics.items()]
         if _diverged(metrics) and not keep_going:
             log(f"lr = {c.lr:g}: training diverged; the sweep stops here (keep going past "
@@ -923,13 +969,15 @@ def run_sweep(config: ExperimentConfig, lrs: tuple[float, ...] = SWEEP_LRS,
                                 ("val_wmse", "val wMSE", ".3e"),
                                 ("operator_fro_error", "Fro error", ".3g"),
                                 ("best_rank_fro_error", "best rank-r", ".3e"),
-                                ("train_seconds", "seconds", ".1f")], "sweep", extra)
+                                ("train_seconds", "seconds", ".1f")], "sweep", extra,
+                 written=written)
     return rows
 
 
 def run_scaling(config: ExperimentConfig, ns: tuple[int, ...] | None = None,
                 log: Any = print, keep_going: bool = False,
-                width: int | None = None) -> list[dict[str, Any]]:
+                width: int | None = None,
+                written: list[str] | None = None) -> list[dict[str, Any]]:
     """Table 2: Schwarz attention for growing n with N = n / 32; table and figure.
 
     On a grid problem ``n`` counts points per direction and ``N = (n /
@@ -937,7 +985,8 @@ def run_scaling(config: ExperimentConfig, ns: tuple[int, ...] | None = None,
     problem's default sizes (:func:`scaling_ns`).
 
     Every size's settings and the output location are checked first; a
-    diverged run stops the study unless ``keep_going`` (see :func:`run_sweep`).
+    diverged run stops the study unless ``keep_going``; ``written`` receives
+    the path of every file written (see :func:`run_sweep`).
     """
     configs = scaling_configs(config, ns, width)
     check_output_prefix(config.save_prefix,
@@ -945,9 +994,9 @@ def run_scaling(config: ExperimentConfig, ns: tuple[int, ...] | None = None,
                         + ["_scaling.md", "_scaling_metrics.json", "_scaling.png"])
     rows: list[dict[str, Any]] = []
     extra = {"ns": [c.n for c in configs], "keep_going": keep_going}
-    for c in configs:
+    for k, c in enumerate(configs):
         log(f"--- n = {c.n}, N = {c.subdomains}")
-        metrics = _run_part(c, log, config, rows, "scaling", extra)
+        metrics = _run_part(c, log, config, rows, "scaling", extra, written, explain=k == 0)
         size = {} if c.problem == "poisson1d" else {"unknowns": c.n ** DIMENSION[c.problem]}
         rows.append({"n": c.n, "N": c.subdomains, **size, **metrics["schwarz"]})
         if _diverged(metrics) and not keep_going:
@@ -962,16 +1011,17 @@ def run_scaling(config: ExperimentConfig, ns: tuple[int, ...] | None = None,
                                 ("operator_fro_error", "Fro error", ".3e"),
                                 ("best_rank_fro_error", "best rank-r", ".3e"),
                                 ("rank_bound", "rank bound", "d"),
-                                ("train_seconds", "seconds", ".1f")], "scaling", extra)
+                                ("train_seconds", "seconds", ".1f")], "scaling", extra,
+                 written=written)
     return rows
 
 
 def _run_part(c: ExperimentConfig, log: Any, config: ExperimentConfig,
-              rows: list[dict[str, Any]], what: str,
-              extra: dict[str, Any]) -> dict[str, dict[str, Any]]:
+              rows: list[dict[str, Any]], what: str, extra: dict[str, Any],
+              written: list[str] | None, explain: bool) -> dict[str, dict[str, Any]]:
     """One comparison of a sweep or scaling study; a late write failure keeps the rows too."""
     try:
-        return run_compare(c, log)
+        return run_compare(c, log, written=written, explain=explain)
     except OutputError as exc:
         if exc.rescue_dir is not None and rows:
             base = Path(config.save_prefix + "_").name[:-1] or "ddops"
@@ -985,12 +1035,13 @@ def _run_part(c: ExperimentConfig, log: Any, config: ExperimentConfig,
 
 def _write_table(config: ExperimentConfig, rows: list[dict[str, Any]],
                  columns: list[tuple[str, str, str]], what: str, extra: dict[str, Any],
-                 plots: bool | None = None) -> None:
+                 plots: bool | None = None, written: list[str] | None = None) -> None:
     """``<prefix>_<what>.md``, ``<prefix>_<what>_metrics.json`` and the figure ``plot_<what>``.
 
-    With no ``columns`` only the JSON is written.
+    With no ``columns`` only the JSON is written.  ``written`` receives the paths.
     """
     prefix = config.save_prefix
+    files = [] if written is None else written
 
     def write(prefix: str) -> None:
         atomic_write_json(Path(f"{prefix}_{what}_metrics.json"),
@@ -1000,10 +1051,12 @@ def _write_table(config: ExperimentConfig, rows: list[dict[str, Any]],
 
     try:
         write(prefix)
+        files += [f"{prefix}_{what}.md"] * bool(columns) + [f"{prefix}_{what}_metrics.json"]
         if (config.plots if plots is None else plots) and rows:
             from . import plotting
 
             getattr(plotting, f"plot_{what}")(rows, f"{prefix}_{what}.png")
+            files.append(f"{prefix}_{what}.png")
     except OSError as exc:
         if not columns:
             raise
