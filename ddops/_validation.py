@@ -52,6 +52,118 @@ def check_dtype(dtype: Any, name: str = "dtype") -> np.dtype:
     return dt
 
 
+def as_matrix(A: Any, name: str = "A", *, copy: bool = False, convert: bool = True):
+    """The one input contract for matrices: a real square sparse matrix or 2-D array as CSR.
+
+    Every entry point that reads the entries of a matrix (decompositions, coarse
+    spaces, preconditioners, initialisations) calls this first, so the same
+    input gets the same message everywhere.
+
+    Parameters
+    ----------
+    A : scipy sparse matrix or array, numpy array, or CuPy array
+        The matrix.  A :class:`scipy.sparse.linalg.LinearOperator` (or any other
+        object without entries) is refused: ``ddops`` builds its subdomain and
+        coarse matrices from the entries.
+    name : str
+        The argument's name in messages.
+    copy : bool
+        Return a float64 copy even when ``A`` is already float64 CSR.
+    convert : bool
+        False: keep the caller's dtype and index order (CSR of the same values; what
+        a graph partitioner needs), no float64 copy.
+
+    Returns
+    -------
+    A : scipy.sparse.csr_matrix
+        Float64, square, finite, with canonical indices (a new object that may
+        share its arrays with the caller's when it was float64 CSR in canonical
+        form already; nothing in ``ddops`` writes to them).
+    dtype : numpy.dtype
+        The caller's dtype.
+
+    Raises
+    ------
+    TypeError
+        Not a matrix (a ``LinearOperator``, a list of lists of strings, ...), or
+        complex entries.
+    ValueError
+        Not 2-D, not square, empty, or NaN/inf entries.
+    """
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import LinearOperator
+
+    from .backend import to_numpy
+
+    if isinstance(A, LinearOperator):
+        raise TypeError(f"{name} must be a sparse matrix (scipy.sparse) or a 2-D array, got a "
+                        f"{type(A).__name__}: ddops builds its subdomain and coarse matrices "
+                        f"from the entries of {name}, so pass the assembled matrix")
+    try:
+        A = to_numpy(A)
+    except Exception:  # noqa: BLE001 - whatever it is, it is not an array
+        pass
+    if sp.issparse(A):
+        dtype = A.dtype
+    else:
+        if isinstance(A, (str, bytes)) or A is None:
+            arr = np.asarray(None)
+        else:
+            try:
+                arr = np.asarray(A)
+            except (TypeError, ValueError):
+                arr = np.asarray(None)
+        if arr.dtype.kind not in "fiubc" or arr.ndim == 0:
+            raise TypeError(f"{name} must be a sparse matrix (scipy.sparse) or a 2-D array, "
+                            f"got {type(A).__name__}")
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {arr.shape}")
+        dtype = arr.dtype
+        A = sp.csr_matrix(arr)
+    if dtype.kind == "c":
+        raise TypeError(f"{name} must be real, got dtype {dtype}")
+    if dtype.kind not in "fiub":
+        raise TypeError(f"{name} must be a real matrix, got dtype {dtype}")
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"{name} must be square, got shape {A.shape}")
+    if A.shape[0] < 1:
+        raise ValueError(f"{name} must have at least one row, got shape {A.shape}")
+    if not convert:
+        A = A.tocsr()
+    elif copy or not (A.format == "csr" and A.dtype == np.float64 and A.has_canonical_format):
+        A = sp.csr_matrix(A, dtype=np.float64, copy=True)  # the caller's matrix stays as it is
+        A.sum_duplicates()
+    else:
+        A = sp.csr_matrix(A)  # a new object sharing the arrays
+    check_finite(name, A.data)
+    return A, np.dtype(dtype)
+
+
+def check_no_empty_rows(A: Any, name: str = "A") -> None:
+    """Raise naming the first row of ``A`` (CSR) without a nonzero entry.
+
+    An empty row (an unknown coupled to nothing) makes ``A`` singular; the factorisations
+    would report it only as a singular subdomain or coarse matrix.  ``O(n)``: reads the
+    diagonal, and the stored values only of rows whose diagonal is zero.
+    """
+    zero = np.flatnonzero(A.diagonal() == 0)
+    if not zero.size:
+        return
+    starts, ends = A.indptr[zero], A.indptr[zero + 1]
+    empty = [int(i) for i, a, b in zip(zero, starts, ends, strict=True)
+             if not np.any(A.data[a:b])]
+    if empty:
+        more = f" (and {len(empty) - 1} more)" if len(empty) > 1 else ""
+        raise ValueError(f"{name}: row {empty[0]} is empty{more}: {name} is singular (an "
+                         "unknown coupled to nothing); remove the unknown or give it an "
+                         "equation")
+
+
+def subdomain_matrix_name(i: int) -> str:
+    """How messages name the matrix of subdomain ``i`` (``A_0`` is the coarse matrix)."""
+    return f"the matrix R_{i} A R_{i}^T of subdomain {i}"
+
+
 def check_finite(name: str, x: Any) -> None:
     """Raise a ValueError naming ``name`` if ``x`` holds NaN or inf."""
     xp = _xp(x)

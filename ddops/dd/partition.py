@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from .._validation import check_int
+from .._validation import as_matrix, check_int
 from .decomposition import Decomposition, split_sizes
 
 __all__ = [
@@ -64,19 +64,15 @@ _MAX_SEED = 2**31 - 1
 
 # -- validation --------------------------------------------------------------------------------
 def _check_matrix(A: Any) -> sp.csr_matrix | sp.csr_array:
-    """Return ``A`` as square CSR (a view when it already is CSR), or raise naming ``A``."""
-    if sp.issparse(A):
-        A = A.tocsr()
-    else:
-        arr = np.asarray(A) if not isinstance(A, (str, bytes)) else np.asarray(None)
-        if arr.ndim != 2 or arr.dtype.kind not in "biufc":
-            raise TypeError(f"A must be a scipy sparse matrix or a 2D numeric array, got "
-                            f"{type(A).__name__}")
-        A = sp.csr_matrix(arr)
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"A must be square, got shape {A.shape}")
-    if A.shape[0] < 1:
-        raise ValueError("A must have at least one row")
+    """``A`` as square CSR of its own dtype (the package's matrix contract,
+    :func:`ddops._validation.as_matrix`; the partitioners read only its pattern), or raise
+    naming ``A``; an empty row is named by its index."""
+    A, _ = as_matrix(A, "A", convert=False)
+    empty = np.flatnonzero(np.diff(A.indptr) == 0)
+    if empty.size:
+        more = f" (and {empty.size - 1} more)" if empty.size > 1 else ""
+        raise ValueError(f"A: row {int(empty[0])} is empty{more}: an unknown coupled to "
+                         "nothing, so A is singular; remove the unknown or give it an equation")
     return A
 
 
@@ -398,7 +394,8 @@ def _decomposition(indices: np.ndarray, sizes: np.ndarray, n: int, owner: np.nda
                    block_size: int = 1) -> Decomposition:
     """A :class:`Decomposition` from packed indices, with the ``owner`` labels attached."""
     d = Decomposition.__new__(Decomposition)
-    d._init_from_packed(indices, sizes, n, None, points, h, owner=owner, block_size=block_size)
+    d._init_from_packed(indices, sizes, n, None, points, h, owner=owner, block_size=block_size,
+                        coordinates_known=points is not None)
     return d
 
 

@@ -52,7 +52,7 @@ import scipy.linalg
 import scipy.sparse as sp
 import scipy.sparse.linalg
 
-from .._validation import check_finite, check_memory
+from .._validation import as_matrix, check_memory, subdomain_matrix_name
 from ..operators import GlobalLowRankOperator, LowRankOperator, SchwarzOperator
 
 __all__ = ["COARSE_INITS", "LOCAL_INITS", "LR_SCALINGS", "coarse_scale", "galerkin_coarse",
@@ -80,17 +80,9 @@ def _check_op(op: Any, schwarz_only: bool = False) -> None:
 
 def _check_matrix(A: Any, n: int) -> sp.csr_matrix:
     """``A`` as float64 CSR: square, of the operator's size, finite and symmetric."""
-    if sp.issparse(A):
-        A = sp.csr_matrix(A, dtype=np.float64)
-    else:
-        arr = np.asarray(A) if not isinstance(A, (str, bytes)) else np.asarray(None)
-        if arr.ndim != 2 or arr.dtype.kind not in "fiu":
-            raise TypeError(f"A must be a scipy sparse matrix or a real 2-D array, got "
-                            f"{type(A).__name__}")
-        A = sp.csr_matrix(arr.astype(np.float64))
+    A, _ = as_matrix(A, "A")
     if A.shape != (n, n):
         raise ValueError(f"A must have shape ({n}, {n}) like the operator, got {A.shape}")
-    check_finite("A", A.data)
     scale = abs(A).max() if A.nnz else 0.0
     diff = abs(A - A.T)
     if diff.nnz and diff.max() > 1e-12 * scale:
@@ -165,7 +157,7 @@ def local_scales(op: LowRankOperator, A: Any) -> np.ndarray:
     bad = ~(first > np.finfo(np.float64).eps * 1e4 * np.maximum(largest, 0))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"subdomain matrix A_{i} = R_{i} A R_{i}^T ({int(d.sizes[i])} unknowns) "
+        raise ValueError(f"{subdomain_matrix_name(i)} ({int(d.sizes[i])} unknowns) "
                          f"is singular or not positive definite (smallest eigenvalue "
                          f"{first[i]:.3e}); A must be SPD")
     top = 1.0 / np.where(valid, low, 1.0)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_finite, check_int
+from .._validation import as_matrix, check_finite, check_int
 
 __all__ = ["toeplitz_tridiagonal_eigenvalues", "inverse_eigenvalues", "best_rank_error"]
 
@@ -22,17 +22,15 @@ SYMMETRY_RTOL = 1e-12
 
 
 def _check_matrix(A: Any, name: str = "A") -> Any:
-    """Raise unless ``A`` is a real, finite, nonempty square array or sparse matrix."""
-    if not sp.issparse(A) and not isinstance(A, np.ndarray):
-        raise TypeError(f"{name} must be a sparse matrix or an array, got {type(A).__name__}")
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"{name} must be square, got shape {A.shape}")
-    if A.shape[0] == 0:
-        raise ValueError(f"{name} must not be empty, got shape {A.shape}")
-    if A.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must be real, got dtype {A.dtype}")
-    check_finite(name, A.data if sp.issparse(A) else A)
-    return A
+    """Raise unless ``A`` meets the package's matrix contract
+    (:func:`ddops._validation.as_matrix`: real, finite, nonempty, square); ``A`` itself is
+    returned (a dense array stays dense for the eigensolvers)."""
+    if sp.issparse(A) or isinstance(A, np.ndarray):
+        if A.ndim == 2 and A.shape[0] == A.shape[1] and A.shape[0] > 0 \
+                and A.dtype.kind in "fiub":
+            check_finite(name, A.data if sp.issparse(A) else A)
+            return A
+    return as_matrix(A, name)[0]  # the package's message for whatever is wrong, or CSR
 
 
 def toeplitz_tridiagonal_eigenvalues(A: Any) -> np.ndarray | None:

@@ -300,7 +300,7 @@ class Trainer:
         if not isinstance(op, LowRankOperator):
             raise TypeError(f"op must be a ddops trainable operator, got {type(op).__name__}")
         self.op = op
-        self.sampler = sampler
+        self.sampler = _check_sampler(sampler, op)
         self.config = (config or TrainingConfig()).validated()
         self.train_seed = check_int("train_seed", train_seed, minimum=0)
         self.rng = np.random.default_rng(self.train_seed)
@@ -500,6 +500,7 @@ class Trainer:
         """One training batch; written into reused buffers when the sampler supports ``out=``."""
         if self._batch is None:
             F, U = self.sampler.sample(self.config.batch_size, self.rng)
+            _check_batch_size(self.sampler, int(F.shape[0]), self.op)
             try:
                 signature = inspect.signature(self.sampler.sample)
                 reusable = "out" in signature.parameters
@@ -743,6 +744,29 @@ class Trainer:
             self.scheduler.load_state_dict(sched)
             self.scheduler.factor = c.plateau_factor
             self.scheduler.patience = c.plateau_patience
+
+
+def _check_sampler(sampler: Any, op: LowRankOperator) -> Any:
+    """Refuse, at construction, a sampler without ``sample`` or of another size than ``op``.
+
+    The size is the sampler's ``num_dofs`` (every :class:`~ddops.learning.data.BasisRHS`
+    has it).  A sampler without one is checked on its first batch instead
+    (:func:`_check_batch_size`): drawing here would change the state of a stateful one.
+    """
+    if not callable(getattr(sampler, "sample", None)):
+        raise TypeError(f"sampler must have a method sample(batch_size, rng) -> (F, U), got "
+                        f"{type(sampler).__name__}")
+    size = getattr(sampler, "num_dofs", None)
+    if size is not None:
+        _check_batch_size(sampler, int(size), op)
+    return sampler
+
+
+def _check_batch_size(sampler: Any, size: int, op: LowRankOperator) -> None:
+    if size != op.shape[0]:
+        raise ValueError(f"sampler draws right-hand sides of size {size} "
+                         f"({_describe_sampler(sampler)}) but the operator has size "
+                         f"{op.shape[0]}")
 
 
 def _describe_sampler(sampler: Any) -> str:

@@ -46,7 +46,13 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from threadpoolctl import threadpool_limits
 
-from .._validation import check_choice, check_dtype, check_int, check_positive_float
+from .._validation import (
+    check_choice,
+    check_dtype,
+    check_int,
+    check_positive_float,
+    subdomain_matrix_name,
+)
 from ..backend import asarray, check_backend, get_array_module, to_numpy
 from ..dd.coarse import MATRIX_COARSE_BASES
 from ..dd.decomposition import Decomposition, Decomposition1D
@@ -347,7 +353,7 @@ def _local_factors(A: sp.csr_matrix, d: Decomposition, rank: int) -> np.ndarray:
         bad = ~(first > np.finfo(np.float64).eps * 1e4 * np.maximum(largest, 0))
         if bad.any():
             i = start + int(np.flatnonzero(bad)[0])
-            raise ValueError(f"subdomain matrix A_{i} = R_{i} A R_{i}^T (subdomain {i}, "
+            raise ValueError(f"{subdomain_matrix_name(i)} (subdomain {i}, "
                              f"{int(d.sizes[i])} unknowns) is singular or not positive "
                              f"definite (smallest eigenvalue {first[i - start]:.3e}); "
                              "A must be SPD")

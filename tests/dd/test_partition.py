@@ -515,9 +515,9 @@ def test_dense_and_sparse_array_inputs():
 def test_bad_matrix():
     with pytest.raises(ValueError, match="A must be square"):
         dd.decomposition_from_matrix(sp.random(4, 5, density=0.5, format="csr"), 2)
-    with pytest.raises(TypeError, match="A must be a scipy sparse matrix"):
+    with pytest.raises(TypeError, match=r"A must be a sparse matrix \(scipy.sparse\) or a 2-D array"):
         dd.partition("matrix", 2)
-    with pytest.raises(TypeError, match="A must be a scipy sparse matrix"):
+    with pytest.raises(TypeError, match=r"A must be a sparse matrix \(scipy.sparse\) or a 2-D array"):
         dd.partition(np.ones(4), 2)
 
 

@@ -345,5 +345,5 @@ def test_indefinite_subdomain_is_named():
     A, d = _problem(32, 2)
     B = A.tolil()
     B[3, 3] = 1e-3  # positive diagonal, indefinite block
-    with pytest.raises(ValueError, match="subdomain matrix A_0"):
+    with pytest.raises(ValueError, match=r"R_0 A R_0\^T of subdomain 0"):
         classical_init(ddops.SchwarzOperator(d, tied=True), B.tocsr())
