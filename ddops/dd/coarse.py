@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,8 @@ from .._validation import check_choice, check_finite, check_int, check_memory
 from .decomposition import Decomposition
 
 __all__ = ["ADAPTIVE_OPTIONS", "ALL_COARSE_BASES", "COARSE_BASES", "MATRIX_COARSE_BASES",
-           "coarse_basis", "column_rank", "hat_functions", "subdomain_blocks"]
+           "auto_coarse_basis", "coarse_basis", "column_rank",
+           "hat_functions", "subdomain_blocks"]
 
 #: Coarse bases built from the decomposition alone (also by :class:`~ddops.SchwarzOperator`).
 COARSE_BASES = ("interface_hats", "pou", "nicolaides", "grid_hats")
@@ -26,8 +28,36 @@ ADAPTIVE_OPTIONS = {
     "geneo": ("threshold", "max_per_subdomain", "neumann"),
     "gdsw": ("extension_solver",), "rgdsw": ("extension_solver",)}
 
-#: Every name accepted by :func:`coarse_basis`.
+#: Every name accepted by :func:`coarse_basis` (and ``"auto"``, see :func:`auto_coarse_basis`).
 ALL_COARSE_BASES = COARSE_BASES + MATRIX_COARSE_BASES
+
+# The bases that fall back to constants without a null space (GenEO takes a given one but
+# needs none): the null-space warnings of check_null_space_layout are theirs.
+_CONSTANTS_BASES = ("pou", "nicolaides", "gdsw", "rgdsw", "agdsw")
+
+
+def hats_apply(decomposition: Decomposition) -> bool:
+    """Whether the 1D hat bases apply: real 1D coordinates and interface nodes."""
+    d = decomposition
+    x = d.coordinates
+    one_d = x.ndim == 1 or (x.ndim == 2 and x.shape[1] == 1)
+    return bool(getattr(d, "has_coordinates", True) and one_d and d.interface_nodes.size)
+
+
+def auto_coarse_basis(decomposition: Decomposition, matrix: bool) -> str:
+    """The coarse basis that ``coarse_basis="auto"`` stands for on a decomposition.
+
+    ``"interface_hats"`` (the paper's basis) where the hats apply (a 1D decomposition
+    with interface nodes and real coordinates, e.g. :class:`~ddops.Decomposition1D`);
+    else ``"gdsw"`` when the matrix is known (``matrix=True``) and the decomposition
+    has its non-overlapping partition ``owner`` (``from_matrix``, ``from_grid``); else
+    ``"nicolaides"``, which needs the decomposition only.
+    """
+    if hats_apply(decomposition):
+        return "interface_hats"
+    if matrix and decomposition.owner is not None:
+        return "gdsw"
+    return "nicolaides"
 
 
 def hat_functions(x: np.ndarray, peaks: np.ndarray, left: float = 0.0, right: float = 1.0):
@@ -71,11 +101,12 @@ def hat_functions(x: np.ndarray, peaks: np.ndarray, left: float = 0.0, right: fl
 
 def coarse_basis(
     decomposition: Decomposition,
-    kind: str = "interface_hats",
+    kind: str = "auto",
     size: int | None = None,
     *,
     A: Any = None,
     null_space: Any = None,
+    kernel: Any = None,
     threshold: float | None = None,
     max_per_component: int | None = None,
     max_per_subdomain: int | None = None,
@@ -89,8 +120,11 @@ def coarse_basis(
     ----------
     decomposition : Decomposition
         The overlapping decomposition.
-    kind : {"interface_hats", "pou", "nicolaides", "grid_hats", "gdsw", "rgdsw", "agdsw", \
-"geneo"}
+    kind : {"auto", "interface_hats", "pou", "nicolaides", "grid_hats", "gdsw", "rgdsw", \
+"agdsw", "geneo"}
+        ``"auto"`` (default): :func:`auto_coarse_basis`, the paper's interface hats on
+        1D decompositions, GDSW when ``A`` is given and the decomposition has an
+        ``owner``, else Nicolaides.
         ``"interface_hats"``: one hat per interface, 1 at the interface node
         and linear down to 0 at the neighbouring interface nodes or the
         Dirichlet boundary (``n0 = N - 1``; 1D coordinates, shape ``(n,)`` or
@@ -116,11 +150,29 @@ def coarse_basis(
         Number of hats for ``"grid_hats"`` (default ``N - 1``); not allowed for
         the other kinds.
     A : sparse matrix, optional
-        The SPD matrix; required by ``"gdsw"`` and ``"rgdsw"`` only.
+        The SPD matrix; required by the matrix bases (``"gdsw"``, ``"rgdsw"``,
+        ``"agdsw"``, ``"geneo"``), accepted and not used by the others.
     null_space : array (num_dofs x k), optional
         Null space of the unassembled operator (constants by default; rigid
         body modes for elasticity, :func:`ddops.problems.rigid_body_modes`);
-        for ``"nicolaides"``, ``"pou"`` and the matrix bases.
+        used by ``"nicolaides"``, ``"pou"`` and the matrix bases, accepted and
+        not used by the hat bases.  Problem data (``A``, ``null_space``,
+        ``kernel``) is accepted by every kind, so a loop over kinds needs no
+        special cases; the options of one method (``size``, ``threshold``,
+        ``max_per_component``, ``max_per_subdomain``, ``neumann``,
+        ``extension_solver``) are refused by the kinds that do not have them.
+        A decomposition with ``block_size > 1`` and no null space warns (the
+        constants per component leave out the rotations of elasticity), and so
+        does a null space that has lower rank on most parts than in all (a
+        field-major null space for an interleaved ``block_size`` ordering).
+    kernel : array (num_dofs x k), optional
+        The kernel of a singular positive semidefinite ``A`` (constants for a
+        pure-Neumann problem, rigid body modes of a floating body): it is the
+        null space when ``null_space`` is not given, and the columns of the
+        built basis that make ``Phi^T A Phi`` singular are dropped (one per
+        dimension of ``{c : Phi c in range(kernel)}``, see
+        :func:`ddops.dd.kernel.coarse_kernel_columns`).  Checked against ``A``
+        when ``A`` is given.
     threshold : float, optional
         Eigenvalue threshold of ``"agdsw"`` and ``"geneo"`` (defaults
         :data:`ddops.dd.adaptive.AGDSW_THRESHOLD` and
@@ -157,9 +209,21 @@ def coarse_basis(
     interface hats); otherwise it follows the algebraic rule: the unknowns that
     ``A`` couples to an unknown of another part.
     """
-    check_choice("kind", kind, ALL_COARSE_BASES)
+    check_choice("kind", kind, ("auto", *ALL_COARSE_BASES))
     if not isinstance(return_info, (bool, np.bool_)):
         raise TypeError(f"return_info must be a bool, got {type(return_info).__name__}")
+    if not isinstance(decomposition, Decomposition):
+        raise TypeError("decomposition must be a ddops Decomposition, got "
+                        f"{type(decomposition).__name__}")
+    if kind == "auto":
+        kind = auto_coarse_basis(decomposition, matrix=A is not None)
+    if kernel is not None:
+        Phi, info = _grounded_basis(decomposition, kind, size, A, null_space, kernel,
+                                    dict(threshold=threshold,
+                                         max_per_component=max_per_component,
+                                         max_per_subdomain=max_per_subdomain,
+                                         neumann=neumann, extension_solver=extension_solver))
+        return (Phi, info) if return_info else Phi
     given = {"threshold": threshold, "max_per_component": max_per_component,
              "max_per_subdomain": max_per_subdomain, "neumann": neumann,
              "extension_solver": extension_solver}
@@ -171,23 +235,26 @@ def coarse_basis(
         return coarse_basis(decomposition, kind, size, A=A, null_space=null_space), None
     if size is not None and kind != "grid_hats":
         raise ValueError(f"size is only used with kind='grid_hats', not {kind!r}")
-    if A is not None and kind not in MATRIX_COARSE_BASES:
-        raise ValueError(f"A is only used with kind in {MATRIX_COARSE_BASES}, not {kind!r}")
-    if null_space is not None and kind not in ("pou", "nicolaides", *MATRIX_COARSE_BASES):
-        raise ValueError(f"null_space is not used with kind={kind!r}")
     d = decomposition
+    if kind in _CONSTANTS_BASES:
+        check_null_space_layout(d, null_space)
     x = d.coordinates
     if x.ndim == 2 and x.shape[1] == 1:  # n x 1 points (a 1D grid decomposition) are 1D
         x = x.ravel()
-    if kind in ("interface_hats", "grid_hats") and x.ndim != 1:
-        raise ValueError(f"coarse_basis: {kind!r} needs 1D coordinates; this decomposition has "
-                         f"{x.shape[1]}-D points (use 'nicolaides', 'gdsw' or 'rgdsw')")
+    if kind in ("interface_hats", "grid_hats"):
+        if not getattr(d, "has_coordinates", True):
+            raise ValueError(f"coarse_basis: {kind!r} needs the unknowns' coordinates, and this "
+                             "decomposition has none (Decomposition.from_matrix without "
+                             "coordinates=); use 'gdsw' (with A), 'nicolaides' or 'auto'")
+        if x.ndim != 1:
+            raise ValueError(f"coarse_basis: {kind!r} needs 1D coordinates; this decomposition "
+                             f"has {x.shape[1]}-D points (use 'nicolaides', 'gdsw' or 'rgdsw')")
     if kind == "interface_hats":
         if d.interface_nodes.size == 0:
             raise ValueError(
                 "coarse_basis: 'interface_hats' needs interface nodes (a Decomposition1D with "
                 "at least two subdomains, or Decomposition(..., interface_nodes=...)); use "
-                "'pou', 'grid_hats', a matrix Phi or no coarse basis")
+                "'auto', 'nicolaides', 'gdsw' (with A) or a matrix Phi")
         return hat_functions(x, x[d.interface_nodes])
     if kind in ("pou", "nicolaides"):
         if null_space is not None:
@@ -208,6 +275,85 @@ def coarse_basis(
     return hat_functions(x, np.arange(1, n0 + 1) / (n0 + 1))
 
 
+def _grounded_basis(d: Decomposition, kind: str, size: int | None, A: Any, null_space: Any,
+                    kernel: Any, options: dict) -> tuple[sp.csr_matrix, Any]:
+    """The basis of ``kind`` (null space: ``kernel`` unless given) without the columns that
+    make its coarse matrix singular for ``ker A = range(kernel)``."""
+    from .kernel import check_kernel, coarse_kernel_columns
+
+    Q = check_kernel(kernel, _kernel_reference(A, d.num_dofs))
+    options = {k: v for k, v in options.items() if v is not None}
+    Phi, info = coarse_basis(d, kind, size, A=A,
+                             null_space=kernel if null_space is None else null_space,
+                             return_info=True, **options)
+    drop = coarse_kernel_columns(Phi, Q)
+    keep = np.setdiff1d(np.arange(Phi.shape[1]), drop)
+    return Phi[:, keep].tocsr(), info
+
+
+def _kernel_reference(A: Any, n: int) -> sp.csr_matrix:
+    """``A`` as float64 CSR to check a kernel against (the zero matrix when not given:
+    every vector is then accepted)."""
+    if A is None:
+        return sp.csr_matrix((n, n))
+    from .._validation import as_matrix
+
+    return as_matrix(A, "A")[0]
+
+
+def check_null_space_layout(d: Decomposition, null_space: Any) -> None:
+    """Warn when a vector problem has no null space, or one that does not fit ``block_size``.
+
+    With ``block_size = b > 1`` and no null space, the bases use ``b`` constant vectors
+    (one per component): the rotations of elasticity are missing (iterations about
+    double).  A null space of rank ``k`` restricted to a part of the non-overlapping
+    partition has rank ``min(k, unknowns)`` when it is ordered like the unknowns; a
+    field-major null space read as interleaved (or any other misordering) loses rank on
+    many parts (every part inside one half of the numbering): one ``k x k`` Gram matrix per
+    part, ``O(n k^2)``, tells; the warning needs a quarter of the parts deficient.
+    """
+    b = d.block_size
+    if null_space is None:
+        if b > 1:
+            warnings.warn(
+                f"the decomposition has block_size={b} but no null_space was given: the coarse "
+                f"space uses {b} constant vectors (one per component), which leaves out the "
+                "rotations of elasticity; pass null_space= (for elasticity the rigid body "
+                "modes, ddops.problems.rigid_body_modes)", RuntimeWarning, stacklevel=4)
+        return
+    Z = null_space.toarray() if sp.issparse(null_space) else np.asarray(null_space)
+    if Z.ndim == 1:
+        Z = Z[:, None]
+    if Z.ndim != 2 or Z.shape[0] != d.num_dofs or Z.dtype.kind not in "fiub" or Z.shape[1] < 2:
+        return  # one vector cannot lose rank; shape and type errors come from the builder
+    if not np.all(np.isfinite(Z)):
+        return
+    k = Z.shape[1]
+    labels = d.owner if d.owner is not None else None
+    if labels is None:
+        return
+    parts = int(labels.max()) + 1
+    Zs = Z / np.maximum(np.linalg.norm(Z, axis=0), 1e-300)
+    G = np.empty((parts, k, k))
+    for a in range(k):  # k (k + 1) / 2 passes over the rows, no n x k^2 array
+        for c in range(a, k):
+            G[:, a, c] = G[:, c, a] = np.bincount(labels, weights=Zs[:, a] * Zs[:, c],
+                                                  minlength=parts)
+    counts = np.bincount(labels, minlength=parts)
+    ev = np.linalg.eigvalsh(G)
+    rank = (ev > 1e-10 * np.maximum(ev[:, -1:], 1e-300)).sum(axis=1)
+    full = np.linalg.matrix_rank(Zs)
+    deficient = rank < np.minimum(full, counts)
+    # ordered like the unknowns, only degenerate parts lose rank (all nodes on one line in
+    # 3D); a misordered null space loses it on every part inside one half of the numbering
+    if parts >= 2 and deficient.sum() * 4 >= parts:
+        warnings.warn(
+            f"null_space has rank {full} but lower rank on {int(deficient.sum())} of {parts} "
+            f"parts: its rows are probably not ordered like the unknowns (block_size={b} "
+            "means interleaved components, node k holding unknowns k*b .. k*b+b-1; a "
+            "field-major null space must be reordered)", RuntimeWarning, stacklevel=4)
+
+
 def _matrix_basis(d: Decomposition, kind: str, A: Any, null_space: Any, options: dict,
                   return_info: bool):
     """The coarse bases built from ``A`` (GDSW family and the adaptive ones)."""
@@ -218,7 +364,10 @@ def _matrix_basis(d: Decomposition, kind: str, A: Any, null_space: Any, options:
         raise ValueError(f"coarse_basis: {kind!r} needs the non-overlapping partition "
                          "decomposition.owner (build the decomposition with "
                          "Decomposition.from_matrix or from_grid, or pass owner=)")
-    shape = np.shape(A)
+    from .._validation import as_matrix
+
+    A, _ = as_matrix(A, "A")  # the package's matrix contract first, then the size
+    shape = A.shape
     if shape != (d.num_dofs, d.num_dofs):
         raise ValueError(f"coarse_basis: A must have shape ({d.num_dofs}, {d.num_dofs}) "
                          f"(decomposition.num_dofs), got {shape}")

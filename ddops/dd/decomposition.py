@@ -64,6 +64,10 @@ class Decomposition:
     coordinates : array of float, optional
         Coordinates of the unknowns, shape ``(num_dofs,)`` or
         ``(num_dofs, dim)``; the 1D hat coarse bases read points in (0, 1).
+        Default: the uniform 1D grid ``(j + 1) / (num_dofs + 1)``.  Algebraic
+        decompositions (:meth:`from_matrix`) built without coordinates hold
+        that grid only as a placeholder (``has_coordinates`` is False) and the
+        hat bases refuse them.
     h : float, optional
         Mesh width, used by the ``"scaled"`` initialisation (see :attr:`dim`).
         Default: ``1 / (num_dofs + 1)`` for 1D coordinates; for
@@ -178,7 +182,8 @@ class Decomposition:
     # The packed constructor is shared with Decomposition1D, which builds the
     # index arrays vectorised instead of from a list.
     def _init_from_packed(self, indices, sizes, num_dofs, interface_nodes, coordinates, h, *,
-                          owner=None, shared_nodes=None, block_size=1, owner_checked=False):
+                          owner=None, shared_nodes=None, block_size=1, owner_checked=False,
+                          coordinates_known=True):
         if indices.size and (indices.min() < 0 or indices.max() >= num_dofs):
             raise ValueError(f"subdomains: indices must lie in [0, {num_dofs}), got "
                              f"[{indices.min()}, {indices.max()}]")
@@ -203,6 +208,10 @@ class Decomposition:
         if self.interface_nodes.size and (self.interface_nodes.min() < 0
                                           or self.interface_nodes.max() >= num_dofs):
             raise ValueError(f"interface_nodes must lie in [0, {num_dofs})")
+        #: Whether :attr:`coordinates` are the unknowns' points (given, or the documented
+        #: uniform 1D grid of the plain constructor); False for an algebraic decomposition
+        #: built without coordinates, whose placeholder points the hat bases refuse.
+        self.has_coordinates = bool(coordinates_known or coordinates is not None)
         if coordinates is None:
             coordinates = np.arange(1, num_dofs + 1) / (num_dofs + 1)
         self.coordinates = np.asarray(coordinates, dtype=np.float64)

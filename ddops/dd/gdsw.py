@@ -85,7 +85,14 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
-from .._validation import check_choice, check_finite, check_int, check_positive_float
+from .._validation import (
+    as_matrix,
+    check_choice,
+    check_finite,
+    check_int,
+    check_no_empty_rows,
+    check_positive_float,
+)
 from ..linalg.local_solvers import (
     CHUNK_ROWS,
     SPARSE_SOLVERS,
@@ -195,16 +202,16 @@ def symmetry_defect(A: sp.csr_matrix) -> tuple[float, bool]:
     return (float(diff.max()) if diff.nnz else 0.0), False
 
 
-def _check_matrix(A: Any) -> sp.csr_matrix:
-    """Square, finite, symmetric ``A`` as float64 CSR with canonical indices, no zeros."""
-    A = _as_csr("A", A)
-    if A.shape[0] != A.shape[1]:
-        raise ValueError(f"A must be square, got shape {A.shape}")
-    A.sum_duplicates()
+def _check_matrix(A: Any, rows: bool = True) -> sp.csr_matrix:
+    """Square, finite, symmetric ``A`` as float64 CSR with canonical indices, no zeros; with
+    ``rows``, no empty row (``interface_components`` also classifies the rows a rank owns of
+    a matrix whose other rows are empty)."""
+    A, _ = as_matrix(A, "A")
+    if rows:
+        check_no_empty_rows(A, "A")
     if A.nnz and not np.all(A.data):  # explicit zeros: dropped on a copy (A may share arrays)
         A = A.copy()
         A.eliminate_zeros()
-    check_finite("A", A.data)
     scale = float(np.abs(A.data).max()) if A.nnz else 0.0
     asym, _ = symmetry_defect(A)
     if asym > np.sqrt(np.finfo(np.float64).eps) * scale:
@@ -479,7 +486,7 @@ def interface_components(
         Bad shapes, labels or block size, or a given interface that does not
         separate the interiors of different parts.
     """
-    A = _check_matrix(A)
+    A = _check_matrix(A, rows=False)
     return _components(A, _check_owner(owner, A.shape[0]), interface, block_size)
 
 

@@ -48,6 +48,7 @@ from ..backend import asarray, check_backend, spmm, take_rows, to_numpy
 from ..dd.coarse import (
     ALL_COARSE_BASES,
     MATRIX_COARSE_BASES,
+    auto_coarse_basis,
     column_rank,
     subdomain_blocks,
     validate_coarse_matrix,
@@ -170,8 +171,11 @@ class SchwarzOperator(LowRankOperator):
         Rank ``r0`` of the coarse block; ``None`` means ``n0``.  A value above
         ``n0`` is truncated to ``n0`` with a warning, as in the paper.
     coarse_basis : str, sparse matrix, array or None
-        A name from :data:`ddops.dd.coarse.ALL_COARSE_BASES` (``"gdsw"`` and
-        ``"rgdsw"`` are built from the matrix: pass ``A``), a user-supplied
+        ``"auto"`` (default, :func:`ddops.dd.coarse.auto_coarse_basis`: the paper's
+        interface hats on 1D decompositions, GDSW when ``A`` is given and the
+        decomposition has an ``owner``, else Nicolaides), a name from
+        :data:`ddops.dd.coarse.ALL_COARSE_BASES` (the matrix bases are built from
+        the matrix: pass ``A``), a user-supplied
         ``num_dofs x n0`` matrix Phi (for example
         ``ddops.coarse_basis(d, "gdsw", A=A)``), or ``None`` for a one-level
         operator.  Any decomposition works (1D, grid boxes, METIS parts of
@@ -210,13 +214,14 @@ class SchwarzOperator(LowRankOperator):
         :data:`PADDING_TARGET` (or the best four).  An integer asks for that
         many groups (chosen to minimise the padded size ``sum_g N_g p_g``).
     A : sparse matrix, optional
-        The SPD matrix that ``coarse_basis="gdsw"``/``"rgdsw"`` are built from
-        (:func:`ddops.dd.coarse.coarse_basis`); only used there.  It is not
-        kept: the operator stores the built basis (and saves it).
+        The SPD matrix that the matrix coarse bases (``"gdsw"``, ``"rgdsw"``,
+        ``"agdsw"``, ``"geneo"``) are built from (:func:`ddops.dd.coarse.coarse_basis`);
+        accepted and not used with the other bases.  It is not kept: the operator
+        stores the built basis (and saves it).
     null_space : array (num_dofs x k), optional
-        Null space for ``coarse_basis`` in ``"nicolaides"``, ``"pou"``,
-        ``"gdsw"``, ``"rgdsw"`` (constants by default; rigid body modes for
-        elasticity).
+        Null space for ``coarse_basis`` in ``"nicolaides"``, ``"pou"`` and the
+        matrix bases (constants by default; rigid body modes for elasticity);
+        accepted and not used with the hat bases.
 
     Raises
     ------
@@ -234,7 +239,7 @@ class SchwarzOperator(LowRankOperator):
         decomposition: Decomposition,
         local_rank: int = 4,
         coarse_rank: int | None = None,
-        coarse_basis: Any = "interface_hats",
+        coarse_basis: Any = "auto",
         coarse_size: int | None = None,
         init: str = "scaled",
         seed: int = 0,
@@ -272,16 +277,15 @@ class SchwarzOperator(LowRankOperator):
                                             and coarse_basis == "grid_hats"):
             raise ValueError("coarse_size is only used with coarse_basis='grid_hats'")
         named = isinstance(coarse_basis, str)
-        if A is not None and not (named and coarse_basis in MATRIX_COARSE_BASES):
-            raise ValueError(f"A is only used with coarse_basis in {MATRIX_COARSE_BASES}, "
-                             f"not {coarse_basis!r}")
-        if null_space is not None and not (named and coarse_basis in NULL_SPACE_BASES):
-            raise ValueError(f"null_space is only used with coarse_basis in {NULL_SPACE_BASES}, "
-                             f"not {coarse_basis!r}")
+        # A and null_space are problem data: accepted whatever the coarse basis, used where
+        # it is built from them (as by ddops.coarse_basis)
+        if named:
+            check_choice("coarse_basis", coarse_basis, ("auto", *ALL_COARSE_BASES))
+            if coarse_basis == "auto":
+                coarse_basis = auto_coarse_basis(d, matrix=A is not None)
         if coarse_basis is None:
             Phi = None
         elif named:
-            check_choice("coarse_basis", coarse_basis, ALL_COARSE_BASES)
             if coarse_basis in MATRIX_COARSE_BASES and A is None:
                 raise ValueError(
                     f"coarse_basis={coarse_basis!r} is built from the matrix A: pass A=A, or the "
@@ -293,7 +297,8 @@ class SchwarzOperator(LowRankOperator):
         #: Whether the coarse basis is more than its name (user matrix, built from ``A``, or
         #: with a null space): then it is saved with the operator.
         self.stores_coarse_matrix = Phi is not None and (
-            not named or coarse_basis in MATRIX_COARSE_BASES or null_space is not None)
+            not named or coarse_basis in MATRIX_COARSE_BASES
+            or (null_space is not None and coarse_basis in NULL_SPACE_BASES))
         self.coarse_basis_name = coarse_basis if isinstance(coarse_basis, str) else (
             None if coarse_basis is None else "custom")
         n0 = 0 if Phi is None else Phi.shape[1]

@@ -32,17 +32,27 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .._validation import check_choice, check_dtype, check_finite, check_memory, fits_in_memory
-from ..backend import asarray, check_backend, to_numpy
+from .._validation import (
+    as_matrix,
+    check_choice,
+    check_dtype,
+    check_finite,
+    check_memory,
+    check_no_empty_rows,
+    fits_in_memory,
+    subdomain_matrix_name,
+)
+from ..backend import asarray, check_backend
 from ..dd.coarse import (
     ADAPTIVE_OPTIONS,
     ALL_COARSE_BASES,
-    MATRIX_COARSE_BASES,
+    auto_coarse_basis,
     validate_coarse_matrix,
 )
 from ..dd.coarse import coarse_basis as build_coarse_basis
 from ..dd.decomposition import Decomposition
 from ..dd.gdsw import FACTOR_CHUNK_ROWS, symmetry_defect
+from ..dd.kernel import KERNEL_RHS_RTOL, check_kernel, coarse_kernel_columns, remove_kernel
 from ..linalg.local_solvers import (
     SINGULAR_PIVOT_RTOL,
     SPARSE_SOLVERS,
@@ -118,26 +128,10 @@ EXACT_PIVOT_CHECK_ROWS = 2**17
 
 # -- validation helpers ----------------------------------------------------------------------
 def _check_matrix(A: Any, name: str = "A") -> tuple[sp.csr_matrix, np.dtype]:
-    """Return a square, finite matrix as float64 CSR and its original dtype."""
-    A = to_numpy(A)
-    if sp.issparse(A):
-        A = sp.csr_matrix(A)
-    else:
-        arr = np.asarray(A)
-        if arr.dtype.kind not in "fiub" or arr.ndim != 2:
-            raise ValueError(f"{name} must be a real 2-D matrix, got dtype {arr.dtype} and "
-                             f"shape {arr.shape}")
-        A = sp.csr_matrix(arr)
-    if A.dtype.kind not in "fiub":
-        raise ValueError(f"{name} must be a real matrix, got dtype {A.dtype}")
-    if A.shape[0] != A.shape[1]:
-        raise ValueError(f"{name} must be square, got shape {A.shape}")
-    original = A.dtype
-    if not (A.dtype == np.float64 and A.has_canonical_format):
-        A = A.astype(np.float64)  # a copy: the caller's matrix stays as it is
-        A.sum_duplicates()
-    # else: the caller's arrays, shared; nothing here or in the set-up writes to them
-    check_finite(name, A.data)
+    """``A`` as float64 CSR (the package's matrix contract, :func:`ddops._validation.as_matrix`)
+    with a positive diagonal, and its original dtype."""
+    A, original = as_matrix(A, name)
+    check_no_empty_rows(A, name)
     return A, original
 
 
@@ -210,8 +204,18 @@ class _SingularCoarse:
         try:  # a rank-revealing pass: its message lists the dependent or zero columns
             coarse_matrix_checked(self.A, self.Phi)
         except ValueError as exc:
-            return ValueError(f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is "
-                              f"singular: {exc}")
+            try:  # the same pass in the Euclidean inner product: is Phi itself rank deficient?
+                coarse_matrix_checked(sp.identity(self.A.shape[0], format="csr"), self.Phi)
+            except ValueError:
+                return ValueError(f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) "
+                                  f"is singular: {exc}")
+            return ValueError(
+                f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is singular because "
+                "A is singular: Phi has independent columns, but A annihilates a combination "
+                "of them (a pure-Neumann problem, a floating body, ...).  Pass the kernel of "
+                "A: TwoLevelSchwarz(A, d, ..., kernel=Z), e.g. Z = np.ones(n) for a "
+                "pure-Neumann Laplacian or the rigid body modes "
+                "(ddops.problems.rigid_body_modes) of a floating elastic body")
         return ValueError(
             f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is singular or not "
             "positive definite; the coarse basis Phi must have full column rank (no zero or "
@@ -228,7 +232,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
     with ``(W_in, W_out) = (I, I)`` (``"additive"``), ``(I, D_i)``
     (``"restricted"``, RAS) or ``(D_i^{1/2}, D_i^{1/2})``
-    (``"symmetric_restricted"``).  The coarse term is added in every variant.
+    (``"symmetric_restricted"``).  The coarse term is added in every variant
+    except ``"hybrid"``, which applies it multiplicatively around the additive
+    local sum ``M_1``: ``M = P_0 + (I - P_0 A) M_1 (I - A P_0)``,
+    ``P_0 = Phi A_0^{-1} Phi^T``.
     A :class:`scipy.sparse.linalg.LinearOperator` with a true adjoint, usable
     as ``M=`` in :func:`scipy.sparse.linalg.cg` (symmetric variants) or
     :func:`~scipy.sparse.linalg.gmres` (any variant).
@@ -236,18 +243,24 @@ class TwoLevelSchwarz(BackendLinearOperator):
     Parameters
     ----------
     A : sparse matrix or array
-        Symmetric positive definite ``num_dofs x num_dofs`` matrix.  It is
-        symmetrised as ``(A + A^T) / 2`` after the symmetry check so that both
-        local solvers see the same matrix.
+        Symmetric positive definite ``num_dofs x num_dofs`` matrix (or positive
+        semidefinite with ``kernel=``).  It is symmetrised as ``(A + A^T) / 2``
+        after the symmetry check so that both local solvers see the same matrix.
+        A :class:`~scipy.sparse.linalg.LinearOperator` is refused: the
+        subdomain and coarse matrices are built from the entries.
     decomposition : Decomposition
         Overlapping decomposition (``R_i``, ``D_i``), e.g.
         :class:`~ddops.Decomposition1D`.
     coarse_basis : str, sparse matrix, array or None
-        A name from :data:`ddops.dd.coarse.ALL_COARSE_BASES` (``"gdsw"`` and
-        ``"rgdsw"`` are built from ``A`` and ``decomposition.owner``, see
+        ``"auto"`` (default): the paper's ``"interface_hats"`` on 1D
+        decompositions (:class:`~ddops.Decomposition1D`), ``"gdsw"`` on every
+        decomposition with a non-overlapping ``owner`` (``from_matrix``,
+        ``from_grid``), else ``"nicolaides"`` (:func:`ddops.dd.coarse.auto_coarse_basis`).
+        A name from :data:`ddops.dd.coarse.ALL_COARSE_BASES` (the matrix bases
+        are built from ``A`` and ``decomposition.owner``, see
         :func:`ddops.coarse_basis`), a user ``num_dofs x n0`` matrix Phi, or
         None for a one-level preconditioner.
-    variant : {"additive", "restricted", "symmetric_restricted"}
+    variant : {"additive", "restricted", "symmetric_restricted", "hybrid"}
         See :data:`VARIANTS`.  ``"restricted"`` is not symmetric: use GMRES.
         ``"hybrid"`` is symmetric (for CG) and costs two products with ``A``
         and two coarse solves per application; it usually needs fewer
@@ -257,8 +270,28 @@ class TwoLevelSchwarz(BackendLinearOperator):
     coarse_size : int, optional
         Number of coarse functions for ``coarse_basis="grid_hats"``.
     null_space : array (num_dofs x k), optional
-        Null space for ``"nicolaides"``/``"pou"``, ``"gdsw"`` and ``"rgdsw"``
-        (constants by default; rigid body modes for elasticity).
+        Near-null space of the problem (constants by default; rigid body modes
+        for elasticity): used by the coarse bases built from one (``"nicolaides"``,
+        ``"pou"`` and the matrix bases) and by ``local_solver="amg"``; accepted and
+        not used otherwise (also with ``coarse_basis=None``), so a loop over
+        coarse spaces passes the same arguments to all.
+    kernel : array (num_dofs x k), optional
+        The exact kernel of a singular positive semidefinite ``A`` (constants
+        for a pure-Neumann Laplacian, the rigid body modes of a floating elastic
+        body), as PETSc's ``MatNullSpace``: checked (``A`` must annihilate it,
+        :func:`ddops.dd.kernel.check_kernel`), used as ``null_space`` when none
+        is given, and the coarse problem is kept nonsingular by dropping one
+        coarse column per dimension of ``{c : Phi c in ker A}``
+        (:func:`ddops.dd.kernel.coarse_kernel_columns`; the count is
+        ``coarse_stats["kernel_dropped"]``).  The preconditioner is then
+        ``P M P`` with ``P = I - Q Q^T`` the projection off the kernel:
+        symmetric and positive definite on ``range(A)``, so CG converges for
+        every consistent right-hand side (orthogonal to the kernel) to the
+        solution orthogonal to the kernel (from ``x0 = 0``).  A residual with a
+        kernel component (an inconsistent right-hand side, on which a Krylov
+        method stalls) gives a ``RuntimeWarning`` once (checked on single vectors,
+        as Krylov methods apply ``M``); :meth:`remove_kernel` makes a right-hand
+        side consistent.
     dtype : {numpy.float64, numpy.float32}, optional
         Type of the products; default float32 for a float32 ``A``, else
         float64.  The coarse factorisation is always computed in float64, the
@@ -337,7 +370,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
         What the coarse-basis builder reported (for a basis built here by name).
     coarse_stats : dict
         ``coarse_info.stats`` for the adaptive bases (coarse dimension, functions
-        kept and dropped, eigenproblem time, ...), else empty.
+        kept and dropped, eigenproblem time, ...), and ``"kernel_dropped"`` (the
+        columns dropped for ``kernel=``) for every basis.
+    kernel : numpy.ndarray or None
+        Orthonormal basis ``Q`` of the given kernel.
 
     Raises
     ------
@@ -365,7 +401,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
         self,
         A: Any,
         decomposition: Decomposition,
-        coarse_basis: Any = "interface_hats",
+        coarse_basis: Any = "auto",
         variant: str = "additive",
         coarse: bool = True,
         coarse_size: int | None = None,
@@ -376,6 +412,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
         null_space: Any = None,
         factor_dtype: Any = np.float64,
         coarse_options: dict | None = None,
+        kernel: Any = None,
     ) -> None:
         start = time.perf_counter()
         if not isinstance(decomposition, Decomposition):
@@ -394,6 +431,13 @@ class TwoLevelSchwarz(BackendLinearOperator):
                              f"num_dofs={d.num_dofs}")
         if not _check_symmetric(A):  # (A + A^T) / 2 is A itself when A is exactly symmetric
             A = ((A + A.T) * 0.5).tocsr()
+        # a singular A with a known kernel: the kernel is also the coarse space's null space
+        # unless another one is given (rigid body modes of a floating body are both)
+        Q = None if kernel is None else check_kernel(kernel, A)
+        if null_space is None and kernel is not None:
+            null_space = kernel
+        if isinstance(coarse_basis, str) and coarse_basis == "auto":
+            coarse_basis = auto_coarse_basis(d, matrix=True)
         if dtype is None:
             dtype = np.float32 if a_dtype == np.float32 else np.float64
         dt = check_dtype(dtype)
@@ -403,8 +447,15 @@ class TwoLevelSchwarz(BackendLinearOperator):
         self.variant = variant
         self.num_subdomains = d.num_subdomains
         basis_start = time.perf_counter()
-        Phi, self.coarse_info = self._coarse_matrix(d, coarse_basis, coarse, coarse_size, A,
-                                                    null_space, coarse_options)
+        try:
+            Phi, self.coarse_info = self._coarse_matrix(d, coarse_basis, coarse, coarse_size, A,
+                                                        null_space, coarse_options)
+        except ValueError as exc:
+            if Q is None:
+                raise
+            raise ValueError(f"{exc} (A is singular, kernel=: a local problem of the coarse "
+                             "space that holds a whole kernel vector is singular too; use more "
+                             "subdomains or another coarse space)") from exc
         self.coarse_stats = dict(getattr(self.coarse_info, "stats", None) or {})
         if Phi is not None and Phi.shape[1] == 0:
             # GenEO with no eigenvalue below its threshold: the one-level method meets the
@@ -413,6 +464,18 @@ class TwoLevelSchwarz(BackendLinearOperator):
                           "eigenvalue below the threshold in any subdomain); the "
                           "preconditioner is one-level", RuntimeWarning, stacklevel=2)
             Phi = None
+        self.coarse_stats["kernel_dropped"] = 0
+        if Q is not None and Phi is not None:
+            # ground the coarse problem: drop one column per dimension of the coarse kernel
+            drop = coarse_kernel_columns(Phi, Q)
+            if drop.size:
+                keep = np.setdiff1d(np.arange(Phi.shape[1]), drop)
+                Phi = Phi[:, keep] if keep.size else None
+                self.coarse_stats["kernel_dropped"] = int(drop.size)
+        self.kernel = Q
+        self._kernel = None if Q is None else asarray(Q.astype(dt), backend=backend)
+        self._largest_residual = 0.0
+        self._warned_inconsistent = False
         self.coarse_basis_seconds = time.perf_counter() - basis_start
         self.coarse_basis_name = None if Phi is None else (
             coarse_basis if isinstance(coarse_basis, str) else "custom")
@@ -484,12 +547,6 @@ class TwoLevelSchwarz(BackendLinearOperator):
             raise ValueError("coarse_size is only used with coarse_basis='grid_hats'")
         if isinstance(coarse_basis, str):
             check_choice("coarse_basis", coarse_basis, ALL_COARSE_BASES)
-        takes_null_space = isinstance(coarse_basis, str) and coarse_basis in (
-            "pou", "nicolaides", *MATRIX_COARSE_BASES)
-        if null_space is not None and not takes_null_space:
-            raise ValueError("null_space is only used with coarse_basis in ('pou', "
-                             f"'nicolaides', {', '.join(map(repr, MATRIX_COARSE_BASES))}), not "
-                             f"{coarse_basis!r}")
         if options is not None:
             if not isinstance(options, dict):
                 raise TypeError("coarse_options must be a dict of keyword arguments of "
@@ -503,13 +560,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
         if not coarse or coarse_basis is None:
             return None, None
         if isinstance(coarse_basis, str):
-            if coarse_basis == "interface_hats" and d.interface_nodes.size == 0:
-                raise ValueError(
-                    "coarse_basis='interface_hats' needs interface nodes (a Decomposition1D with "
-                    "at least two subdomains, or Decomposition(..., interface_nodes=...)); use "
-                    "'pou', 'grid_hats', a matrix Phi, or coarse=False")
-            matrix = A if coarse_basis in MATRIX_COARSE_BASES else None
-            return build_coarse_basis(d, coarse_basis, size=coarse_size, A=matrix,
+            return build_coarse_basis(d, coarse_basis, size=coarse_size, A=A,
                                       null_space=null_space, return_info=True,
                                       **(options or {}))
         return validate_coarse_matrix(coarse_basis, d.num_dofs), None
@@ -538,10 +589,13 @@ class TwoLevelSchwarz(BackendLinearOperator):
         return sp.coo_matrix((C.data[keep], (C.row[keep], C.col[keep])), shape=C.shape)
 
     def _singular_block_error(self, i: int, d: Decomposition) -> ValueError:
-        return ValueError(
-            f"subdomain matrix A_{i} = R_{i} A R_{i}^T (subdomain {i}, {int(d.sizes[i])} "
-            "unknowns) is singular or not positive definite; the Schwarz preconditioner needs "
-            "a symmetric positive definite A")
+        hint = ("; the Schwarz preconditioner needs a symmetric positive definite A"
+                if self.kernel is None else
+                ": A is singular (kernel=) and this subdomain holds the whole support of a "
+                "kernel vector (one subdomain for everything, or a floating component inside "
+                "a subdomain); use more subdomains, or ground the problem")
+        return ValueError(f"{subdomain_matrix_name(i)} (subdomain {i}, {int(d.sizes[i])} "
+                          f"unknowns) is singular or not positive definite{hint}")
 
     def _factor_dense(self, blocks: sp.coo_matrix, d: Decomposition) -> None:
         N, p = d.num_subdomains, d.max_size
@@ -752,6 +806,53 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
     # -- application -----------------------------------------------------------------------
     def _apply(self, X: Any, adjoint: bool) -> Any:
+        if self._kernel is None:
+            return self._apply_spd(X, adjoint)
+        # P M P with P = I - Q Q^T: symmetric, positive definite on range(A) = ker(A)^perp
+        if X.shape[1] == 1:  # a Krylov residual (blocks, e.g. to_dense, are not checked)
+            self._check_consistent(X)
+        Y = self._apply_spd(remove_kernel(X, self._kernel), adjoint)
+        return remove_kernel(Y, self._kernel)
+
+    def _check_consistent(self, X: Any) -> None:
+        """Warn once when a residual has a kernel component (an inconsistent right-hand side).
+
+        ``Q^T r = Q^T b`` for every residual ``r = b - A x`` of a symmetric ``A``, so a
+        kernel component above :data:`~ddops.dd.kernel.KERNEL_RHS_RTOL` of the largest
+        residual seen comes from ``b`` and no iteration can remove it.
+        """
+        xp = self.xp
+        norms = xp.linalg.norm(X, axis=0)
+        along = xp.linalg.norm(self._kernel.T @ X, axis=0)
+        self._largest_residual = max(self._largest_residual, float(norms.max()))
+        worst = float(along.max())
+        if not self._warned_inconsistent and worst > KERNEL_RHS_RTOL * self._largest_residual:
+            self._warned_inconsistent = True
+            warnings.warn(
+                f"the residual has a component of relative size "
+                f"{worst / max(float(norms.max()), 1e-300):.2e} along the kernel of A: the "
+                "right-hand side is inconsistent (not orthogonal to the kernel), so a Krylov "
+                "method cannot converge; solve with b = M.remove_kernel(b) (the least-squares "
+                "right-hand side) instead", RuntimeWarning, stacklevel=4)
+
+    def remove_kernel(self, b: Any) -> Any:
+        """``b`` without its components along the kernel (``kernel=``) of ``A``.
+
+        ``b - Q Q^T b`` with ``Q`` an orthonormal kernel basis: the consistent right-hand
+        side closest to ``b``, whose solutions are the least-squares solutions of
+        ``A x = b``.  Like PETSc's ``MatNullSpaceRemove``.  ``b`` itself without a kernel.
+        """
+        if self._kernel is None:
+            return b
+        xp = self.xp
+        B = xp.asarray(b)
+        if B.shape[0] != self.shape[0] or B.ndim not in (1, 2):
+            raise ValueError(f"b must have shape ({self.shape[0]},) or ({self.shape[0]}, k), "
+                             f"got {B.shape}")
+        Q = self._kernel.astype(B.dtype) if B.dtype.kind == "f" else self._kernel
+        return remove_kernel(B, Q)
+
+    def _apply_spd(self, X: Any, adjoint: bool) -> Any:
         xp = self.xp
         if self.variant == "hybrid" and self.coarse_dim:
             # hybrid: X0 = P0 X;  Y = M1 (X - A X0);  M X = X0 + Y - P0 A Y  (symmetric),

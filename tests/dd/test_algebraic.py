@@ -7,6 +7,8 @@ The references are written plainly here (Python sets and breadth-first search, i
 arithmetic, dense numpy assemblies), independently of the vectorised library code.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -347,7 +349,8 @@ def test_gdsw_block_size_classifies_whole_nodes():
     gamma = (gamma_nodes[:, None] * 2 + np.arange(2)).ravel()
     interior = np.setdiff1d(np.arange(2 * n * n), gamma)
     for kind in ["gdsw", "rgdsw"]:
-        P = ddops.coarse_basis(d, kind, A=A).toarray()
+        with pytest.warns(RuntimeWarning, match="block_size=2 but no null_space"):
+            P = ddops.coarse_basis(d, kind, A=A).toarray()
         np.testing.assert_allclose((P @ np.ones(P.shape[1]))[gamma], 1.0, atol=1e-12)
         assert np.abs((A @ P)[interior]).max() <= 1e-10 * abs(A).max()
 
@@ -373,12 +376,17 @@ def test_coarse_basis_errors():
         with pytest.raises(ValueError, match=f"'{kind}' needs 1D coordinates"):
             ddops.coarse_basis(g, kind)
     d1 = ddops.Decomposition1D(32, 4, 1)
-    with pytest.raises(ValueError, match="null_space is not used with kind='interface_hats'"):
-        ddops.coarse_basis(d1, "interface_hats", null_space=np.ones((31, 1)))
-    with pytest.raises(ValueError, match="null_space is not used with kind='grid_hats'"):
-        ddops.coarse_basis(d1, "grid_hats", null_space=np.ones((31, 1)))
-    with pytest.raises(ValueError, match="A is only used with kind in"):
-        ddops.coarse_basis(g, "pou", A=A)
+    # problem data (A, null_space) is accepted by every kind and ignored where unused
+    Z1 = np.linspace(1.0, 2.0, 31)[:, None]
+    for kind in ("interface_hats", "grid_hats"):
+        np.testing.assert_array_equal(
+            ddops.coarse_basis(d1, kind, null_space=Z1, A=ddops.poisson_1d(32)).toarray(),
+            ddops.coarse_basis(d1, kind).toarray())
+    np.testing.assert_array_equal(ddops.coarse_basis(g, "pou", A=A).toarray(),
+                                  ddops.coarse_basis(g, "pou").toarray())
+    # a method's own options are still refused by the kinds without them
+    with pytest.raises(ValueError, match="threshold is only used with kind in"):
+        ddops.coarse_basis(g, "gdsw", A=A, threshold=0.1)
     with pytest.raises(ValueError, match="kind"):
         ddops.coarse_basis(g, "gdws", A=A)
 
@@ -450,7 +458,9 @@ def test_elasticity_rigid_body_modes_beat_constants():
     d = ddops.Decomposition.from_matrix(A, 16, 1, block_size=2)
     its = {}
     for name, ns in [("constants", None), ("translations", Z[:, :2]), ("rigid", Z)]:
-        M = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", null_space=ns)
+        with warnings.catch_warnings():  # the constants warn: they are the point here
+            warnings.filterwarnings("ignore", "the decomposition has block_size=2")
+            M = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", null_space=ns)
         its[name] = cg_iterations(A, M)
     # measured: constants 70, translations 47, rigid body modes 33 iterations
     assert its["rigid"] <= its["translations"] - 6
@@ -470,15 +480,19 @@ def test_rank_deficient_user_phi_names_the_column():
         ddops.TwoLevelSchwarz(A, d, coarse_basis=dup, local_solver="sparse")
 
 
-def test_null_space_refused_with_hat_bases_and_matrices():
+def test_null_space_accepted_and_unused_by_hat_bases_and_matrices():
+    # problem data is accepted by every coarse basis (a loop over them needs no special
+    # case) and used only where it builds the basis: the operator is the one without it
     A = ddops.poisson_1d(32)
     d = ddops.Decomposition1D(32, 4, 1)
-    Z = np.ones((31, 1))
-    for basis in ["interface_hats", "grid_hats", None]:
-        with pytest.raises(ValueError, match="null_space is only used with coarse_basis"):
-            ddops.TwoLevelSchwarz(A, d, coarse_basis=basis, null_space=Z)
-    with pytest.raises(ValueError, match="null_space is only used with coarse_basis"):
-        ddops.TwoLevelSchwarz(A, d, coarse_basis=ddops.coarse_basis(d), null_space=Z)
+    Z = np.linspace(1.0, 2.0, 31)[:, None]  # not the constants: a use of it would show
+    for basis in ["interface_hats", "grid_hats", None, ddops.coarse_basis(d)]:
+        with_z = ddops.TwoLevelSchwarz(A, d, coarse_basis=basis, null_space=Z).to_dense()
+        without = ddops.TwoLevelSchwarz(A, d, coarse_basis=basis).to_dense()
+        np.testing.assert_array_equal(with_z, without)
+    # and used where the basis is built from one
+    nic = ddops.TwoLevelSchwarz(A, d, coarse_basis="nicolaides", null_space=Z).to_dense()
+    assert not np.allclose(nic, ddops.TwoLevelSchwarz(A, d, "nicolaides").to_dense())
 
 
 @pytest.mark.parametrize("kind", ["nicolaides", "pou", "gdsw", "rgdsw"])
@@ -524,7 +538,8 @@ def test_save_load_schwarz_operator_keeps_owner_shared_nodes_block_size(tmp_path
                                 owner=m.owner, shared_nodes=shared, block_size=2)
     else:
         d = m
-    op = ddops.SchwarzOperator(d, local_rank=3, coarse_basis="nicolaides", seed=4)
+    with pytest.warns(RuntimeWarning, match="block_size=2 but no null_space"):
+        op = ddops.SchwarzOperator(d, local_rank=3, coarse_basis="nicolaides", seed=4)
     path = save_operator(op, tmp_path / "op.npz")
     back = load_operator(path)
     e = back.decomposition

@@ -1,0 +1,147 @@
+"""Singular systems with a known kernel: pure-Neumann problems, floating bodies.
+
+A symmetric positive semidefinite ``A`` with ``ker A = range(Z)`` (constants for a
+pure-Neumann Laplacian, the rigid body modes of a floating elastic body) is solvable
+for right-hand sides orthogonal to ``Z``, and CG converges on it when the
+preconditioner is symmetric positive definite on ``range(A) = ker(A)^perp``.  Two
+things break a two-level Schwarz preconditioner there, and this module mends them the
+way PETSc's ``MatNullSpace`` does for its solvers:
+
+- the coarse matrix ``A_0 = Phi^T A Phi`` is singular as soon as ``range(Phi)``
+  contains a kernel vector (Nicolaides and GDSW reproduce the null space on purpose).
+  :func:`coarse_kernel_columns` finds the coarse kernel ``{c : Phi c in range(Z)}``
+  from ``Phi`` and ``Z`` alone and names as many columns of ``Phi`` as it has
+  dimensions, chosen by a pivoted QR so that the remaining columns span ``range(Phi)``
+  modulo the kernel.  Dropping them "grounds" the coarse problem: ``A_0`` of the rest
+  is nonsingular and its coarse correction equals the pseudo-inverse one up to a kernel
+  vector;
+- results and residuals may carry kernel components: the preconditioner applies
+  ``P M P`` with ``P = I - Q Q^T`` the orthogonal projection off the kernel
+  (:func:`remove_kernel`), symmetric and positive definite on ``range(A)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from .._validation import check_finite
+
+__all__ = ["KERNEL_RTOL", "KERNEL_RANGE_RTOL", "KERNEL_RHS_RTOL", "check_kernel",
+           "coarse_kernel_columns", "remove_kernel"]
+
+#: A given kernel vector ``z`` must satisfy ``||A z|| <= KERNEL_RTOL ||A||_1 ||z||``
+#: (rounding of an exact kernel vector is about 1e-15 of that).
+KERNEL_RTOL = 1e-8
+
+#: A unit kernel vector ``q`` counts as lying in ``range(Phi)`` when its least-squares
+#: residual ``||q - Phi c||`` is at most this.
+KERNEL_RANGE_RTOL = 1e-6
+
+#: The preconditioner warns when a residual it is applied to has a kernel component
+#: above this fraction of the largest residual norm it has seen: the right-hand side is
+#: then inconsistent (not orthogonal to the kernel) and CG cannot converge.
+KERNEL_RHS_RTOL = 1e-6
+
+
+def check_kernel(kernel: Any, A: sp.csr_matrix, name: str = "kernel") -> np.ndarray:
+    """An orthonormal basis ``Q`` (``n x k``) of ``range(kernel)``, checked against ``A``.
+
+    Parameters
+    ----------
+    kernel : array or sparse matrix, ``(n,)`` or ``(n, k)``
+        Vectors spanning the kernel of ``A``.
+    A : scipy.sparse.csr_matrix
+        The ``n x n`` matrix (float64).
+    name : str
+        The argument's name in messages.
+
+    Raises
+    ------
+    TypeError
+        Non-real entries.
+    ValueError
+        Wrong shape, NaN/inf, linearly dependent columns, or a column that ``A`` does
+        not annihilate (the message gives ``||A z|| / (||A||_1 ||z||)``).
+    """
+    n = A.shape[0]
+    Z = kernel.toarray() if sp.issparse(kernel) else np.asarray(kernel)
+    if Z.dtype.kind not in "fiub":
+        raise TypeError(f"{name} must be a real array, got dtype {Z.dtype}")
+    if Z.ndim == 1:
+        Z = Z[:, None]
+    if Z.ndim != 2 or Z.shape[0] != n or not 1 <= Z.shape[1] <= n:
+        raise ValueError(f"{name} must have shape ({n},) or ({n}, k) with 1 <= k, got "
+                         f"{np.shape(kernel)}")
+    Z = Z.astype(np.float64)
+    check_finite(name, Z)
+    norms = np.linalg.norm(Z, axis=0)
+    if not np.all(norms > 0):
+        raise ValueError(f"{name}: column {int(np.argmin(norms))} is zero")
+    Q, R = np.linalg.qr(Z / norms)
+    r = np.abs(np.diagonal(R))
+    if r.min() <= 1e-10 * r.max():
+        raise ValueError(f"{name}: the columns are linearly dependent (column "
+                         f"{int(np.argmin(r))} is a combination of the others)")
+    if not A.nnz:  # no matrix to check against
+        return Q
+    scale = float(abs(A).sum(axis=0).max())  # ||A||_1 >= ||A||_2 for symmetric A
+    defect = np.linalg.norm(A @ (Z / norms), axis=0) / scale
+    worst = int(np.argmax(defect))
+    if defect[worst] > KERNEL_RTOL:
+        raise ValueError(f"{name}: column {worst} is not in the kernel of A: ||A z|| / "
+                         f"(||A||_1 ||z||) = {defect[worst]:.2e} > {KERNEL_RTOL:g}; pass the "
+                         "vectors A annihilates (for a near-kernel, e.g. rigid body modes of "
+                         "a clamped body, use null_space instead)")
+    return Q
+
+
+def coarse_kernel_columns(Phi: sp.csr_matrix, Q: np.ndarray) -> np.ndarray:
+    """Columns of ``Phi`` to drop so that ``Phi^T A Phi`` is nonsingular for ``ker A = range(Q)``.
+
+    The coarse kernel is ``{c : Phi c in range(Q)}`` (for ``A`` positive semidefinite,
+    ``c^T Phi^T A Phi c = 0`` exactly when ``Phi c`` is a kernel vector).  Each unit
+    kernel vector is fitted by least squares, ``C = (Phi^T Phi)^{-1} Phi^T Q``; the
+    combinations whose residual is at most :data:`KERNEL_RANGE_RTOL` lie in
+    ``range(Phi)`` and span the coarse kernel ``K0`` (through ``C``).  A QR factorisation
+    of ``K0^T`` with column pivoting picks one coarse column per kernel dimension, with
+    ``K0`` well conditioned on them: without those columns, ``range(Phi)`` is the same
+    modulo the kernel and ``A_0`` is nonsingular.
+
+    Parameters
+    ----------
+    Phi : scipy.sparse.csr_matrix
+        ``n x n0`` coarse basis of full column rank.
+    Q : numpy.ndarray
+        ``n x k`` orthonormal kernel basis (:func:`check_kernel`).
+
+    Returns
+    -------
+    numpy.ndarray
+        Sorted column indices (empty when no kernel vector lies in ``range(Phi)``).
+    """
+    Phi = sp.csc_matrix(Phi)
+    G = (Phi.T @ Phi).tocsc()
+    try:
+        lu = spla.splu(G)
+    except RuntimeError:  # Phi is rank deficient: the coarse factorisation will say so
+        return np.empty(0, dtype=np.int64)
+    C = lu.solve(np.asarray(Phi.T @ Q))
+    C = C.reshape(Phi.shape[1], Q.shape[1])
+    E = Q - Phi @ C
+    s2, V = np.linalg.eigh(E.T @ E)
+    inside = s2 <= KERNEL_RANGE_RTOL ** 2
+    if not inside.any():
+        return np.empty(0, dtype=np.int64)
+    K0, _ = np.linalg.qr(C @ V[:, inside])
+    _, _, piv = sla.qr(K0.T, mode="economic", pivoting=True)
+    return np.sort(piv[:K0.shape[1]]).astype(np.int64)
+
+
+def remove_kernel(X: Any, Q: Any, xp: Any = np) -> Any:
+    """``X - Q (Q^T X)``: ``X`` without its components along the orthonormal kernel ``Q``."""
+    return X - Q @ (Q.T @ X)

@@ -1,0 +1,162 @@
+"""Singular systems with a known kernel: pure-Neumann Laplacians and floating elastic bodies.
+
+Checked against independent constructions: dense ranks and eigenvalues of the coarse
+matrices and of the preconditioned operator, the true residual of CG, and the kernel
+components of the results.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+import ddops
+from ddops.dd.kernel import check_kernel, coarse_kernel_columns
+
+
+def neumann_laplacian_2d(n):
+    """The 5-point Laplacian with homogeneous Neumann conditions: kernel = constants."""
+    T = sp.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1]).tolil()
+    T[0, 0] = T[-1, -1] = 1.0
+    T = T.tocsr()
+    return (sp.kron(T, sp.identity(n)) + sp.kron(sp.identity(n), T)).tocsr()
+
+
+def cg_run(A, b, M):
+    its = []
+    x, info = spla.cg(A, b, rtol=1e-8, M=M, maxiter=400, callback=lambda xk: its.append(1))
+    return x, info, len(its)
+
+
+@pytest.fixture(scope="module")
+def neumann():
+    A = neumann_laplacian_2d(20)
+    d = ddops.Decomposition.from_matrix(A, 6, 1)
+    return A, d
+
+
+def test_the_matrix_is_singular_and_the_message_says_a_not_phi(neumann):
+    A, d = neumann
+    assert np.abs(A @ np.ones(A.shape[0])).max() == 0.0
+    with pytest.raises(ValueError) as exc:
+        ddops.TwoLevelSchwarz(A, d, "gdsw")
+    text = str(exc.value)
+    assert "because A is singular" in text and "kernel=" in text
+    assert "remove them" not in text  # not the advice for a rank-deficient Phi
+
+
+@pytest.mark.parametrize("basis", ["nicolaides", "gdsw", "rgdsw", "agdsw", "geneo"])
+@pytest.mark.parametrize("variant", ["additive", "hybrid"])
+def test_cg_converges_on_consistent_right_hand_sides(neumann, basis, variant):
+    A, d = neumann
+    n = A.shape[0]
+    M = ddops.TwoLevelSchwarz(A, d, basis, variant=variant, kernel=np.ones(n))
+    b = np.random.default_rng(0).standard_normal(n)
+    b -= b.mean()  # consistent: orthogonal to the constants
+    x, info, its = cg_run(A, b, M)
+    assert info == 0 and its <= 40, (basis, its)
+    assert np.linalg.norm(b - A @ x) <= 1.1e-8 * np.linalg.norm(b)
+    # from x0 = 0 every iterate lies in range(M) = the complement of the kernel
+    assert abs(x.mean()) <= 1e-12 * np.abs(x).max()
+
+
+def test_preconditioner_is_spd_on_the_range_and_annihilates_the_kernel(neumann):
+    A, d = neumann
+    n = A.shape[0]
+    M = ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=np.ones(n))
+    Md = M.to_dense()
+    np.testing.assert_allclose(Md, Md.T, atol=1e-12 * np.abs(Md).max())
+    np.testing.assert_allclose(Md @ np.ones(n), 0.0, atol=1e-12 * np.abs(Md).max())
+    # on range(A) = 1^perp: an orthonormal basis V of the complement
+    V = np.linalg.qr(np.eye(n)[:, 1:] - 1.0 / n)[0]
+    assert np.linalg.eigvalsh(V.T @ Md @ V).min() > 0
+    assert M.coarse_stats["kernel_dropped"] == 1
+
+
+def test_dropped_columns_keep_the_span_modulo_the_kernel(neumann):
+    A, d = neumann
+    n = A.shape[0]
+    Z = np.ones((n, 1))
+    for basis in ["nicolaides", "gdsw", "rgdsw"]:
+        Phi = ddops.coarse_basis(d, basis, A=A)
+        drop = coarse_kernel_columns(Phi, check_kernel(Z, A))
+        assert drop.size == 1
+        kept = np.delete(Phi.toarray(), drop, axis=1)
+        full = Phi.toarray()
+        # independent check: the Galerkin matrix of the kept columns is nonsingular, that of
+        # all columns is not, and span(kept) + ker A = span(Phi) + ker A = span(Phi)
+        assert np.linalg.eigvalsh(kept.T @ (A @ kept)).min() > 1e-10
+        assert np.linalg.eigvalsh(full.T @ (A @ full)).min() < 1e-10
+        r = np.linalg.matrix_rank
+        assert r(np.hstack([kept, Z])) == r(np.hstack([full, Z])) == r(full)
+        via = ddops.coarse_basis(d, basis, A=A, kernel=Z)
+        np.testing.assert_array_equal(via.toarray(), kept)
+
+
+def test_no_column_dropped_when_no_kernel_vector_lies_in_range_phi(neumann):
+    A, d = neumann
+    Phi = ddops.coarse_basis(d, "gdsw", A=A)
+    Z = np.random.default_rng(2).standard_normal((A.shape[0], 1))  # not in range(Phi)
+    assert coarse_kernel_columns(Phi, np.linalg.qr(Z)[0]).size == 0
+
+
+def test_inconsistent_right_hand_side_warns_once_and_remove_kernel_fixes_it(neumann):
+    A, d = neumann
+    n = A.shape[0]
+    M = ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=np.ones(n))
+    b = np.random.default_rng(1).standard_normal(n) + 0.5  # mean 0.5: inconsistent
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, info, _ = cg_run(A, b, M)
+    relevant = [w for w in caught if "inconsistent" in str(w.message)]
+    assert info != 0 and len(relevant) == 1
+    assert "remove_kernel" in str(relevant[0].message)
+    bc = M.remove_kernel(b)
+    np.testing.assert_allclose(bc, b - b.mean(), atol=1e-13)
+    M2 = ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=np.ones(n))
+    x, info, _ = cg_run(A, bc, M2)  # no warning: pytest turns RuntimeWarnings into errors
+    assert info == 0
+
+
+def test_floating_elastic_body_with_rigid_body_modes():
+    fem = pytest.importorskip("ddops.problems.fem")
+    pytest.importorskip("skfem")
+    A, X = fem.fem_elasticity_2d(16, dirichlet=None)
+    Z = ddops.rigid_body_modes(X)
+    d = ddops.Decomposition.from_matrix(A, 8, 1, block_size=2)
+    with pytest.raises(ValueError, match="because A is singular"):
+        ddops.TwoLevelSchwarz(A, d, "gdsw", null_space=Z)
+    M = ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=Z)  # the kernel is also the null space
+    assert M.coarse_stats["kernel_dropped"] == 3
+    Mn = ddops.TwoLevelSchwarz(A, d, "gdsw", null_space=Z, kernel=Z)
+    assert Mn.coarse_dim == M.coarse_dim
+    b = M.remove_kernel(np.random.default_rng(0).standard_normal(A.shape[0]))
+    x, info, its = cg_run(A, b, M)
+    assert info == 0 and its <= 60
+    assert np.linalg.norm(b - A @ x) <= 1.1e-8 * np.linalg.norm(b)
+    np.testing.assert_allclose(Z.T @ x, 0.0, atol=1e-10 * np.linalg.norm(x))
+
+
+def test_a_subdomain_holding_a_whole_kernel_vector_is_named(neumann):
+    A, _ = neumann
+    one = ddops.Decomposition.from_matrix(A, 1, 0)
+    with pytest.raises(ValueError, match="subdomain 0.*whole support of a kernel vector"):
+        ddops.TwoLevelSchwarz(A, one, coarse=False, kernel=np.ones(A.shape[0]),
+                              local_solver="dense")
+
+
+def test_bad_kernels_are_refused_by_name(neumann):
+    A, d = neumann
+    n = A.shape[0]
+    with pytest.raises(ValueError, match=r"kernel: column 0 is not in the kernel of A"):
+        ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=np.arange(n, dtype=float))
+    with pytest.raises(ValueError, match="linearly dependent"):
+        ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=np.ones((n, 2)))
+    with pytest.raises(ValueError, match=r"kernel must have shape"):
+        ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=np.ones(n - 1))
+    with pytest.raises(ValueError, match="kernel contains NaN"):
+        ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=np.full(n, np.nan))
+    with pytest.raises(TypeError, match="kernel must be a real array"):
+        ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=np.ones(n) * 1j)
