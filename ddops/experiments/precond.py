@@ -50,6 +50,14 @@ spaces) and coarse factorisation, its solve time and its peak memory (see
 :data:`MEMORY_METHOD`); a pyamg row that fails is reported as failed, with the
 reason, and the other rows still run.
 
+``--matrix FILE`` runs the same rows on a user's matrix (Matrix Market ``.mtx``, scipy
+``.npz`` or dense ``.npy``; :mod:`ddops.problems.files`) with a METIS (or, with
+``--coordinates``, RCB) decomposition: ``--rhs`` (default: random), ``--coordinates``
+(one row per node or per unknown), ``--block-size`` (unknowns per node, interleaved),
+``--null-space constants|rigid|FILE`` (``rigid``: the rigid body modes of the
+coordinates) and ``--kernel constants|FILE`` for a singular matrix (the right-hand side
+is then projected off the kernel, and the Schwarz rows get ``kernel=``).
+
 It prints and writes ``<prefix>_table.md``, ``<prefix>_results.json``, a
 residual-history plot ``<prefix>_residuals.png`` and, when some methods need
 many more iterations than others, ``<prefix>_residuals_zoom.png`` with the
@@ -118,6 +126,9 @@ METHODS: dict[str, tuple[str, str]] = {
     "pyamg": ("cg", "pyamg smoothed aggregation"),
 }
 
+#: The label of the paper row without training (``--no-train``, ``paper_steps=0``).
+UNTRAINED_PAPER_LABEL = "Schwarz attention, untrained (initialisation)"
+
 #: Method keys of the 2D/3D problems in table order (the two-level rows take ``--coarse``;
 #: the pyamg rows need pyamg).
 ND_METHODS: dict[str, tuple[str, str]] = {
@@ -182,7 +193,18 @@ GRID_ASPECT = 2
 
 #: Null spaces of ``--null-space`` (elasticity): the three rigid body modes, the two
 #: translations, or the constant vector.
-NULL_SPACES = ("rbm", "translations", "constants")
+NULL_SPACES = ("rbm", "rigid", "translations", "constants")
+
+#: Named null spaces of ``--null-space`` with ``--matrix`` (or a ``.npy`` file): ``rigid``
+#: (alias ``rbm``) needs ``--coordinates`` and ``--block-size`` 2 or 3.
+MATRIX_NULL_SPACES = ("constants", "rigid", "rbm")
+
+#: Named kernels of ``--kernel`` (or a ``.npy`` file); ``constants``: a pure-Neumann
+#: problem (``block_size`` constant vectors, one per component).
+MATRIX_KERNELS = ("constants",)
+
+#: The options that describe a user's matrix (``--matrix`` and what goes with it).
+MATRIX_OPTIONS = ("rhs", "coordinates", "block_size", "kernel")
 
 #: ``--factor-dtype``: precision of the Schwarz rows' local factorisations
 #: (``TwoLevelSchwarz(factor_dtype=...)``; the coarse solve and CG stay in float64).
@@ -328,9 +350,24 @@ class PrecondConfig:
         Non-overlapping partition of the 2D/3D problems.  Default ``"grid"`` for the
         finite-difference problems when ``N`` has a box grid (:func:`box_grid`),
         otherwise ``"metis"``; ``"metis"`` for elasticity.
-    null_space : {"rbm", "translations", "constants"}, optional
-        Null space of the elasticity coarse spaces and of pyamg's aggregation
-        (default ``"rbm"``); elasticity only.
+    null_space : str, optional
+        Null space of the elasticity coarse spaces and of pyamg's aggregation, one of
+        :data:`NULL_SPACES` (default ``"rbm"``); with ``matrix``, one of
+        :data:`MATRIX_NULL_SPACES` or a ``.npy`` file (default: constants).
+    matrix : str, optional
+        A user's matrix file (``.mtx``, ``.npz``, ``.npy``): ``problem`` becomes
+        ``"matrix"`` and the 2D/3D rows run on it (METIS parts by default).
+    rhs : str, optional
+        With ``matrix``: the right-hand side (``.npy`` or ``.mtx``; default random).
+    coordinates : str, optional
+        With ``matrix``: ``.npy`` coordinates, one row per node or per unknown (for
+        ``partitioner="rcb"`` and ``null_space="rigid"``).
+    block_size : int, optional
+        With ``matrix``: unknowns per node, interleaved (default 1).
+    kernel : str, optional
+        With ``matrix``: the kernel of a singular matrix, ``"constants"`` or a ``.npy``
+        file; the right-hand side is projected off it and the Schwarz rows get
+        ``kernel=`` (:class:`~ddops.precond.schwarz.TwoLevelSchwarz`).
     contrast : float, optional
         The coefficient contrast of the heterogeneous problems (default
         :data:`DEFAULT_CONTRASTS`): max/min of the log-normal fields (at least 1),
@@ -399,6 +436,11 @@ class PrecondConfig:
     partitioner: str | None = None
     null_space: str | None = None
     contrast: float | None = None
+    matrix: str | None = None
+    rhs: str | None = None
+    coordinates: str | None = None
+    block_size: int | None = None
+    kernel: str | None = None
     factor_dtype: str = "float64"
     local_solver: str = "auto"
     extension_solver: str = "auto"
@@ -424,40 +466,153 @@ class PrecondConfig:
     def validated(self) -> PrecondConfig:
         """A checked copy with the defaults resolved; ValueError/TypeError name the field."""
         c = replace(self)
-        check_choice("problem", c.problem, PROBLEMS)
-        check_choice("factor_dtype", c.factor_dtype, FACTOR_DTYPES)
-        check_choice("local_solver", c.local_solver, LOCAL_SOLVER_CHOICES)
-        check_choice("extension_solver", c.extension_solver, EXTENSION_SOLVER_CHOICES)
-        if c.problem == "poisson1d":
-            _resolve_1d(c)
+        if c.matrix is not None or c.problem == "matrix":
+            _resolve_matrix(c)
         else:
-            _resolve_nd(c)
+            for name in MATRIX_OPTIONS:
+                if getattr(c, name) is not None:
+                    raise ValueError(f"{name}: only used with matrix=FILE (--matrix), not with "
+                                     f"problem={c.problem!r}")
+            _check_problem(c)
         _check_adaptive_options(c)
-        c.rtol = check_positive_float("rtol", c.rtol)
-        if c.rtol >= 1:
-            raise ValueError(f"rtol must be below 1, got {c.rtol:g}")
-        if c.maxiter is not None:
-            c.maxiter = check_int("maxiter", c.maxiter, minimum=1)
-        c.restart = check_int("restart", c.restart, minimum=1)
-        for name in ("train_steps", "paper_steps", "seed"):
-            setattr(c, name, check_int(name, getattr(c, name), minimum=0))
-        if c.blas_threads is not None:
-            c.blas_threads = check_int("blas_threads", c.blas_threads, minimum=1)
-        c.lr = check_positive_float("lr", c.lr)
-        c.batch_size = check_int("batch_size", c.batch_size, minimum=1)
-        c.check_every = check_int("check_every", c.check_every, minimum=1)
-        check_choice("objective", c.objective, OBJECTIVES)
-        check_choice("learned_base", c.learned_base, tuple(b for b in BASES if b != "none"))
-        for name in ("memory", "plots", "progress"):
-            if not isinstance(getattr(c, name), (bool, np.bool_)):
-                raise TypeError(f"{name} must be a bool, got {type(getattr(c, name)).__name__}")
-        if not isinstance(c.save_prefix, str):
-            raise TypeError(f"save_prefix must be a string, got {type(c.save_prefix).__name__}")
-        if not c.save_prefix:
-            raise ValueError("save_prefix must not be empty")
-        if c.problem == "poisson1d":
-            _paper_config(c)  # the paper model's constraints (size, decomposition), before any work
-        return c
+        return _check_common(c)
+
+
+def _check_problem(c: PrecondConfig) -> None:
+    """Defaults and checks of the built-in problems."""
+    check_choice("problem", c.problem, PROBLEMS)
+    if c.problem == "poisson1d":
+        _resolve_1d(c)
+    else:
+        _resolve_nd(c)
+
+
+def _check_common(c: PrecondConfig) -> PrecondConfig:
+    """The checks shared by every problem (solvers, tolerances, training, output)."""
+    check_choice("factor_dtype", c.factor_dtype, FACTOR_DTYPES)
+    check_choice("local_solver", c.local_solver, LOCAL_SOLVER_CHOICES)
+    check_choice("extension_solver", c.extension_solver, EXTENSION_SOLVER_CHOICES)
+    c.rtol = check_positive_float("rtol", c.rtol)
+    if c.rtol >= 1:
+        raise ValueError(f"rtol must be below 1, got {c.rtol:g}")
+    if c.maxiter is not None:
+        c.maxiter = check_int("maxiter", c.maxiter, minimum=1)
+    c.restart = check_int("restart", c.restart, minimum=1)
+    for name in ("train_steps", "paper_steps", "seed"):
+        setattr(c, name, check_int(name, getattr(c, name), minimum=0))
+    if c.blas_threads is not None:
+        c.blas_threads = check_int("blas_threads", c.blas_threads, minimum=1)
+    c.lr = check_positive_float("lr", c.lr)
+    c.batch_size = check_int("batch_size", c.batch_size, minimum=1)
+    c.check_every = check_int("check_every", c.check_every, minimum=1)
+    check_choice("objective", c.objective, OBJECTIVES)
+    check_choice("learned_base", c.learned_base, tuple(b for b in BASES if b != "none"))
+    for name in ("memory", "plots", "progress"):
+        if not isinstance(getattr(c, name), (bool, np.bool_)):
+            raise TypeError(f"{name} must be a bool, got {type(getattr(c, name)).__name__}")
+    if not isinstance(c.save_prefix, str):
+        raise TypeError(f"save_prefix must be a string, got {type(c.save_prefix).__name__}")
+    if not c.save_prefix:
+        raise ValueError("save_prefix must not be empty")
+    if c.problem == "poisson1d":
+        _paper_config(c)  # the paper model's constraints (size, decomposition), before any work
+    return c
+
+
+def _resolve_matrix(c: PrecondConfig) -> None:
+    """Defaults and checks of ``matrix=FILE``: the files are read and checked here, before
+    any work (they are read once; :func:`_user_problem` reuses them)."""
+    if c.problem not in ("poisson1d", "matrix"):  # poisson1d: the default, not a choice
+        raise ValueError(f"problem: not used with matrix=FILE (the matrix is the problem), "
+                         f"got problem={c.problem!r}")
+    if c.matrix is None:
+        raise ValueError("problem='matrix' needs matrix=FILE (--matrix)")
+    c.problem = "matrix"
+    for name in ONE_D_ONLY:
+        if getattr(c, name) != getattr(PrecondConfig, name):
+            raise ValueError(f"{name}: only used with problem='poisson1d' (the learned "
+                             "preconditioners and the GMRES rows are 1D only), not with "
+                             "matrix=FILE")
+    for name in ("n", "contrast"):
+        if getattr(c, name) is not None:
+            raise ValueError(f"{name}: not used with matrix=FILE (the file sets the problem)")
+    files = _user_files(c)
+    n, b = files["A"].shape[0], c.block_size
+    nodes = n // b
+    if c.subdomains is None:
+        c.subdomains = default_subdomains(n, b)
+    c.subdomains = check_int("subdomains", c.subdomains, minimum=1)
+    if c.subdomains > nodes:
+        raise ValueError(f"subdomains must be <= the {nodes} nodes of the matrix, got "
+                         f"{c.subdomains}")
+    c.overlap = check_int("overlap", 1 if c.overlap is None else c.overlap, minimum=0)
+    c.coarse = "gdsw" if c.coarse is None else c.coarse
+    check_choice("coarse", c.coarse, COARSE_CHOICES)
+    if c.coarse == "interface_hats":
+        raise ValueError("coarse: 'interface_hats' needs the 1D problem; use one of "
+                         f"{(*COARSE_SPACES, *ADAPTIVE_COARSE_SPACES, 'all')}")
+    c.partitioner = c.partitioner or "metis"
+    check_choice("partitioner", c.partitioner, ("metis", "rcb"))
+    if c.partitioner == "rcb" and files["X"] is None:
+        raise ValueError("partitioner: 'rcb' needs coordinates=FILE (--coordinates)")
+
+
+_USER_FILES: dict[tuple, dict[str, Any]] = {}
+
+
+def _user_files(c: PrecondConfig) -> dict[str, Any]:
+    """Read and check the files of ``matrix=FILE`` (cached for the run that follows)."""
+    from .. import problems
+
+    key = tuple(getattr(c, k) for k in ("matrix", "rhs", "coordinates", "block_size",
+                                        "null_space", "kernel"))
+    stamp = tuple(os.stat(p).st_mtime_ns if isinstance(p, str) and os.path.isfile(p) else None
+                  for p in key)
+    if _USER_FILES.get("key") == (key, stamp):
+        return _USER_FILES["files"]
+    A = problems.load_matrix(c.matrix, "matrix")
+    n = A.shape[0]
+    c.block_size = 1 if c.block_size is None else check_int("block_size", c.block_size,
+                                                              minimum=1)
+    b = c.block_size
+    if n % b:
+        raise ValueError(f"block_size={b} does not divide the {n} unknowns of the matrix")
+    rhs = None if c.rhs is None else problems.load_array(c.rhs, "rhs", rows=n, ndim=(1,))
+    X = None
+    if c.coordinates is not None:
+        X = problems.load_array(c.coordinates, "coordinates", ndim=(1, 2))
+        X = X[:, None] if X.ndim == 1 else X
+        if X.shape[0] == n and b > 1:
+            X = X[::b]  # one row per unknown: the node's row
+        if X.shape[0] != n // b:
+            raise ValueError(f"coordinates: {X.shape[0]} rows; the matrix has {n // b} nodes "
+                             f"({n} unknowns, block_size {b})")
+    Z = _named_vectors(c.null_space, "null_space", MATRIX_NULL_SPACES, n, b, X)
+    K = _named_vectors(c.kernel, "kernel", MATRIX_KERNELS, n, b, X)
+    files = {"A": A, "rhs": rhs, "X": X, "Z": Z, "K": K}
+    _USER_FILES.clear()
+    _USER_FILES.update(key=(key, stamp), files=files)
+    return files
+
+
+def _named_vectors(value: str | None, name: str, named: tuple[str, ...], n: int, b: int,
+                   X: np.ndarray | None) -> np.ndarray | None:
+    """``--null-space`` / ``--kernel``: a name of ``named`` or a ``.npy``/``.mtx`` file."""
+    from .. import problems
+
+    if value is None:
+        return None
+    if value == "constants":
+        return np.kron(np.ones((n // b, 1)), np.eye(b))
+    if value in ("rigid", "rbm") and value in named:
+        if X is None or b not in (2, 3) or X.shape[1] != b:
+            raise ValueError(f"{name}: 'rigid' needs coordinates=FILE with {b if b > 1 else 2} "
+                             "or 3 columns and block_size equal to the dimension (2 or 3)")
+        return problems.rigid_body_modes(X)
+    if not value.lower().endswith((".npy", ".mtx")):
+        raise ValueError(f"{name} must be one of {named} or a .npy/.mtx file, got {value!r}")
+    Z = problems.load_array(value, name, rows=n, ndim=(1, 2))
+    return Z[:, None] if Z.ndim == 1 else Z
 
 
 def _check_subdomains(c: PrecondConfig, default: int) -> None:
@@ -544,7 +699,7 @@ def _resolve_nd(c: PrecondConfig) -> None:
             raise ValueError("partitioner: 'grid' is for the finite-difference problems; "
                              f"problem={c.problem!r} takes 'metis' or 'rcb'")
         c.partitioner = c.partitioner or "metis"
-        c.null_space = "rbm" if c.null_space is None else c.null_space
+        c.null_space = "rbm" if c.null_space in (None, "rigid") else c.null_space
         check_choice("null_space", c.null_space, NULL_SPACES)
         if importlib.util.find_spec("skfem") is None:
             raise ValueError(f"problem: {c.problem!r} needs scikit-fem (pip install "
@@ -625,6 +780,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"otherwise (defaults: {contrasts}); elasticity2d/3d: stiff "
                         "inclusions with this Young's modulus over the background's "
                         "(default: none, homogeneous; 1 is homogeneous too)")
+    u = parser.add_argument_group("your own matrix (instead of --problem)")
+    u.add_argument("--matrix", metavar="FILE",
+                   help="run the 2D/3D rows on this matrix: Matrix Market .mtx, scipy .npz "
+                        "(scipy.sparse.save_npz) or dense .npy, METIS parts of about "
+                        f"{TARGET_SUBDOMAIN_UNKNOWNS} unknowns (default: none, --problem)")
+    u.add_argument("--rhs", metavar="FILE",
+                   help="right-hand side (.npy or .mtx; default: random with --seed)")
+    u.add_argument("--coordinates", metavar="FILE",
+                   help=".npy coordinates, one row per node or per unknown (for "
+                        "--partitioner rcb and --null-space rigid; default: none)")
+    u.add_argument("--block-size", type=pos,
+                   help="unknowns per node, interleaved (node k holds unknowns k*b .. "
+                        "k*b+b-1); default 1")
+    u.add_argument("--kernel", metavar="{constants,FILE}",
+                   help="kernel of a singular matrix (pure Neumann, floating body): "
+                        "constants or a .npy/.mtx file; the right-hand side is projected off "
+                        "it and the Schwarz preconditioners get kernel= (default: none, A "
+                        "nonsingular)")
     g.add_argument("--seed", type=nonneg, default=d.seed,
                    help="seed of the right-hand sides, initialisations, METIS and the "
                         "random coefficients; default %(default)s")
@@ -655,10 +828,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     dd.add_argument("--max-per-subdomain", type=nonneg,
                     help="geneo: at most this many eigenvectors per subdomain (default "
                          f"{MAX_PER_SUBDOMAIN}); a warning in the table says where it bites")
-    dd.add_argument("--null-space", choices=NULL_SPACES,
-                    help="elasticity: null space of the coarse spaces and of pyamg's "
-                         "smoothed aggregation: rigid body modes, translations or "
-                         "constants (default rbm)")
+    dd.add_argument("--null-space", metavar="{rbm,rigid,translations,constants,FILE}",
+                    help="null space of the coarse spaces and of pyamg's smoothed "
+                         "aggregation: elasticity: rigid body modes (rbm or rigid), "
+                         "translations or constants (default rbm); --matrix: constants "
+                         "(default), rigid (needs --coordinates and --block-size 2 or 3) or a "
+                         ".npy/.mtx file with one column per vector")
     s = parser.add_argument_group("solvers")
     s.add_argument("--factor-dtype", choices=FACTOR_DTYPES, default=d.factor_dtype,
                    help="precision of the Schwarz rows' local factorisations: float32 "
@@ -729,19 +904,21 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
                    lr=args.lr, batch_size=args.batch_size, check_every=args.check_every,
                    objective=args.objective, learned_base=args.learned_base,
                    paper_steps=args.paper_steps if args.train else 0)
-    if args.problem != "poisson1d":
+    if args.problem != "poisson1d" or args.matrix is not None:
         # the 1D-only flags keep their defaults; one given explicitly is refused
         given = sorted(getattr(args, "precond_given", set()) & set(ONE_D_ONLY))
         if given:
+            what = "--matrix" if args.matrix is not None else f"problem={args.problem!r}"
             raise ValueError(f"{given[0]}: only used with problem='poisson1d' (the learned "
                              f"preconditioners and the GMRES rows are 1D only), not with "
-                             f"problem={args.problem!r}")
+                             f"{what}")
         learned = {}
     c = PrecondConfig(
         problem=args.problem, n=args.n, subdomains=args.subdomains, overlap=args.overlap,
         coarse=args.coarse, threshold=args.threshold, max_per_component=args.max_per_component,
         max_per_subdomain=args.max_per_subdomain, partitioner=args.partitioner,
-        null_space=args.null_space,
+        null_space=args.null_space, matrix=args.matrix, rhs=args.rhs,
+        coordinates=args.coordinates, block_size=args.block_size, kernel=args.kernel,
         contrast=args.contrast, factor_dtype=args.factor_dtype,
         local_solver=args.local_solver, extension_solver=args.extension_solver,
         memory=args.memory is not False, rtol=args.rtol,
@@ -762,6 +939,11 @@ def _solve(A: Any, b: np.ndarray, M: Any, method: str, c: PrecondConfig,
                                                    maxiter=cycles, restart=c.restart)
     return {"iterations": its, "converged": info == 0, "final_residual": float(history[-1]),
             "solve_seconds": time.perf_counter() - start, "history": history}
+
+
+def _paper_label(c: PrecondConfig) -> str:
+    """The paper row's label: trained as in the paper, or untrained (``--no-train``)."""
+    return METHODS["paper"][1] if c.paper_steps else UNTRAINED_PAPER_LABEL
 
 
 def _paper_config(c: PrecondConfig) -> Any:
@@ -958,7 +1140,7 @@ def _run(c: PrecondConfig, log: Callable[[str], Any]) -> dict[str, Any]:
                                                METHODS["ras"][1])[0]
     builders += [
         ("ras", "gmres", ras_label, classical(schwarz(ras_coarse, "restricted"))),
-        ("paper", *METHODS["paper"], lambda: _paper_model(c)),
+        ("paper", METHODS["paper"][0], _paper_label(c), lambda: _paper_model(c)),
         ("learned_random", *METHODS["learned_random"], learned("scaled")),
         ("learned_two_level", *METHODS["learned_two_level"], learned("classical")),
     ]
@@ -1071,6 +1253,8 @@ class _Problem:
     description: str
     # the finite-element Neumann matrices of a decomposition's subdomains (elasticity)
     neumann: Callable[[Decomposition], list] | None = None
+    rhs: np.ndarray | None = None  # None: a random one
+    kernel: np.ndarray | None = None  # the kernel of a singular matrix
 
 
 def _inclusion_count(n: int, dim: int = 3) -> int:
@@ -1108,9 +1292,25 @@ def _elasticity_problem(c: PrecondConfig, dim: int) -> _Problem:
                     neumann)
 
 
+def _user_problem(c: PrecondConfig) -> _Problem:
+    """The problem of ``matrix=FILE`` (files read by :func:`_user_files`)."""
+    f = _user_files(c)
+    A, b = f["A"], c.block_size
+    parts = [f"the matrix of {os.path.basename(c.matrix)}"]
+    if b > 1:
+        parts.append(f"block size {b}")
+    parts.append(f"null space {c.null_space or 'constants'}")
+    if c.kernel is not None:
+        parts.append(f"kernel {c.kernel} ({f['K'].shape[1]} vectors)")
+    parts.append(f"right-hand side {'from ' + os.path.basename(c.rhs) if c.rhs else 'random'}")
+    return _Problem(A, f["X"], b, f["Z"], None, ", ".join(parts), rhs=f["rhs"], kernel=f["K"])
+
+
 def _build_problem(c: PrecondConfig) -> _Problem:
     from .. import problems
 
+    if c.problem == "matrix":
+        return _user_problem(c)
     dim = DIMENSIONS[c.problem]
     if c.problem in ELASTICITY:
         return _elasticity_problem(c, dim)
@@ -1165,7 +1365,8 @@ def _decompose(c: PrecondConfig, prob: _Problem) -> tuple[Decomposition, float, 
     partition_seconds = time.perf_counter() - start
     start = time.perf_counter()
     indices, sizes = grow_overlap(A, owner, c.overlap, block_size=b)
-    points = prob.coordinates if b == 1 else np.repeat(prob.coordinates, b, axis=0)
+    points = (None if prob.coordinates is None else prob.coordinates if b == 1
+              else np.repeat(prob.coordinates, b, axis=0))
     h = 1.0 / (c.n + 1) if prob.grid_shape is not None else None
     d = decomposition_from_labels(indices, sizes, owner, coordinates=points, h=h, block_size=b)
     return d, partition_seconds, time.perf_counter() - start
@@ -1258,10 +1459,16 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
             log: Callable[[str], Any]) -> dict[str, Any]:
     t_start = time.perf_counter()
     prob = _build_problem(c)
-    A, Z = prob.A, prob.null_space
+    A, Z, K = prob.A, prob.null_space, prob.kernel
     n = A.shape[0]
     cap = 2 * n if c.maxiter is None else c.maxiter
-    b = np.random.default_rng(c.seed).standard_normal(n)
+    b = (np.random.default_rng(c.seed).standard_normal(n) if prob.rhs is None
+         else prob.rhs.copy())
+    if K is not None:  # consistent: the right-hand side without its kernel components
+        Q = np.linalg.qr(K)[0]
+        along = float(np.linalg.norm(Q.T @ b)) / max(float(np.linalg.norm(b)), 1e-300)
+        b -= Q @ (Q.T @ b)
+        log(f"right-hand side projected off the kernel (its kernel part was {along:.2e} of it)")
     pyamg = _pyamg()
     if c.partitioner == "metis":  # imported now: the first row's partition time is METIS's
         import pymetis  # noqa: F401
@@ -1273,7 +1480,7 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
             extra: dict[str, Any] = {}
             if coarse is None:
                 M = TwoLevelSchwarz(A, d, coarse=False, factor_dtype=c.factor_dtype,
-                                    local_solver=c.local_solver)
+                                    local_solver=c.local_solver, kernel=K)
             else:
                 options = _coarse_options(c, coarse)
                 if coarse == "geneo":
@@ -1285,7 +1492,7 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                         extra.update(neumann="finite element", neumann_seconds=t_neumann)
                 M = TwoLevelSchwarz(A, d, coarse_basis=coarse, null_space=Z,
                                     factor_dtype=c.factor_dtype, coarse_options=options or None,
-                                    local_solver=c.local_solver)
+                                    local_solver=c.local_solver, kernel=K)
             split = {"partition": t_part, "overlap": t_overlap,
                      "local_factorisation": M.local_setup_seconds,
                      "coarse_space": M.coarse_basis_seconds + t_neumann,
@@ -1424,7 +1631,9 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
         "pyamg": getattr(pyamg, "__version__", "installed") if pyamg is not None else None,
         "machine": _machine(), "rows": rows, "residual_histories": histories,
     }
-    short = f"{c.problem}, n = {c.n}, N = {c.subdomains}, overlap {c.overlap}"
+    size = (os.path.basename(c.matrix) if c.problem == "matrix"
+            else f"{c.problem}, n = {c.n}")
+    short = f"{size}, N = {c.subdomains}, overlap {c.overlap}"
     return _write_outputs(c, payload, _markdown_nd(rows, title, c.memory), short, t_start, log)
 
 

@@ -15,9 +15,12 @@
   :func:`fem_elasticity_2d`, :func:`fem_elasticity_3d`, the meshes :func:`unit_square_mesh`
   and :func:`box_mesh`, :func:`element_centroids`), with per-element coefficients and local
   Neumann matrices (optional extra ``fem``; imported on first use).
+- :mod:`ddops.problems.files`: a user's problem from files (:func:`load_matrix` for Matrix
+  Market, scipy ``.npz`` and ``.npy``; :func:`load_array` for vectors).
 """
 
 from .elasticity import rigid_body_modes
+from .files import load_array, load_matrix
 from .grid import (
     diffusion_2d,
     diffusion_3d,
@@ -48,6 +51,8 @@ __all__ = [
     "grid_coordinates",
     "high_contrast_channels",
     "layered_coefficient",
+    "load_array",
+    "load_matrix",
     "lognormal_field",
     "poisson_1d",
     "poisson_2d",
