@@ -80,7 +80,14 @@ def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
     from ..learning.training import OPTIMIZERS
     from ..operators import INITS, PARTITIONS
     from .compare import GRID_FOURIER_MODES, REGRESSION_LOSSES
-    from .grid import PARTITIONERS, PROBLEM_DEFAULTS, PROBLEMS, SUBDOMAIN_WIDTH
+    from .grid import (
+        ELASTICITY_DEFAULTS,
+        PARTITIONERS,
+        PROBLEM_DEFAULTS,
+        PROBLEMS,
+        SUBDOMAIN_WIDTH,
+        subdomain_width,
+    )
 
     def add(group: Any, flag: str, **kw: Any) -> None:
         if flag not in exclude:
@@ -95,27 +102,33 @@ def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
              "convention, naive initialisation, global ranks 40 5, coarse rank 8, Adam "
              "without scheduler; improved, beyond the paper: v2 with --coarse-init galerkin "
              "--local-init problem --lr-scaling problem --lr 0.1)")
-    d2, d3 = PROBLEM_DEFAULTS[2], PROBLEM_DEFAULTS[3]
+    d2, d3, de = PROBLEM_DEFAULTS[2], PROBLEM_DEFAULTS[3], ELASTICITY_DEFAULTS
     add(g, "--problem", choices=PROBLEMS,
-        help="the problem: the paper's 1D Poisson problem, or finite differences on the unit "
+        help="the problem: the paper's 1D Poisson problem, finite differences on the unit "
              "square/cube (poisson2d, poisson3d, diffusion2d with high-contrast channels of "
-             f"--contrast) with algebraic decompositions; {_defaults('problem')}")
+             "--contrast), or P1 plane-strain elasticity clamped at x = 0 (elasticity2d, as "
+             "in ddops precond; scikit-fem), with algebraic decompositions; "
+             f"{_defaults('problem')}")
     add(g, "--n", type=_positive_int, metavar="N",
         help="problem size: line elements (--kind element, n - 1 unknowns) or unknowns "
              f"(--kind dof); {_defaults('n')}; 2D/3D problems: interior points per direction "
              f"(n^2 or n^3 unknowns, at least {2 * GRID_FOURIER_MODES[2]} / "
-             f"{2 * GRID_FOURIER_MODES[3]}), {d2['n']} in 2D and {d3['n']} in 3D")
+             f"{2 * GRID_FOURIER_MODES[3]}), {d2['n']} in 2D and {d3['n']} in 3D; "
+             f"elasticity2d: 2 (n + 1)(n + 2) unknowns, {de['n']}")
     add(g, "--subdomains", type=_positive_int,
         help="number of subdomains N (default 8; n/32 when only --n is given); 2D/3D: "
              f"boxes of the grid, split per direction by the most balanced factorisation "
-             f"(or METIS parts with --partitioner metis), {d2['subdomains']} in 2D and "
+             f"(or parts from --partitioner metis or rcb), {d2['subdomains']} in 2D and "
              f"{d3['subdomains']} in 3D, (n/{SUBDOMAIN_WIDTH[2]})^2 or "
-             f"(n/{SUBDOMAIN_WIDTH[3]})^3 when only --n is given")
+             f"(n/{SUBDOMAIN_WIDTH[3]})^3 when only --n is given; elasticity2d: "
+             f"{de['subdomains']}, (n/{subdomain_width('elasticity2d')})^2 when only --n is "
+             f"given")
     add(g, "--partitioner", choices=PARTITIONERS,
-        help="2D/3D: the non-overlapping partition, boxes of the grid or METIS on the graph "
-             f"of A; {_defaults('partitioner')}")
+        help="2D/3D: the non-overlapping partition, boxes of the grid, METIS on the graph "
+             f"of A or recursive coordinate bisection (rcb); {_defaults('partitioner')}; "
+             f"elasticity2d: {de['partitioner']} or rcb")
     add(g, "--contrast", type=_positive_float,
-        help="diffusion2d: coefficient in the channels over the background; "
+        help="diffusion2d only: coefficient in the channels over the background; "
              f"{_defaults('contrast', lambda v: f'{v:g}')}")
     add(g, "--overlap", type=_nonnegative_int,
         help="overlap added on each side of a subdomain, in elements (--kind element) or "
@@ -217,13 +230,16 @@ _FLAG_TO_FIELD = {"global_rank": "global_ranks"}
 
 def _config_from_args(args: argparse.Namespace, default_prefix: str):
     from .compare import PRESETS, ExperimentConfig
-    from .grid import DIMENSION, PROBLEM_DEFAULTS, SUBDOMAIN_WIDTH
+    from .grid import DIMENSION, problem_defaults, subdomain_width
 
     problem = getattr(args, "problem", None) or "poisson1d"
+    if getattr(args, "contrast", None) is not None and problem != "diffusion2d":
+        raise ValueError(f"contrast: only used with problem='diffusion2d', not with "
+                         f"problem={problem!r}")
     c = ExperimentConfig(save_prefix=default_prefix, **PRESETS[args.preset])
     if problem != "poisson1d":  # the grid problem's own defaults; kind is a 1D convention
         c = replace(c, problem=problem, kind="element", global_ranks=None,
-                    **PROBLEM_DEFAULTS[DIMENSION[problem]])
+                    **problem_defaults(problem))
     names = {f.name for f in fields(ExperimentConfig)}
     updates: dict[str, Any] = {}
     for key, value in vars(args).items():
@@ -236,7 +252,7 @@ def _config_from_args(args: argparse.Namespace, default_prefix: str):
     c = replace(c, **updates)
     if getattr(args, "subdomains", None) is None and getattr(args, "n", None) is not None:
         dim = DIMENSION[c.problem]
-        c = replace(c, subdomains=max(1, c.n // SUBDOMAIN_WIDTH[dim]) ** dim)
+        c = replace(c, subdomains=max(1, c.n // subdomain_width(c.problem)) ** dim)
     return c
 
 

@@ -36,7 +36,14 @@ from ..learning.training import LOSS_ALIASES, OPTIMIZERS, Trainer, TrainingConfi
 from ..operators import INITS, PARTITIONS, GlobalLowRankOperator, LowRankOperator, SchwarzOperator
 from ..problems.poisson1d import KINDS, PoissonSolver, grid_points, num_dofs, poisson_1d
 from . import grid as _grid
-from .grid import DIMENSION, GRID_COARSE_BASES, GRID_PROBLEMS, PARTITIONERS, PROBLEMS
+from .grid import (
+    DIMENSION,
+    ELASTICITY,
+    GRID_COARSE_BASES,
+    GRID_PROBLEMS,
+    PARTITIONERS,
+    PROBLEMS,
+)
 
 __all__ = ["ExperimentConfig", "OutputError", "PRESETS", "PROBLEMS", "SWEEP_LRS", "SCALING_NS",
            "check_output_prefix", "checkpoint_path", "model_names", "run_compare", "run_sweep",
@@ -73,12 +80,15 @@ class ExperimentConfig:
     ``problem`` selects the paper's 1D problem (``"poisson1d"``, the default)
     or a grid problem of :mod:`ddops.experiments.grid` (``"poisson2d"``,
     ``"poisson3d"``, ``"diffusion2d"`` with high-contrast channels of
-    ``contrast``).  On a grid problem ``n`` is the number of interior points
-    per direction, ``subdomains`` the number of boxes (``partitioner="grid"``)
-    or METIS parts (``"metis"``), ``overlap`` counts layers of the matrix
-    graph, ``coarse_basis`` is one of ``"gdsw"``, ``"rgdsw"``,
-    ``"nicolaides"`` and ``kind`` does not apply; :meth:`for_problem` gives
-    the defaults of a problem.  ``global_ranks=None`` picks the paper's two
+    ``contrast``, ``"elasticity2d"``: P1 plane-strain elasticity, two unknowns
+    per node).  On a grid problem ``n`` is the number of interior points
+    per direction, ``subdomains`` the number of boxes (``partitioner="grid"``),
+    METIS parts (``"metis"``) or parts from recursive coordinate bisection
+    (``"rcb"``; elasticity takes these two), ``overlap`` counts layers of the
+    matrix graph, ``coarse_basis`` is one of ``"gdsw"``, ``"rgdsw"``,
+    ``"nicolaides"`` (with the rigid body modes as null space on elasticity)
+    and ``kind`` does not apply; :meth:`for_problem` gives the defaults of a
+    problem.  ``global_ranks=None`` picks the paper's two
     baselines from the Schwarz model: its rank bound and its parameter count.
     """
 
@@ -129,7 +139,7 @@ class ExperimentConfig:
         check_choice("problem", problem, PROBLEMS)
         base: dict[str, Any] = {}
         if problem != "poisson1d":
-            base = dict(_grid.PROBLEM_DEFAULTS[DIMENSION[problem]], global_ranks=None)
+            base = dict(_grid.problem_defaults(problem), global_ranks=None)
         return cls(problem=problem, **{**base, **changes})
 
     def validated(self) -> ExperimentConfig:
@@ -186,16 +196,33 @@ class ExperimentConfig:
             raise ValueError(f"n must be >= {2 * modes} for problem={c.problem!r}, got {c.n}: "
                              f"the training right-hand sides use {modes} sine and {modes} "
                              f"cosine modes per direction")
-        unknowns = c.n ** dim
-        if c.partitioner == "grid":
+        if c.problem in ELASTICITY:
+            c._check_elasticity()
+        elif c.partitioner == "grid":
             _grid.grid_parts(c.subdomains, dim, c.n)
-        elif c.subdomains > unknowns:
-            raise ValueError(f"subdomains={c.subdomains} exceeds the {unknowns} unknowns of "
+        elif c.subdomains > c.n ** dim:
+            raise ValueError(f"subdomains={c.subdomains} exceeds the {c.n ** dim} unknowns of "
                              f"n={c.n} in {dim}D")
         if c.coarse_basis in ("gdsw", "rgdsw") and c.subdomains < 2:
             raise ValueError(f"subdomains={c.subdomains}: coarse_basis={c.coarse_basis!r} "
                              f"needs an interface, so at least two subdomains")
         return c
+
+    def _check_elasticity(self) -> None:
+        """The constraints of the elasticity problems (partition of nodes, scikit-fem)."""
+        import importlib.util
+
+        c = self
+        if c.partitioner == "grid":
+            raise ValueError(f"partitioner='grid' is for the finite-difference problems; "
+                             f"problem={c.problem!r} takes 'metis' or 'rcb'")
+        nodes = int(np.prod(_grid.node_shape(c.problem, c.n)))
+        if c.subdomains > nodes:
+            raise ValueError(f"subdomains={c.subdomains} exceeds the {nodes} nodes of "
+                             f"problem={c.problem!r} with n={c.n}")
+        if importlib.util.find_spec("skfem") is None:
+            raise ValueError(f"problem={c.problem!r} needs scikit-fem (pip install "
+                             f"'ddops[fem]')")
 
     def _check_common(self) -> None:
         """The checks shared by every problem (fields that mean the same everywhere)."""
@@ -251,9 +278,11 @@ PRESETS: dict[str, dict[str, Any]] = {
 class Problem:
     """Everything shared by the models of one experiment.
 
-    ``shape`` (points per direction), ``coarse`` (the coarse basis Phi) and
-    ``spectrum`` (eigenvalues of ``A^{-1}`` with how they were found, when
-    known) are set for the grid problems only.
+    ``shape`` (points per direction of the grid of nodes), ``coarse`` (the
+    coarse basis Phi) and ``spectrum`` (eigenvalues of ``A^{-1}`` with how they
+    were found, when known) are set for the grid problems only;
+    ``block_size`` is the number of unknowns per node (2 on elasticity, whose
+    unknowns are interleaved per node).
     """
 
     decomposition: Decomposition
@@ -266,6 +295,7 @@ class Problem:
     shape: tuple[int, ...] | None = None
     coarse: Any = None
     spectrum: tuple[np.ndarray | None, str | None] = (None, None)
+    block_size: int = 1
 
 
 class _ProblemSampler:
@@ -278,6 +308,7 @@ class _ProblemSampler:
 
     def __init__(self, sampler: Any, name: str) -> None:
         self.inner, self.name = sampler, name
+        self.num_dofs = getattr(sampler, "num_dofs", None)
         self.dtype = getattr(sampler, "dtype", None)
         self.backend = getattr(sampler, "backend", "numpy")
         try:
@@ -328,29 +359,45 @@ def build_problem(c: ExperimentConfig) -> Problem:
 
 def _build_grid_problem(c: ExperimentConfig) -> Problem:
     dim = DIMENSION[c.problem]
-    shape = (c.n,) * dim
-    A = _grid.grid_matrix(c.problem, c.n, c.contrast)
+    shape = _grid.node_shape(c.problem, c.n)
+    block = _grid.BLOCK_SIZE.get(c.problem, 1)
+    null_space = None  # the constants
+    if c.problem in ELASTICITY:
+        A, points, null_space = _grid.elasticity_problem(c.n)
+    else:
+        A = _grid.grid_matrix(c.problem, c.n, c.contrast)
     if c.partitioner == "grid":
         d = Decomposition.from_grid(shape, _grid.grid_parts(c.subdomains, dim, c.n), c.overlap)
     else:
-        from ..problems import grid_coordinates
+        if c.problem not in ELASTICITY:
+            from ..problems import grid_coordinates
 
-        d = Decomposition.from_matrix(A, c.subdomains, c.overlap, partitioner="metis",
-                                      coordinates=grid_coordinates(c.n, dim))
+            points = grid_coordinates(c.n, dim)
+        d = Decomposition.from_matrix(A, c.subdomains, c.overlap, partitioner=c.partitioner,
+                                      coordinates=points, block_size=block)
     kind = "nicolaides" if c.coarse_basis == "pou" else c.coarse_basis
-    Phi = build_coarse_basis(d, kind, A=A if kind in MATRIX_COARSE_BASES else None)
+    Phi = build_coarse_basis(d, kind, A=A if kind in MATRIX_COARSE_BASES else None,
+                             null_space=null_space)
     solver = _grid.Factorisation(A)
-    sampler = _ProblemSampler(_grid_sampler(c, A, solver, dim), _problem_name(c))
+    sampler = _ProblemSampler(_grid_sampler(c, A, solver, shape, block), _problem_name(c))
     validation, evaluation = _test_sets(c, sampler)
     return Problem(d, A, solver, sampler, validation, evaluation, d.coordinates, shape=shape,
-                   coarse=Phi, spectrum=_grid.spectrum(c.problem, c.n, A))
+                   coarse=Phi, spectrum=_grid.spectrum(c.problem, c.n, A), block_size=block)
 
 
-def _grid_sampler(c: ExperimentConfig, A: Any, solver: Any, dim: int) -> Any:
-    """Tensor-product Fourier right-hand sides on the grid and their exact solutions."""
+def _grid_sampler(c: ExperimentConfig, A: Any, solver: Any, shape: tuple[int, ...],
+                  block: int) -> Any:
+    """Tensor-product Fourier right-hand sides on the grid and their exact solutions.
+
+    On elasticity every mode of the node grid drives one displacement component at a
+    time (:func:`ddops.experiments.grid.vector_fourier_rhs`).
+    """
     from ..learning.data import make_rhs_sampler
 
-    return make_rhs_sampler(A, shape=(c.n,) * dim, kind="fourier",
+    if block > 1:
+        return _grid.vector_fourier_rhs(solver.solve, shape, block, grid_rhs_modes(c),
+                                        c.rhs_mode, c.dtype)
+    return make_rhs_sampler(A, shape=shape, kind="fourier",
                             modes=grid_rhs_modes(c), mode=c.rhs_mode, dtype=c.dtype)
 
 
@@ -536,9 +583,17 @@ def model_names(c: ExperimentConfig) -> list[str]:
     (for the checks of the output names, whose longest name matters).
     """
     if c.global_ranks is None:
-        largest = "9" * len(str(c.n ** DIMENSION.get(c.problem, 1)))
+        largest = "9" * len(str(num_unknowns(c)))
         return ["schwarz", f"global_r{largest}", f"global_r{largest}"]
     return ["schwarz", *(f"global_r{r}" for r in c.global_ranks)]
+
+
+def num_unknowns(c: ExperimentConfig) -> int:
+    """The number of unknowns of a comparison's problem (rows of ``A``)."""
+    if c.problem == "poisson1d":
+        return num_dofs(c.n, c.kind)
+    shape = _grid.node_shape(c.problem, c.n)
+    return int(np.prod(shape)) * _grid.BLOCK_SIZE.get(c.problem, 1)
 
 
 def _compare_suffixes(c: ExperimentConfig) -> list[str]:
@@ -729,6 +784,7 @@ def _problem_summary(c: ExperimentConfig, prob: Problem) -> dict[str, Any]:
     d = prob.decomposition
     sizes = d.sizes
     return {"problem": c.problem, "shape": list(prob.shape), "unknowns": int(d.num_dofs),
+            "unknowns_per_node": prob.block_size,
             "nonzeros": int(prob.A.nnz), "subdomains": int(d.num_subdomains),
             "parts_per_direction": (list(_grid.grid_parts(c.subdomains, len(prob.shape), c.n))
                                     if c.partitioner == "grid" else None),
@@ -760,35 +816,47 @@ def _plot_compare(c: ExperimentConfig, prob: Problem, models: dict[str, LowRankO
 
 
 def _grid_points_of_interest(prob: Problem) -> np.ndarray:
-    """Three unknowns whose rows are drawn: the centre, a box corner, one near the boundary."""
-    d = prob.decomposition
-    n, dim = prob.shape[0], len(prob.shape)
-    stride = n ** np.arange(dim)
-    centre = int(((n - 1) // 2) * stride.sum())
-    near = int(1 * stride[0] + ((n - 1) // 2) * stride[1:].sum())
+    """Three unknowns whose rows are drawn: the centre, a box corner, one near the boundary.
+
+    On elasticity the ``x`` displacement of those nodes.
+    """
+    d, b = prob.decomposition, prob.block_size
+    shape = np.array(prob.shape)
+    stride = np.concatenate([[1], np.cumprod(shape[:-1])])
+    middle = (shape - 1) // 2
+    centre = int(middle @ stride)
+    near = int(stride[0] + middle[1:] @ stride[1:])
     # an unknown of the largest multiplicity (a cross point of the overlapping subdomains)
-    corner = int(np.argmax(d.multiplicity))
-    return np.array(list(dict.fromkeys([centre, corner, near])))
+    corner = int(np.argmax(d.multiplicity)) // b
+    return b * np.array(list(dict.fromkeys([centre, corner, near])))
 
 
 def _plot_grid_model(name: str, op: LowRankOperator, prob: Problem, prefix: str) -> list[str]:
-    """The figures of a grid problem: solutions and rows of M against A^{-1} on the grid."""
+    """The figures of a grid problem: solutions and rows of M against A^{-1} on the grid.
+
+    On elasticity (two unknowns per node) the fields drawn are one displacement
+    component on the grid of nodes: of the solutions the larger one, otherwise ``x``.
+    """
     from . import plotting
 
+    b = prob.block_size
     Fe, Ue = prob.evaluation
     k = min(2, Fe.shape[1])
     Pe = to_numpy(op.matmat(Fe[:, :k]))
-    out = [plotting.plot_grid_solutions(prob.shape, Fe[:, :k], Ue[:, :k], Pe,
+    j = int(np.argmax([np.linalg.norm(Ue[i::b, :k]) for i in range(b)]))
+    what = "" if b == 1 else f", {'xyz'[j]}-displacement"
+    out = [plotting.plot_grid_solutions(prob.shape, Fe[j::b, :k], Ue[j::b, :k], Pe[j::b],
                                         f"{prefix}_{name}_solutions.png",
-                                        title=f"{name}: evaluation right-hand sides")]
+                                        title=f"{name}: evaluation right-hand sides{what}")]
     points = _grid_points_of_interest(prob)
     E = np.zeros((op.shape[0], points.size))
     E[points, np.arange(points.size)] = 1.0
     rows = to_numpy(op.rmatmat(E))          # rows of M, as columns M^T e_i
     exact = prob.solver.solve(E)              # rows of A^{-1} (symmetric)
-    out.append(plotting.plot_grid_rows(prob.shape, points, rows, exact,
+    what = "" if b == 1 else " (x-displacement at the x-unknown of a node)"
+    out.append(plotting.plot_grid_rows(prob.shape, points // b, rows[::b], exact[::b],
                                        f"{prefix}_{name}_rows.png",
-                                       title=f"{name}: rows of M and of A^-1"))
+                                       title=f"{name}: rows of M and of A^-1{what}"))
     if isinstance(op, SchwarzOperator):
         p = op.get_params()
         blocks = [q @ kk.T for q, kk in zip(p["Q"], p["K"])]
@@ -798,10 +866,11 @@ def _plot_grid_model(name: str, op: LowRankOperator, prob: Problem, prefix: str)
                                                 title=f"{name}: learned blocks"))
         if Phi is not None:
             cols = np.unique(np.linspace(0, Phi.shape[1] - 1, min(4, Phi.shape[1])).astype(int))
+            what = "" if b == 1 else " (x-displacement)"
             out.append(plotting.plot_grid_fields(
-                prob.shape, [Phi[:, j].toarray().ravel() for j in cols],
+                prob.shape, [Phi[::b, j].toarray().ravel() for j in cols],
                 [f"coarse function {j}" for j in cols], f"{prefix}_{name}_coarse.png",
-                title="coarse basis functions", diverging=False))
+                title=f"coarse basis functions{what}", diverging=False))
     return out
 
 
@@ -997,7 +1066,7 @@ def run_scaling(config: ExperimentConfig, ns: tuple[int, ...] | None = None,
     for k, c in enumerate(configs):
         log(f"--- n = {c.n}, N = {c.subdomains}")
         metrics = _run_part(c, log, config, rows, "scaling", extra, written, explain=k == 0)
-        size = {} if c.problem == "poisson1d" else {"unknowns": c.n ** DIMENSION[c.problem]}
+        size = {} if c.problem == "poisson1d" else {"unknowns": num_unknowns(c)}
         rows.append({"n": c.n, "N": c.subdomains, **size, **metrics["schwarz"]})
         if _diverged(metrics) and not keep_going:
             log(f"n = {c.n}: training diverged; the study stops here (keep going past "

@@ -4,9 +4,16 @@
 comparison on the finite-difference problems of :mod:`ddops.problems.grid`:
 ``n`` interior points per direction, ``subdomains`` boxes of the grid
 (:meth:`ddops.Decomposition.from_grid`, boxes per direction from the most
-balanced factorisation of ``subdomains``) or METIS parts of the matrix graph
-(:meth:`ddops.Decomposition.from_matrix`), and an algebraic coarse space
-(GDSW, RGDSW or Nicolaides).
+balanced factorisation of ``subdomains``), METIS parts of the matrix graph or
+parts from recursive coordinate bisection (:meth:`ddops.Decomposition.from_matrix`),
+and an algebraic coarse space (GDSW, RGDSW or Nicolaides).
+
+``--problem elasticity2d`` is the P1 plane-strain elasticity of ``ddops precond``
+(:func:`ddops.problems.fem.fem_elasticity_2d`: the structured mesh of the unit
+square with ``n`` interior points per direction, ``E = 1``, ``nu = 0.3``, clamped
+at ``x = 0``): two unknowns per node on a grid of ``(n + 1) x (n + 2)`` nodes,
+METIS or RCB parts that keep both unknowns of a node together, and coarse spaces
+built with the three rigid body modes as null space.
 
 The exact solutions come from one sparse LU factorisation of ``A``.  The
 operator metrics are exact up to a size limit and sampled above it; every
@@ -26,18 +33,26 @@ from scipy.sparse.linalg import splu
 from ..backend import to_numpy
 from ..operators import LowRankOperator
 
-__all__ = ["PROBLEMS", "GRID_PROBLEMS", "PARTITIONERS", "GRID_COARSE_BASES", "DIMENSION",
-           "PROBLEM_DEFAULTS", "SUBDOMAIN_WIDTH", "SCALING_WIDTH", "SCALING_GRID_NS",
-           "grid_parts", "grid_matrix", "Factorisation", "poisson_inverse_eigenvalues",
-           "evaluate_grid"]
+__all__ = ["PROBLEMS", "GRID_PROBLEMS", "ELASTICITY", "PARTITIONERS", "GRID_COARSE_BASES",
+           "DIMENSION", "BLOCK_SIZE", "PROBLEM_DEFAULTS", "SUBDOMAIN_WIDTH", "SCALING_WIDTH",
+           "SCALING_GRID_NS", "grid_parts", "grid_matrix", "problem_defaults",
+           "subdomain_width", "node_shape", "elasticity_problem", "vector_fourier_rhs",
+           "Factorisation", "poisson_inverse_eigenvalues", "evaluate_grid"]
 
-#: Problems of ``ddops compare``: the paper's 1D problem and the 2D/3D grid problems.
-PROBLEMS = ("poisson1d", "poisson2d", "poisson3d", "diffusion2d")
+#: Problems of ``ddops compare``: the paper's 1D problem, the 2D/3D grid problems and
+#: 2D P1 elasticity (also a problem of ``ddops precond``).
+PROBLEMS = ("poisson1d", "poisson2d", "poisson3d", "diffusion2d", "elasticity2d")
 GRID_PROBLEMS = PROBLEMS[1:]
+#: The finite-element elasticity problems (scikit-fem; METIS or RCB partitions).
+ELASTICITY = ("elasticity2d",)
 #: Space dimension of each problem.
-DIMENSION = {"poisson1d": 1, "poisson2d": 2, "poisson3d": 3, "diffusion2d": 2}
-#: Non-overlapping partitions of the grid problems: boxes of the grid, or METIS parts.
-PARTITIONERS = ("grid", "metis")
+DIMENSION = {"poisson1d": 1, "poisson2d": 2, "poisson3d": 3, "diffusion2d": 2,
+             "elasticity2d": 2}
+#: Unknowns per node (the displacement components of elasticity); 1 for the others.
+BLOCK_SIZE = {"elasticity2d": 2}
+#: Non-overlapping partitions of the grid problems: boxes of the grid, METIS parts of the
+#: graph of A, or recursive coordinate bisection (the values of ``ddops precond``).
+PARTITIONERS = ("grid", "metis", "rcb")
 #: Coarse spaces of the grid problems (built from ``A`` and the partition).
 GRID_COARSE_BASES = ("gdsw", "rgdsw", "nicolaides", "pou")
 #: The settings a grid problem starts from where the 1D defaults do not apply: ``n``
@@ -46,9 +61,17 @@ PROBLEM_DEFAULTS: dict[int, dict[str, Any]] = {
     2: dict(n=64, subdomains=16, overlap=1, coarse_basis="gdsw"),
     3: dict(n=16, subdomains=8, overlap=1, coarse_basis="gdsw"),
 }
+#: The settings of ``elasticity2d`` that differ from :data:`PROBLEM_DEFAULTS`: two unknowns
+#: per node and three coarse functions (rigid body modes) per interface component make a
+#: step several times as expensive as ``poisson2d``'s at the same ``n``, so the default is
+#: ``n = 32`` (2244 unknowns, 16 METIS parts of about 140); the grid's boxes do not apply.
+ELASTICITY_DEFAULTS: dict[str, Any] = dict(n=32, subdomains=16, overlap=1, coarse_basis="gdsw",
+                                           partitioner="metis")
 #: Points per direction of a subdomain when ``compare`` is given ``--n`` alone:
-#: ``subdomains = (n // width) ** dim`` (1D: the paper's ``n / 32``).
+#: ``subdomains = (n // width) ** dim`` (1D: the paper's ``n / 32``; ``elasticity2d``: 8,
+#: two unknowns per node).
 SUBDOMAIN_WIDTH = {1: 32, 2: 16, 3: 8}
+_PROBLEM_SUBDOMAIN_WIDTH = {"elasticity2d": 8}
 #: Points per direction of a subdomain in ``ddops scaling`` (weak scaling).
 SCALING_WIDTH = {1: 32, 2: 32, 3: 8}
 #: Default sizes (points per direction) of ``ddops scaling`` on the grid problems.
@@ -105,6 +128,67 @@ def grid_parts_unchecked(subdomains: int, dim: int) -> tuple[int, ...]:
     return grid_parts(subdomains, dim, subdomains)
 
 
+def problem_defaults(problem: str) -> dict[str, Any]:
+    """The settings a 2D/3D problem starts from where the 1D defaults do not apply."""
+    if problem in ELASTICITY:
+        return dict(ELASTICITY_DEFAULTS)
+    return dict(PROBLEM_DEFAULTS[DIMENSION[problem]])
+
+
+def subdomain_width(problem: str) -> int:
+    """Points per direction of a subdomain when only ``n`` is given (:data:`SUBDOMAIN_WIDTH`)."""
+    return _PROBLEM_SUBDOMAIN_WIDTH.get(problem, SUBDOMAIN_WIDTH[DIMENSION[problem]])
+
+
+def node_shape(problem: str, n: int) -> tuple[int, ...]:
+    """Points per direction of the grid that carries a problem's unknowns (``x`` fastest).
+
+    ``(n,) * dim`` for the finite-difference problems; ``(n + 1, n + 2)`` for
+    ``elasticity2d``, whose nodes at ``x = 0`` are clamped and removed (each node
+    carries :data:`BLOCK_SIZE` unknowns, interleaved).
+    """
+    if problem == "elasticity2d":
+        return (n + 1, n + 2)
+    return (n,) * DIMENSION[problem]
+
+
+def elasticity_problem(n: int) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    """``elasticity2d``: the matrix, the node coordinates and the rigid body modes.
+
+    The homogeneous problem of ``ddops precond --problem elasticity2d`` (``E = 1``,
+    ``nu = 0.3``, clamped at ``x = 0``) on the structured mesh with ``n`` interior
+    points per direction.
+    """
+    from ..problems import fem, rigid_body_modes
+
+    A, X = fem.fem_elasticity_2d(n)
+    return A, X, rigid_body_modes(X)
+
+
+def vector_fourier_rhs(solve: Any, shape: tuple[int, ...], components: int, modes: int,
+                       mode: str, dtype: Any) -> Any:
+    """Fourier right-hand sides for a vector field: each scalar mode in each component.
+
+    The tensor-product modes of :class:`~ddops.learning.data.GridFourierRHS` on the
+    node grid ``shape``, with their combination scales, placed in one displacement
+    component at a time (unknowns interleaved per node), so that ``2 k`` functions
+    span both components; the exact solutions come from ``solve`` (``A^-1 X``).
+    """
+    from ..learning.data import BasisRHS, GridFourierRHS
+
+    size = int(np.prod(shape))
+    # the scalar modes and their scales; the identity stands in for A, which this
+    # sampler never sees
+    scalar = GridFourierRHS(sp.identity(size, format="csr"), shape, modes, mode=mode)
+    phi = np.asarray(scalar.basis, dtype=np.float64)
+    k = phi.shape[1]
+    basis = np.zeros((components * size, components * k))
+    for j in range(components):
+        basis[j::components, j::components] = phi
+    scale = np.repeat(scalar.combination_scale, components)
+    return BasisRHS(basis, solve(basis), scale, mode=mode, dtype=dtype)
+
+
 def grid_matrix(problem: str, n: int, contrast: float) -> sp.csr_matrix:
     """The matrix of a grid problem (``n`` interior points per direction)."""
     from ..problems import diffusion_2d, high_contrast_channels, poisson_2d, poisson_3d
@@ -115,6 +199,8 @@ def grid_matrix(problem: str, n: int, contrast: float) -> sp.csr_matrix:
         return poisson_3d(n)
     if problem == "diffusion2d":
         return diffusion_2d(high_contrast_channels(n, contrast))
+    if problem in ELASTICITY:
+        return elasticity_problem(n)[0]
     raise ValueError(f"problem must be one of {GRID_PROBLEMS}, got {problem!r}")
 
 

@@ -207,3 +207,105 @@ def test_rhs_modes_sets_the_number_of_functions():
     assert prob.sampler.inner.basis.shape == (256, (2 * 2) ** 2)
     with pytest.raises(ValueError, match="^rhs_modes=4 applies to the grid problems"):
         ExperimentConfig(rhs_modes=4).validated()
+
+
+# -- the partitioners and problems shared with ddops precond ------------------------------------
+def _choices(command, flag):
+    from ddops.experiments.cli import build_parser
+
+    sub = build_parser()._subparsers._group_actions[0].choices[command]
+    return set(next(a for a in sub._actions if flag in a.option_strings).choices)
+
+
+@pytest.mark.parametrize("command", ["compare", "scaling"])
+def test_partitioners_and_problems_of_precond_are_accepted(command):
+    from ddops.experiments import precond
+
+    assert set(precond.PARTITIONER_CHOICES) <= _choices(command, "--partitioner")
+    assert "elasticity2d" in _choices(command, "--problem") & set(precond.PROBLEMS)
+
+
+def test_compare_rcb_partitioner(tmp_path):
+    from ddops.problems import grid_coordinates
+
+    prefix = str(tmp_path / "r")
+    assert main(["compare", "--problem", "poisson2d", *SMALL, "--subdomains", "5",
+                 "--partitioner", "rcb", "--global-rank", "0", "--no-plots",
+                 "--save-prefix", prefix]) == 0
+    payload = json.loads((tmp_path / "r_metrics.json").read_text())
+    assert payload["problem"]["partitioner"] == "rcb"
+    # the same parts as recursive coordinate bisection of the grid points
+    d = Decomposition.from_matrix(poisson_2d(16), 5, 1, partitioner="rcb",
+                                  coordinates=grid_coordinates(16, 2))
+    n0 = coarse_basis(d, "gdsw", A=poisson_2d(16)).shape[1]
+    assert payload["models"]["schwarz"]["num_params"] == 2 * (4 * int(d.sizes.sum()) + n0 * n0)
+    assert payload["problem"]["subdomain_sizes"]["max"] == int(d.sizes.max())
+
+
+def test_compare_elasticity2d(tmp_path, monkeypatch):
+    pytest.importorskip("skfem")
+    from pathlib import Path
+
+    from ddops.experiments import plotting
+    from ddops.problems import fem, rigid_body_modes
+
+    figures = {}
+
+    def keep(fig, path, dpi, title=None):  # the figures without the cost of rendering them
+        figures[Path(path).name] = fig
+        return Path(path)
+
+    monkeypatch.setattr(plotting, "_save", keep)
+    n = 8
+    prefix = str(tmp_path / "e")
+    assert main(["compare", "--problem", "elasticity2d", "--n", str(n), "--subdomains", "4",
+                 "--rhs-modes", "2", "--steps", "3", "--batch-size", "8", "--no-progress",
+                 "--global-rank", "5", "--save-prefix", prefix]) == 0
+    payload = json.loads((tmp_path / "e_metrics.json").read_text())
+    prob = payload["problem"]
+    assert payload["config"]["partitioner"] == "metis"  # the grid's boxes do not apply
+    assert prob["unknowns"] == 2 * (n + 1) * (n + 2) and prob["unknowns_per_node"] == 2
+    assert prob["shape"] == [n + 1, n + 2]
+    # the decomposition and the coarse space of ddops precond's elasticity2d, built directly
+    A, X = fem.fem_elasticity_2d(n)
+    d = Decomposition.from_matrix(A, 4, 1, partitioner="metis", coordinates=X, block_size=2)
+    n0 = coarse_basis(d, "gdsw", A=A, null_space=rigid_body_modes(X)).shape[1]
+    assert prob["coarse_dim"] == n0
+    s = payload["models"]["schwarz"]
+    assert s["num_params"] == 2 * (4 * int(d.sizes.sum()) + n0 * n0)
+    # the figures of a grid problem show one displacement component on the grid of nodes:
+    # n + 1 columns (x = 0 is clamped) and n + 2 rows
+    for suffix in ("schwarz_rows", "schwarz_solutions", "schwarz_coarse", "global_r5_rows"):
+        images = [im for ax in figures[f"e_{suffix}.png"].axes for im in ax.get_images()]
+        assert images and {im.get_array().shape for im in images} == {(n + 2, n + 1)}
+    # the training data solve the elasticity problem, in both displacement components
+    c = ExperimentConfig.for_problem("elasticity2d", n=n, subdomains=4, rhs_modes=2)
+    built = build_problem(c.validated())
+    F, U = built.sampler.sample(64, np.random.default_rng(0))
+    np.testing.assert_allclose(A @ U, F, atol=1e-10)
+    assert np.abs(F[0::2]).max() > 0 and np.abs(F[1::2]).max() > 0
+    # both unknowns of a node stay in the same subdomains
+    for idx in built.decomposition.subdomains:
+        assert set(idx[0::2] // 2) == set(idx[1::2] // 2) and np.all(idx[1::2] == idx[0::2] + 1)
+
+
+def test_scaling_elasticity2d(tmp_path):
+    pytest.importorskip("skfem")
+    assert main(["scaling", "--problem", "elasticity2d", "--ns", "16", "--subdomain-width", "8",
+                 "--steps", "2", "--batch-size", "8", "--no-plots", "--no-progress",
+                 "--partitioner", "rcb", "--save-prefix", str(tmp_path / "s")]) == 0
+    (row,) = json.loads((tmp_path / "s_scaling_metrics.json").read_text())["rows"]
+    assert (row["n"], row["N"], row["unknowns"]) == (16, 4, 2 * 17 * 18)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--problem", "elasticity2d", "--partitioner", "grid"], "--partitioner"),
+    (["--problem", "elasticity2d", "--contrast", "10"], "--contrast"),
+    (["--problem", "poisson2d", "--contrast", "10"], "--contrast"),
+    (["--problem", "elasticity2d", "--n", "16", "--subdomains", "400"], "--subdomains=400"),
+])
+def test_bad_elasticity_input_one_line(argv, needle, capsys, tmp_path):
+    rc = main(["compare", *argv, "--save-prefix", str(tmp_path / "x"), "--steps", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert not list(tmp_path.iterdir())
