@@ -1,4 +1,11 @@
-"""Every ```python block of README.md runs when pasted alone into a fresh interpreter."""
+"""Every ```python block of README.md, and of the documentation pages in DOC_PAGES, runs
+when pasted alone into a fresh interpreter.
+
+Which pages run is an explicit list rather than a marker in the page: every page with
+python blocks must appear either in DOC_PAGES or, with the reason, in NOT_RUN
+(test_every_page_is_classified), so a new page is a deliberate choice.  Blocks that run
+must stay fast (seconds) and self-contained: their own imports and data.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,19 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = README.parent / "docs"
 FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+
+#: Documentation pages whose python blocks run, each alone, like the README's.
+DOC_PAGES = ("index.md", "conventions.md", "preconditioning.md", "reproduction.md",
+             "testing.md")
+
+#: Pages with python blocks that do not run here, and why.
+NOT_RUN = {
+    "adaptive.md": "measurements at full size (the first block takes about 20 s on two "
+                   "cores) and a second block that continues the first",
+    "distributed.md": "scripts for mpiexec with several ranks",
+}
 
 
 def python_blocks(text: str) -> list[str]:
@@ -22,10 +41,19 @@ def python_blocks(text: str) -> list[str]:
 def test_block_extraction():
     text = "intro\n```python\nx = 1\n```\n\n```bash\nls\n```\n```python\nprint(x)\n```\n"
     assert python_blocks(text) == ["x = 1\n", "print(x)\n"]
-    readme = README.read_text(encoding="utf-8")
-    blocks = python_blocks(readme)
-    # every opening fence was matched, so no snippet escapes the test below
-    assert blocks and len(blocks) == len(re.findall(r"^```python", readme, re.M))
+    for path in [README] + [DOCS / page for page in DOC_PAGES]:
+        text = path.read_text(encoding="utf-8")
+        blocks = python_blocks(text)
+        # every opening fence was matched, so no snippet escapes the tests below
+        assert blocks and len(blocks) == len(re.findall(r"^```python", text, re.M)), path.name
+
+
+def test_every_page_is_classified():
+    """A page with python blocks either runs them (DOC_PAGES) or says why not (NOT_RUN)."""
+    with_blocks = {p.name for p in DOCS.glob("*.md")
+                   if re.search(r"^```python", p.read_text(encoding="utf-8"), re.M)}
+    assert not set(DOC_PAGES) & set(NOT_RUN)
+    assert with_blocks == set(DOC_PAGES) | set(NOT_RUN)
 
 
 def start_alone(code: str, cwd: Path) -> subprocess.Popen:
@@ -68,3 +96,26 @@ def readme_runs(tmp_path_factory):
 def test_readme_block_runs_alone(index, readme_runs):
     code, status, err = readme_runs[index]
     assert status == 0, f"README python block {index + 1} failed:\n{code}\n--- stderr ---\n{err}"
+
+
+def doc_blocks() -> list[tuple[str, int, str]]:
+    """``(page, index, code)`` of every python block of the pages in DOC_PAGES."""
+    return [(page, i, code) for page in DOC_PAGES
+            for i, code in enumerate(python_blocks((DOCS / page).read_text(encoding="utf-8")))]
+
+
+@pytest.fixture(scope="module")
+def doc_runs(tmp_path_factory):
+    """All blocks of DOC_PAGES started at once (each alone, in its own folder), then collected."""
+    blocks = doc_blocks()
+    procs = [start_alone(code, tmp_path_factory.mktemp(f"{page[:-3]}{i + 1}"))
+             for page, i, code in blocks]
+    return {(page, i): (code, *finish(proc))
+            for (page, i, code), proc in zip(blocks, procs, strict=True)}
+
+
+@pytest.mark.parametrize(("page", "index"), [(page, i) for page, i, _ in doc_blocks()])
+def test_doc_block_runs_alone(page, index, doc_runs):
+    code, status, err = doc_runs[page, index]
+    assert status == 0, (f"docs/{page} python block {index + 1} failed:\n{code}\n"
+                         f"--- stderr ---\n{err}")
