@@ -56,6 +56,15 @@ def test_every_page_is_classified():
     assert with_blocks == set(DOC_PAGES) | set(NOT_RUN)
 
 
+def test_readme_links_to_docs_pages_that_exist():
+    """Every ``docs/*.md`` the README names exists, and the testing guide is linked."""
+    readme = README.read_text(encoding="utf-8")
+    named = set(re.findall(r"docs/[\w-]+\.md", readme))
+    assert named and all((README.parent / page).is_file() for page in named), named
+    links = re.findall(r"\]\((docs/[\w-]+\.md)\)", readme)
+    assert "docs/testing.md" in links
+
+
 def start_alone(code: str, cwd: Path) -> subprocess.Popen:
     """``code`` in a new interpreter, without the tests' imports or state."""
     # the package the tests import (the checkout, when it is not installed)
