@@ -680,7 +680,10 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None):
     A_IG = A_I[:, x].tocoo()  # rows: interior positions, cols: interface positions
     del A_I
     # slot of every coupling (interior k of part p, interface j): j must touch p
-    s = np.asarray(slot_of[x[A_IG.col], part[A_IG.row]]).ravel()
+    # (no coupling at all when every unknown is on the interface: the fancy index of a
+    # sparse matrix with empty arrays is a 1 x 0 matrix, not an empty array)
+    s = (np.asarray(slot_of[x[A_IG.col], part[A_IG.row]]).ravel() if A_IG.nnz
+         else np.empty(0, dtype=np.int64))
     if np.any(s == 0):
         raise ValueError("agdsw: an interior unknown is coupled to an interface unknown whose "
                          "part-set does not contain its part")

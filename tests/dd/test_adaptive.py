@@ -448,3 +448,16 @@ def test_geneo_without_any_small_eigenvalue_is_one_level():
     assert M.coarse_dim == 0
     x = np.random.default_rng(1).standard_normal(n * n)
     np.testing.assert_array_equal(M @ x, one @ x)
+
+
+def test_agdsw_when_every_unknown_is_on_the_interface():
+    # no interior unknown at all: no coupling to slice (it raised on an empty sparse index)
+    A = sp.diags([-np.ones(3), 2.5 * np.ones(4), -np.ones(3)], [-1, 0, 1]).tocsr()
+    d = ddops.Decomposition([np.array([0, 1, 2]), np.array([1, 2, 3])], 4,
+                            owner=np.array([0, 0, 1, 1]))
+    P = ddops.coarse_basis(d, "agdsw", A=A).toarray()
+    G = ddops.coarse_basis(d, "gdsw", A=A).toarray()
+    # the space contains GDSW's, and the preconditioner is SPD
+    assert np.linalg.matrix_rank(np.hstack([P, G])) == np.linalg.matrix_rank(P)
+    M = ddops.TwoLevelSchwarz(A, d, "agdsw").to_dense()
+    assert np.linalg.eigvalsh((M + M.T) / 2).min() > 0
