@@ -86,7 +86,12 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from .._validation import check_choice, check_finite
-from ..dd.coarse import ALL_COARSE_BASES, MATRIX_COARSE_BASES, validate_coarse_matrix
+from ..dd.coarse import (
+    ALL_COARSE_BASES,
+    MATRIX_COARSE_BASES,
+    auto_coarse_basis,
+    validate_coarse_matrix,
+)
 from ..dd.coarse import coarse_basis as build_coarse_basis
 from ..precond.schwarz import (
     COARSE_DENSE_MAX,
@@ -321,14 +326,16 @@ class DistributedTwoLevelSchwarz:
         From owned rows the ghost rows are exchanged once at set-up (module
         notes); on one rank both forms coincide.
     coarse_basis : str, sparse matrix or None
-        A name of :data:`ddops.dd.coarse.ALL_COARSE_BASES`, a global
-        ``n x n0`` matrix Phi (identical on every rank), or None (one level).
+        A name of :data:`ddops.dd.coarse.ALL_COARSE_BASES` or ``"auto"``
+        (:func:`ddops.dd.coarse.auto_coarse_basis`, as in the serial preconditioner), a
+        global ``n x n0`` matrix Phi (identical on every rank), or None (one level).
     variant : {"additive", "restricted", "symmetric_restricted", "hybrid"}
         As in the serial preconditioner; ``"restricted"`` is not symmetric
         (GMRES).  ``"hybrid"`` (``P_0 + (I - P_0 A) M_1 (I - A P_0)``) costs
         two products with ``A`` and two coarse reductions more per application.
     null_space : array (n x k), optional
-        Passed to the coarse basis.
+        Passed to a named coarse basis; accepted and not used otherwise (also with
+        ``coarse_basis=None``), as by the serial preconditioner.
     local_solver : {"auto", "dense", "sparse", "superlu", "pardiso", "amg"}
         Local solver of the rank's serial one-level preconditioner (see
         :class:`ddops.TwoLevelSchwarz`).
@@ -373,7 +380,9 @@ class DistributedTwoLevelSchwarz:
         if not isinstance(local_basis, (bool, np.bool_)):
             raise TypeError(f"local_basis must be a bool, got {type(local_basis).__name__}")
         if isinstance(coarse_basis, str):
-            check_choice("coarse_basis", coarse_basis, ALL_COARSE_BASES)
+            check_choice("coarse_basis", coarse_basis, ("auto", *ALL_COARSE_BASES))
+            if coarse_basis == "auto":  # as TwoLevelSchwarz: the matrix is always known here
+                coarse_basis = auto_coarse_basis(layout.decomposition, matrix=True)
         n = layout.num_dofs
         self.layout = layout
         self.variant = variant
@@ -455,9 +464,10 @@ class DistributedTwoLevelSchwarz:
         Phi_owned = Phi_ext = known = None
         self.coarse_construction = None
         d = layout.decomposition
+        # null_space is problem data: accepted whatever the coarse basis (as by the serial
+        # preconditioner), used where a named basis is built from it
         if coarse_basis is None:
-            if null_space is not None:
-                raise ValueError("null_space is only used with a coarse basis")
+            pass
         elif (local_basis and isinstance(coarse_basis, str)
                 and coarse_basis in MATRIX_COARSE_BASES and d.owner is not None):
             self.coarse_construction = "rank-local"
@@ -476,8 +486,6 @@ class DistributedTwoLevelSchwarz:
             elif isinstance(coarse_basis, str):
                 Phi = build_coarse_basis(d, coarse_basis, A=None, null_space=null_space)
             else:
-                if null_space is not None:
-                    raise ValueError("null_space is only used with a named coarse basis")
                 Phi = validate_coarse_matrix(coarse_basis, d.num_dofs)
             Phi = sp.csr_matrix(Phi, dtype=np.float64)
             Phi_owned, Phi_ext = Phi[layout.owned], Phi[layout.ext_indices]
@@ -491,8 +499,6 @@ class DistributedTwoLevelSchwarz:
         """``(Phi, known)``: Phi with correct rows where ``known`` (None: every row)."""
         self.coarse_construction = None
         if coarse_basis is None:
-            if null_space is not None:
-                raise ValueError("null_space is only used with a coarse basis")
             return None, None
         d = layout.decomposition
         if (local_basis and null_space is None and isinstance(coarse_basis, str)
@@ -501,10 +507,7 @@ class DistributedTwoLevelSchwarz:
             return _rank_local_gdsw(layout, A, coarse_basis)
         self.coarse_construction = "serial"
         if isinstance(coarse_basis, str):
-            matrix = A if coarse_basis in MATRIX_COARSE_BASES else None
-            return build_coarse_basis(d, coarse_basis, A=matrix, null_space=null_space), None
-        if null_space is not None:
-            raise ValueError("null_space is only used with a named coarse basis")
+            return build_coarse_basis(d, coarse_basis, A=A, null_space=null_space), None
         return validate_coarse_matrix(coarse_basis, d.num_dofs), None
 
     def _factor_coarse(self, layout: DistributedLayout, rows: sp.csr_matrix | None,

@@ -517,7 +517,7 @@ def test_bad_matrix():
         dd.decomposition_from_matrix(sp.random(4, 5, density=0.5, format="csr"), 2)
     with pytest.raises(TypeError, match=r"A must be a sparse matrix \(scipy.sparse\) or a 2-D array"):
         dd.partition("matrix", 2)
-    with pytest.raises(TypeError, match=r"A must be a sparse matrix \(scipy.sparse\) or a 2-D array"):
+    with pytest.raises(ValueError, match=r"A must be 2-D, got shape \(4,\)"):
         dd.partition(np.ones(4), 2)
 
 
