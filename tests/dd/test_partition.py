@@ -515,7 +515,7 @@ def test_dense_and_sparse_array_inputs():
 def test_bad_matrix():
     with pytest.raises(ValueError, match="A must be square"):
         dd.decomposition_from_matrix(sp.random(4, 5, density=0.5, format="csr"), 2)
-    with pytest.raises(TypeError, match=r"A must be a sparse matrix \(scipy.sparse\) or a 2-D array"):
+    with pytest.raises(TypeError, match=r"A must be a sparse matrix \(scipy.sparse\) or a 2-D"):
         dd.partition("matrix", 2)
     with pytest.raises(ValueError, match=r"A must be 2-D, got shape \(4,\)"):
         dd.partition(np.ones(4), 2)
