@@ -452,6 +452,7 @@ def _run(args: argparse.Namespace) -> int:
                          f"({ranks} ranks) use 'ddops compare' or 'ddops precond'")
     if args.command == "compare":
         c = _with_progress(_config_from_args(args, "results/compare"), args)
+        _check_run_size("compare", [c.validated()], ranks)
         written: list[str] = []
         if ranks > 1:  # mpiexec -n P ddops compare: data-parallel training, rank 0 writes
             metrics = _mpi_compare(c, written)
@@ -465,6 +466,13 @@ def _run(args: argparse.Namespace) -> int:
     elif args.command in ("sweep", "scaling"):
         sweep = args.command == "sweep"
         c = _with_progress(_config_from_args(args, f"results/{args.command}"), args)
+        if sweep:
+            parts = experiments.sweep_configs(c, tuple(args.lrs) if args.lrs
+                                              else experiments.SWEEP_LRS)
+        else:
+            parts = experiments.scaling_configs(c, tuple(args.ns) if args.ns else None,
+                                                args.subdomain_width)
+        _check_run_size(args.command, parts, ranks)
         written = []
         if sweep:
             rows = experiments.run_sweep(c, tuple(args.lrs) if args.lrs
@@ -493,6 +501,65 @@ def _run(args: argparse.Namespace) -> int:
 
         run_from_args(args)
     return 0
+
+
+def _mpi_rank() -> int:
+    """This process's rank as announced by an MPI launcher (0 outside one)."""
+    for name in ("PMI_RANK", "OMPI_COMM_WORLD_RANK"):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 5400:
+        return f"{seconds / 3600:.1f} hours"
+    return f"{seconds / 60:.0f} minutes"
+
+
+def _check_run_size(command: str, configs: list[Any], ranks: int) -> None:
+    """Refuse subdomains of a few unknowns; warn in one line before a run of hours.
+
+    Both are judged from the settings alone, before anything is built
+    (:func:`~ddops.experiments.compare.estimate_cost`); the warning compares the
+    estimate with the documented run times (the default comparison takes about a
+    minute, the longest documented command about 20) and lets the run go on.
+    """
+    from .compare import (
+        LONG_RUN_SECONDS,
+        MIN_SUBDOMAIN_UNKNOWNS,
+        estimate_cost,
+        num_unknowns,
+        unknowns_per_subdomain,
+    )
+
+    least = MIN_SUBDOMAIN_UNKNOWNS
+    for c in configs:
+        per = unknowns_per_subdomain(c)
+        if per >= least:
+            continue
+        u = num_unknowns(c)
+        if command == "scaling":
+            raise ValueError(f"ns={c.n}: N = {c.subdomains} subdomains leave {per:.1f} unknowns "
+                             f"each (of {u}); at least {least} per subdomain are needed, so a "
+                             f"larger --subdomain-width")
+        raise ValueError(f"subdomains={c.subdomains} leaves {per:.1f} unknowns per subdomain "
+                         f"(of the {u} unknowns of n={c.n}); at least {least} per subdomain are "
+                         f"needed, so at most {u // least} subdomains")
+    costs = [estimate_cost(c) for c in configs]
+    seconds = sum(e["seconds"] for e in costs) / ranks
+    if seconds <= LONG_RUN_SECONDS or _mpi_rank() != 0:
+        return
+    step = max(e["step_seconds"] for e in costs) / ranks
+    models = len(costs[0]["params"])
+    what = (f"{configs[0].steps} steps of {models} model{'s' * (models > 1)}, about "
+            f"{step:.2g} s per step" if len(configs) == 1 else
+            f"{len(configs)} comparisons of {configs[0].steps} steps, up to {step:.2g} s per "
+            f"step")
+    print(f"ddops {command}: warning: estimated {_duration(seconds)} of training on two cores "
+          f"({what}), far above the documented run times (the default comparison: about a "
+          f"minute); fewer --steps or a smaller problem shorten it", file=sys.stderr)
 
 
 def _mpi_compare(c: Any, written: list[str]) -> dict[str, Any]:

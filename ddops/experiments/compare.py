@@ -931,6 +931,118 @@ def markdown_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str
     return "\n".join([head, sep, *body]) + "\n"
 
 
+# -- the cost of a run, before it starts ----------------------------------------------------------
+#: Fewest unknowns per subdomain, on average and before the overlap, that the command line
+#: accepts.  GDSW has about six coarse functions per 2D box (a cross point is a cluster of
+#: four, and two edges), so smaller subdomains make the coarse space, and with it the
+#: global baseline of the same rank bound, as large as the problem: the cost of dense
+#: inverses without the structure of a decomposition (64 x 64 points in 1000 boxes:
+#: 3648 coarse functions for 4096 unknowns, hours of training).
+MIN_SUBDOMAIN_UNKNOWNS = 6
+
+#: The cost model of one training step of one model (seconds) in :func:`estimate_cost`: a
+#: fixed part, a part per entry of the ``n x batch`` blocks (loss, residual, copies) and of
+#: the stacked subdomain blocks (the batched local products of Schwarz attention), a part
+#: per parameter (AdamW) and the dense products (global factors, coarse factors, the
+#: right-hand sides) at an effective rate.  Fitted to the step times of
+#: ``docs/performance.md`` (1D, n = 256 to 131072) and ``docs/beyond-1d.md`` (2D, 256 x 256)
+#: on two cores; the steps of the 2D/3D defaults and of models of 27 million parameters,
+#: measured under load, agree within the load's factor.
+STEP_COST = {"fixed": 5e-4, "per_entry": 5e-9, "per_param": 3e-9,
+             "flops_per_second": 5e10}
+
+#: Estimated seconds of training above which the command line warns before a run starts:
+#: thirty times the default comparison (about a minute) and above every documented command
+#: (the longest, ``ddops scaling --problem poisson2d``, about 20 minutes).
+LONG_RUN_SECONDS = 1800.0
+
+
+def unknowns_per_subdomain(c: ExperimentConfig) -> float:
+    """The mean number of unknowns a subdomain owns (before the overlap)."""
+    return num_unknowns(c) / c.subdomains
+
+
+def _coarse_dimension(c: ExperimentConfig, parts: tuple[int, ...]) -> int:
+    """The coarse dimension ``n0`` of a box decomposition with ``parts`` boxes per direction.
+
+    Exact in 1D; on the grid problems the count of GDSW's interface components on the
+    box grid (every cross point a cluster of ``2^d`` singletons, every edge of a 3D box
+    ``2^(d-1)``, every face one; RGDSW: the cross points), times the null space's
+    dimension: exact for boxes of a few points per direction and more, an estimate for
+    METIS and RCB parts (within a factor 1.3 on the defaults).
+    """
+    N = c.subdomains
+    if c.problem == "poisson1d":
+        return N - 1 if c.coarse_basis in ("interface_hats", "grid_hats") else N
+    null = 3 if c.problem in ELASTICITY else 1  # the rigid body modes of 2D elasticity
+    if c.coarse_basis not in ("gdsw", "rgdsw"):
+        return null * N
+    p = np.array(parts)
+    dim = p.size
+    vertices = 2**dim * int(np.prod(p - 1))
+    # interface pieces of codimension 1 and 2: each direction's cut planes, and their lines
+    faces = sum(int(np.prod(p)) // p[t] * (p[t] - 1) for t in range(dim))
+    lines = (2 * sum(int(p[t] * np.prod(np.delete(p - 1, t))) for t in range(dim))
+             if dim == 3 else 0)
+    pieces = vertices if c.coarse_basis == "rgdsw" and vertices else vertices + faces + lines
+    return null * max(1, pieces)
+
+
+def estimate_cost(c: ExperimentConfig) -> dict[str, Any]:
+    """The size of a comparison and an estimate of its training time, before anything is built.
+
+    From the settings alone: the stacked subdomain sizes and the coarse dimension of a
+    box decomposition (exact in 1D, estimated for the grid problems), hence every
+    model's parameters, and :data:`STEP_COST` per step and model.  Data, validation and
+    the final evaluation are included; building the problem and drawing the figures are
+    not.  A rough guide (within a factor of about two on two cores), meant to tell a run
+    of minutes from one of hours.
+
+    Returns
+    -------
+    dict
+        ``unknowns``, ``unknowns_per_subdomain``, ``params`` (per model), ``step_seconds``
+        (all models together) and ``seconds`` (``steps`` of them).
+    """
+    c = c.validated()
+    n, N, r = num_unknowns(c), c.subdomains, c.local_rank
+    if c.problem == "poisson1d":
+        parts: tuple[int, ...] = (N,)
+        stacked = int(Decomposition1D(c.n, N, c.overlap, c.kind).indices.size)
+        functions = 2 * RHS_FOURIER_MODES
+    else:
+        dim = DIMENSION[c.problem]
+        parts = _grid.grid_parts_unchecked(N, dim)
+        shape = np.array(_grid.node_shape(c.problem, c.n), dtype=float)
+        block = _grid.BLOCK_SIZE.get(c.problem, 1)
+        # every box grows by the overlap on each side that is not the boundary
+        width = shape / np.array(sorted(parts, reverse=True)[:dim])
+        grown = width + 2 * c.overlap * (1 - 1 / np.array(parts))
+        stacked = int(block * N * np.prod(np.minimum(grown, shape)))
+        functions = block * (2 * grid_rhs_modes(c)) ** dim
+    n0 = _coarse_dimension(c, parts)
+    r0 = n0 if c.coarse_rank is None else min(c.coarse_rank, n0)
+    schwarz = 2 * (r * stacked + n0 * r0)
+    ranks = c.global_ranks
+    if ranks is None:  # the rank bound and the parameter-matched rank (global_ranks_for)
+        ranks = tuple(dict.fromkeys((min(r * N + r0, n), max(1, round(schwarz / (2 * n))))))
+    params = {"schwarz": schwarz, **{f"global_r{k}": 2 * n * k for k in ranks}}
+    B, cost = c.batch_size, STEP_COST
+    data = 4 * n * functions * B  # two products with the basis: F and A^-1 F
+    steps = {}
+    for name, count in params.items():
+        dense = count if name != "schwarz" else 2 * n0 * r0
+        entries = n * B + (stacked * B if name == "schwarz" else 0)
+        steps[name] = (cost["fixed"] + cost["per_entry"] * entries + cost["per_param"] * count
+                       + (6 * dense * B + data) / cost["flops_per_second"])
+    step = float(sum(steps.values()))
+    # validation every val_every steps (one forward product) and the exact operator error
+    # (n columns) at the end
+    extra = sum(steps.values()) * (c.val_size / B / 3 * c.steps / c.val_every + n / B / 3)
+    return {"unknowns": n, "unknowns_per_subdomain": n / N, "params": params,
+            "step_seconds": step, "seconds": c.steps * step + extra}
+
+
 # -- sweep and scaling -------------------------------------------------------------------------
 def _lr_tag(lr: float) -> str:
     return f"{lr:.0e}".replace("-0", "m").replace("+0", "")
