@@ -301,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
                  "<prefix>_history.csv,\nthe trained operators (<prefix>_<model>.npz) and the "
                  "paper's figures.",
                  "  ddops compare                                     # the paper's main "
-                 "setting (about a minute)\n"
+                 "setting (about 30 seconds)\n"
                  "  ddops compare --n 64 --steps 200 --no-plots --save-prefix results/small\n"
                  "  ddops compare --checkpoint-every 100 --save-prefix results/run   # then "
                  "add --resume\n"
@@ -523,8 +523,8 @@ def _check_run_size(command: str, configs: list[Any], ranks: int) -> None:
 
     Both are judged from the settings alone, before anything is built
     (:func:`~ddops.experiments.compare.estimate_cost`); the warning compares the
-    estimate with the documented run times (the default comparison takes about a
-    minute, the longest documented command about 20) and lets the run go on.
+    estimate with the documented run times (the default comparison takes about 30
+    seconds, the longest documented command about 20 minutes) and lets the run go on.
     """
     from .compare import (
         LONG_RUN_SECONDS,
@@ -558,8 +558,9 @@ def _check_run_size(command: str, configs: list[Any], ranks: int) -> None:
             f"{len(configs)} comparisons of {configs[0].steps} steps, up to {step:.2g} s per "
             f"step")
     print(f"ddops {command}: warning: estimated {_duration(seconds)} of training on two cores "
-          f"({what}), far above the documented run times (the default comparison: about a "
-          f"minute); fewer --steps or a smaller problem shorten it", file=sys.stderr)
+          f"({what}), far above the documented run times (the default comparison: about 30 "
+          f"seconds, the longest documented command: about 20 minutes); fewer --steps or a "
+          f"smaller problem shorten it", file=sys.stderr)
 
 
 def _mpi_compare(c: Any, written: list[str]) -> dict[str, Any]:

@@ -46,8 +46,10 @@ from .grid import (
 )
 
 __all__ = ["ExperimentConfig", "OutputError", "PRESETS", "PROBLEMS", "SWEEP_LRS", "SCALING_NS",
-           "check_output_prefix", "checkpoint_path", "model_names", "run_compare", "run_sweep",
-           "run_scaling", "sweep_configs", "scaling_configs"]
+           "MIN_SUBDOMAIN_UNKNOWNS", "STEP_COST", "LONG_RUN_SECONDS", "check_output_prefix",
+           "checkpoint_path", "model_names", "num_unknowns", "unknowns_per_subdomain",
+           "estimate_cost", "summary_legend", "run_compare", "run_sweep", "run_scaling",
+           "sweep_configs", "scaling_configs"]
 
 #: Losses of the operator-regression experiments (the energy loss needs a weight
 #: matrix and belongs to preconditioner training).
@@ -952,7 +954,7 @@ STEP_COST = {"fixed": 5e-4, "per_entry": 5e-9, "per_param": 3e-9,
              "flops_per_second": 5e10}
 
 #: Estimated seconds of training above which the command line warns before a run starts:
-#: thirty times the default comparison (about a minute) and above every documented command
+#: sixty times the default comparison (about 30 seconds) and above every documented command
 #: (the longest, ``ddops scaling --problem poisson2d``, about 20 minutes).
 LONG_RUN_SECONDS = 1800.0
 

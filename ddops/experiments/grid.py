@@ -34,7 +34,8 @@ from ..backend import to_numpy
 from ..operators import LowRankOperator
 
 __all__ = ["PROBLEMS", "GRID_PROBLEMS", "ELASTICITY", "PARTITIONERS", "GRID_COARSE_BASES",
-           "DIMENSION", "BLOCK_SIZE", "PROBLEM_DEFAULTS", "SUBDOMAIN_WIDTH", "SCALING_WIDTH",
+           "DIMENSION", "BLOCK_SIZE", "PROBLEM_DEFAULTS", "ELASTICITY_DEFAULTS",
+           "SUBDOMAIN_WIDTH", "SCALING_WIDTH",
            "SCALING_GRID_NS", "grid_parts", "grid_matrix", "problem_defaults",
            "subdomain_width", "node_shape", "elasticity_problem", "vector_fourier_rhs",
            "Factorisation", "poisson_inverse_eigenvalues", "evaluate_grid"]

@@ -74,7 +74,7 @@ def test_a_run_of_hours_is_announced_in_one_line(ran, capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(ran) == 1  # a warning, not a refusal: the run goes on
     assert len(err) == 1 and err[0].startswith("ddops compare: warning: estimated ")
-    assert "2000 steps of 3 models" in err[0] and "minute" in err[0]
+    assert "2000 steps of 3 models" in err[0] and "documented run times" in err[0]
     # the documented commands are not
     for argv in (["compare"], ["compare", "--problem", "poisson2d", "--n", "64",
                                "--subdomains", "16", "--coarse-basis", "gdsw", "--preset",
