@@ -3,6 +3,9 @@ refused, and a run estimated far above the documented run times is announced in 
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 import ddops.experiments.compare as experiments
@@ -118,3 +121,32 @@ def test_estimate_grows_with_the_steps_and_the_problem():
         2 * small["seconds"], rel=0.05)
     assert estimate_cost(ExperimentConfig(n=1024, subdomains=32))["step_seconds"] > \
         small["step_seconds"]
+
+
+_TIME = re.compile(r"\b\d+\s+(seconds|minutes|hours)\b|\ba\s+minute\b")
+
+
+def _documented_commands(text: str):
+    """``(command, the paragraphs that may state its time)`` of every command the README runs.
+
+    The lines of its code blocks that run ``ddops`` (their introducing paragraph states
+    the time), and the ``ddops compare``/``sweep``/``scaling`` runs with flags quoted in
+    the text.
+    """
+    paragraphs = re.split(r"\n\s*\n", text)
+    for i, p in enumerate(paragraphs):
+        for line in p.splitlines():
+            if line.startswith("    ") and re.search(r"(^|&& |-n \d+ )ddops ", line.strip()):
+                yield line.strip(), [paragraphs[i - 1], p]
+        for quoted in re.findall(r"`(ddops (?:compare|sweep|scaling) --[^`]*)`", p):
+            if "--help" not in quoted:
+                yield " ".join(quoted.split()), [p]
+
+
+def test_readme_states_the_run_time_of_every_documented_command():
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    commands = list(_documented_commands(text))
+    assert any("ddops compare --problem poisson2d" in c for c, _ in commands)
+    assert any(c.startswith("ddops scaling") for c, _ in commands)
+    missing = [c for c, where in commands if not any(_TIME.search(p) for p in where)]
+    assert not missing, missing
