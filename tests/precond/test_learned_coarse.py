@@ -1,0 +1,198 @@
+"""Learned coarse enrichment: objective, gradient, structure, SPD preconditioner, training."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import ddops
+from ddops.precond.learned_coarse import (
+    deflation_objective,
+    enrichment,
+    learned_coarse_basis,
+    near_kernel_vectors,
+)
+from ddops.problems import diffusion_2d, high_contrast_channels
+
+N_GRID = 15
+
+
+@pytest.fixture(scope="module")
+def problem():
+    A = diffusion_2d(high_contrast_channels(N_GRID, 1e3, margin=1))
+    d = ddops.Decomposition.from_grid((N_GRID, N_GRID), (2, 2), overlap=1)
+    Phi_b = ddops.coarse_basis(d, "gdsw", A=A)
+    return A, d, Phi_b
+
+
+def _dense_W(d, Q):
+    """``[R_1^T D_1^{1/2} Q_1, ...]`` from the subdomain index lists, one block at a time.
+
+    ``D_i`` is taken as the multiplicity partition of unity, computed here from the
+    subdomains themselves.
+    """
+    n, k = d.num_dofs, Q.shape[2]
+    count = np.zeros(n)
+    for s in d.subdomains:
+        count[s] += 1
+    W = np.zeros((n, d.num_subdomains * k))
+    for i, s in enumerate(d.subdomains):
+        W[s, i * k:(i + 1) * k] = np.sqrt(1.0 / count[s])[:, None] * Q[i, :len(s)]
+    return W
+
+
+def _random_Q(d, k, seed=0):
+    return np.random.default_rng(seed).standard_normal((d.num_subdomains, d.max_size, k))
+
+
+def test_enrichment_matches_dense_construction(problem):
+    _, d, _ = problem
+    Q = _random_Q(d, 2)
+    np.testing.assert_allclose(enrichment(d, Q).toarray(), _dense_W(d, Q), rtol=0,
+                               atol=1e-14)
+
+
+def test_value_matches_dense_projection(problem):
+    A, d, Phi_b = problem
+    Q = _random_Q(d, 2, seed=1)
+    V = np.random.default_rng(2).standard_normal((d.num_dofs, 5))
+    f, _ = deflation_objective(A, d, Phi_b, Q, V, gradient=False)
+    Ad = A.toarray()
+    Phi = np.hstack([Phi_b.toarray(), _dense_W(d, Q)])
+    P = Phi @ np.linalg.solve(Phi.T @ Ad @ Phi, Phi.T @ Ad)
+    E = V - P @ V
+    expected = sum((E[:, j] @ Ad @ E[:, j]) / (V[:, j] @ Ad @ V[:, j]) for j in range(5))
+    assert f == pytest.approx(expected, rel=1e-9)
+
+
+def test_gradient_matches_central_differences(problem):
+    A, d, Phi_b = problem
+    Q = _random_Q(d, 2, seed=3)
+    V = np.random.default_rng(4).standard_normal((d.num_dofs, 6))
+    _, grad = deflation_objective(A, d, Phi_b, Q, V)
+    rng = np.random.default_rng(5)
+    h = 1e-5
+    for _ in range(3):
+        D = rng.standard_normal(Q.shape)
+        fp, _ = deflation_objective(A, d, Phi_b, Q + h * D, V, gradient=False)
+        fm, _ = deflation_objective(A, d, Phi_b, Q - h * D, V, gradient=False)
+        fd = (fp - fm) / (2 * h)
+        assert abs(np.sum(grad * D) - fd) <= 1e-6 * abs(fd)
+    # Padding rows carry no parameter.
+    real = np.arange(d.max_size)[None, :] < np.asarray(d.sizes)[:, None]
+    assert np.all(grad[~real] == 0)
+
+
+def test_basis_contains_base_and_has_subdomain_support(problem):
+    A, d, Phi_b = problem
+    Phi, info = learned_coarse_basis(A, d, extra=2, steps=3, num_vectors=8,
+                                     near_kernel_steps=4, return_info=True)
+    nb = Phi_b.shape[1]
+    assert info.base_dim == nb
+    assert (Phi[:, :nb] != Phi_b).nnz == 0
+    W = Phi[:, nb:].toarray()
+    cols = info.kept[info.kept >= nb] - nb
+    assert W.shape[1] == cols.size > 0
+    for c, col in zip(cols, W.T):
+        inside = np.zeros(d.num_dofs, dtype=bool)
+        inside[d.subdomains[c // 2]] = True
+        assert np.all(col[~inside] == 0)
+        assert np.any(col[inside] != 0)
+    np.testing.assert_allclose(W, _dense_W(d, info.Q)[:, cols], atol=1e-14)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_two_level_schwarz_is_spd_for_any_Q(problem, seed):
+    A, d, _ = problem
+    Q = _random_Q(d, 2, seed=seed)
+    Phi = learned_coarse_basis(A, d, extra=2, steps=0, num_vectors=4, near_kernel_steps=2,
+                               init=Q)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis=Phi)
+    Md = M @ np.eye(d.num_dofs)
+    np.testing.assert_allclose(Md, Md.T, atol=1e-10 * np.abs(Md).max())
+    assert np.linalg.eigvalsh(0.5 * (Md + Md.T)).min() > 0
+    G = (Phi.T @ A @ Phi).toarray()
+    assert np.linalg.eigvalsh(G).min() > 0
+
+
+def test_dependent_columns_are_dropped(problem):
+    A, d, Phi_b = problem
+    Q = _random_Q(d, 2)
+    Q[:, :, 1] = 3.0 * Q[:, :, 0]  # second function of every subdomain repeats the first
+    Phi, info = learned_coarse_basis(A, d, extra=2, steps=0, num_vectors=4,
+                                     near_kernel_steps=2, init=Q, return_info=True)
+    assert Phi.shape[1] == Phi_b.shape[1] + d.num_subdomains
+    assert np.linalg.eigvalsh((Phi.T @ A @ Phi).toarray()).min() > 0
+
+
+def test_training_lowers_objective(problem):
+    A, d, _ = problem
+    _, info = learned_coarse_basis(A, d, extra=1, steps=30, num_vectors=12,
+                                   initialisation="random", near_kernel_steps=6,
+                                   return_info=True)
+    assert len(info.objective) == 31
+    assert info.objective[-1] < 0.97 * info.objective[0]
+    assert min(info.objective) < info.objective[0]
+
+
+def test_deterministic_and_warm_start_reproduces(problem):
+    A, d, _ = problem
+    kw = dict(extra=1, num_vectors=8, near_kernel_steps=4, seed=3)
+    Phi1, info1 = learned_coarse_basis(A, d, steps=5, return_info=True, **kw)
+    Phi2 = learned_coarse_basis(A, d, steps=5, **kw)
+    assert (Phi1 != Phi2).nnz == 0
+    # Zero further steps from the trained Q give the same basis and objective.
+    Phi3, info3 = learned_coarse_basis(A, d, steps=0, init=info1.Q, return_info=True, **kw)
+    np.testing.assert_allclose(Phi3.toarray(), Phi1.toarray(), rtol=0, atol=1e-13)
+    assert info3.objective[0] == pytest.approx(info1.objective[-1], rel=1e-10)
+
+
+def test_near_kernel_vectors_find_small_eigenvalues():
+    # Two boxes of 16 x 16 cut floating channels: GDSW leaves two eigenvalues ~3e-5.
+    A = diffusion_2d(high_contrast_channels(31, 1e6, margin=1))
+    d = ddops.Decomposition.from_grid((31, 31), (2, 2), overlap=1)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw")
+    lam = np.sort(np.linalg.eigvals(M @ A.toarray()).real)
+    assert lam[1] < 1e-3 < lam[2]
+    V, theta = near_kernel_vectors(A, M, 4, steps=30)
+    # Ritz values are upper bounds; the filtered block reaches the two small eigenvalues.
+    assert np.all(lam[:2] * (1 - 1e-6) <= theta[:2])
+    np.testing.assert_allclose(theta[:2], lam[:2], rtol=1e-2)
+    Ad = A.toarray()
+    np.testing.assert_allclose(V.T @ Ad @ V, np.eye(4), atol=1e-8)
+
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    (dict(extra=0), ValueError, "extra"),
+    (dict(extra=1.5), TypeError, "extra"),
+    (dict(base="bogus"), ValueError, "base"),
+    (dict(base=3), TypeError, "base"),
+    (dict(steps=-1), ValueError, "steps"),
+    (dict(lr=0.0), ValueError, "lr"),
+    (dict(near_kernel="lanczos"), ValueError, "near_kernel"),
+    (dict(initialisation="zeros"), ValueError, "initialisation"),
+    (dict(init=np.zeros((2, 3, 1))), ValueError, "init"),
+    (dict(extra=2, init=np.zeros((4, 80, 1))), ValueError, "init"),
+    (dict(near_kernel_start=np.zeros((5, 2))), ValueError, "near_kernel_start"),
+    (dict(return_info="yes"), TypeError, "return_info"),
+])
+def test_bad_arguments_name_the_argument(problem, kwargs, error, name):
+    A, d, _ = problem
+    with pytest.raises(error, match=name):
+        learned_coarse_basis(A, d, **kwargs)
+
+
+def test_bad_matrix_and_shapes(problem):
+    A, d, Phi_b = problem
+    with pytest.raises(TypeError, match="A"):
+        learned_coarse_basis(A.toarray(), d)
+    with pytest.raises(ValueError, match="A"):
+        learned_coarse_basis(sp.identity(4, format="csr"), d)
+    with pytest.raises(TypeError, match="d"):
+        learned_coarse_basis(A, "boxes")
+    Q = _random_Q(d, 1)
+    with pytest.raises(ValueError, match="Q"):
+        deflation_objective(A, d, Phi_b, Q[:, :5], np.ones((d.num_dofs, 1)))
+    with pytest.raises(ValueError, match="V"):
+        deflation_objective(A, d, Phi_b, Q, np.ones((3, 1)))
+    with pytest.raises(ValueError, match="Phi_base"):
+        deflation_objective(A, d, Phi_b[:5], Q, np.ones((d.num_dofs, 1)))
