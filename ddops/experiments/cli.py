@@ -265,8 +265,8 @@ def _stderr_is_terminal() -> bool:
 
 
 #: What the per-model lines of compare, sweep and scaling say (their help's "output:").
-_OUTPUT_LINES = """output: one line per trained model, then every file written (sweep and scaling: their
-own by name, their comparisons' as a count per directory); the model lines:
+_OUTPUT_LINES = """output: one line per trained model, then every file written (sweep and scaling:
+their own by name, their comparisons' as a count per directory); the model lines:
   params   trainable parameters; rank<= the operator's rank bound r
   train    final training loss; val: loss on 256 validation right-hand sides
   fro      ||M - A^-1||_F, the operator error (exact up to --exact-limit unknowns,
