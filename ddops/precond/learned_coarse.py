@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
+from .._validation import as_matrix, check_choice, check_int, check_positive_float
 from ..dd.coarse import coarse_basis as _coarse_basis
 from ..dd.decomposition import Decomposition
 from ..dd.gdsw import drop_dependent_columns
@@ -97,40 +97,15 @@ class LearnedCoarseInfo:
 
 # ----------------------------------------------------------------------------- checks
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_float(name: str, value: Any) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
-    value = float(value)
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite float, got {value}")
-    return value
-
-
-def _check_choice(name: str, value: Any, choices: tuple) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-    return value
-
-
 def _check_A(A: Any, d: Any) -> sp.csr_matrix:
+    """``A`` under the package's matrix contract, of the decomposition's size."""
     if not isinstance(d, Decomposition):
         raise TypeError(f"d must be a ddops Decomposition, got {type(d).__name__}")
-    if not sp.issparse(A):
-        raise TypeError(f"A must be a scipy sparse matrix, got {type(A).__name__}")
+    A, _ = as_matrix(A, "A")
     if A.shape != (d.num_dofs, d.num_dofs):
         raise ValueError(f"A must have shape ({d.num_dofs}, {d.num_dofs}) to match d, "
                          f"got {A.shape}")
-    return sp.csr_matrix(A, dtype=np.float64)
+    return A
 
 
 def _check_Q(Q: Any, d: Decomposition, name: str = "Q") -> np.ndarray:
@@ -373,12 +348,12 @@ def near_kernel_vectors(A: Any, M: Any, num_vectors: int, *, method: str = "cheb
         raise TypeError(f"A must be a scipy sparse matrix, got {type(A).__name__}")
     A = sp.csr_matrix(A, dtype=np.float64)
     n = A.shape[0]
-    m = _check_int("num_vectors", num_vectors, 1)
+    m = check_int("num_vectors", num_vectors, 1)
     if m > n:
         raise ValueError(f"num_vectors must be <= {n}, got {m}")
-    method = _check_choice("method", method, NEAR_KERNEL_METHODS)
-    steps = _check_int("steps", steps, 0)
-    lower = _check_float("lower", lower)
+    method = check_choice("method", method, NEAR_KERNEL_METHODS)
+    steps = check_int("steps", steps, 0)
+    lower = check_positive_float("lower", lower)
     rng = np.random.default_rng(seed)
     if start is None:
         X = rng.standard_normal((n, m))
@@ -509,16 +484,16 @@ def learned_coarse_basis(
     from .schwarz import TwoLevelSchwarz
 
     A = _check_A(A, d)
-    base = _check_choice("base", base, BASES)
-    k = _check_int("extra", extra, 1)
-    steps = _check_int("steps", steps, 0)
-    lr = _check_float("lr", lr)
-    near_kernel = _check_choice("near_kernel", near_kernel, NEAR_KERNEL_METHODS)
-    m = 2 * d.num_subdomains * k if num_vectors is None else _check_int("num_vectors",
+    base = check_choice("base", base, BASES)
+    k = check_int("extra", extra, 1)
+    steps = check_int("steps", steps, 0)
+    lr = check_positive_float("lr", lr)
+    near_kernel = check_choice("near_kernel", near_kernel, NEAR_KERNEL_METHODS)
+    m = 2 * d.num_subdomains * k if num_vectors is None else check_int("num_vectors",
                                                                            num_vectors, 1)
-    near_kernel_steps = _check_int("near_kernel_steps", near_kernel_steps, 0)
-    initialisation = _check_choice("initialisation", initialisation, INITS)
-    _check_int("seed", seed, 0)
+    near_kernel_steps = check_int("near_kernel_steps", near_kernel_steps, 0)
+    initialisation = check_choice("initialisation", initialisation, INITS)
+    check_int("seed", seed, 0)
     if not isinstance(return_info, (bool, np.bool_)):
         raise TypeError(f"return_info must be a bool, got {type(return_info).__name__}")
     if init is not None:
