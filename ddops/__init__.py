@@ -8,6 +8,7 @@ from .learning.data import FourierRHS, GridFourierRHS, MatrixRHS, make_rhs_sampl
 from .learning.spectral import best_rank_error
 from .learning.training import Trainer, TrainingConfig
 from .operators import GlobalLowRankOperator, SchwarzOperator
+from .precond.learned_coarse import learned_coarse_basis
 from .precond.schwarz import TwoLevelSchwarz
 from .problems import poisson_2d, poisson_3d, rigid_body_modes
 from .problems.poisson1d import PoissonSolver, poisson_1d
@@ -30,6 +31,7 @@ __all__ = [
     "coarse_basis",
     "cupy_available",
     "get_array_module",
+    "learned_coarse_basis",
     "make_rhs_sampler",
     "poisson_1d",
     "poisson_2d",

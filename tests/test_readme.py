@@ -23,7 +23,7 @@ FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 #: Documentation pages whose python blocks run, each alone, like the README's.
 DOC_PAGES = ("index.md", "conventions.md", "preconditioning.md", "reproduction.md",
-             "testing.md", "your-matrix.md")
+             "testing.md", "your-matrix.md", "learned-coarse.md")
 
 #: Pages with python blocks that do not run here, and why.
 NOT_RUN = {
