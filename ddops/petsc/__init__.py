@@ -1,0 +1,32 @@
+"""ddops inside PETSc: the two-level Schwarz preconditioner as a PETSc ``PC`` (extra ``petsc``).
+
+Nothing here is imported by ``import ddops``; this subpackage is the only
+place that imports petsc4py, and importing it without petsc4py raises an
+:class:`ImportError` that says how to install it.
+
+* :class:`~ddops.petsc.pc.SchwarzPC`: a preconditioner of type ``python``,
+  ``-pc_type python -pc_python_type ddops.petsc.SchwarzPC`` on the command
+  line or ``pc.setPythonContext(SchwarzPC())`` from code, configured from the
+  options database (``-ddops_subdomains``, ``-ddops_overlap``,
+  ``-ddops_coarse``, ...; :data:`~ddops.petsc.options.OPTIONS`).
+* :mod:`~ddops.petsc.decomposition`: the decomposition built from each rank's
+  own rows of the PETSc matrix, with the ddops partition following PETSc's
+  row ownership (no vector is ever permuted).
+
+See the PETSc page of the documentation.
+"""
+
+try:
+    from petsc4py import PETSc  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised without petsc4py only
+    raise ImportError(
+        "ddops.petsc needs petsc4py: install PETSc's Python bindings (Debian/Ubuntu: "
+        "apt-get install python3-petsc4py and set PETSC_DIR; or pip install 'ddops[petsc]', "
+        "a long source build); see docs/petsc.md"
+    ) from exc
+
+from .decomposition import rank_decomposition  # noqa: E402
+from .options import OPTIONS, SchwarzOptions  # noqa: E402
+from .pc import SchwarzPC  # noqa: E402
+
+__all__ = ["OPTIONS", "SchwarzOptions", "SchwarzPC", "rank_decomposition"]

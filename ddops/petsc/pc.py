@@ -1,0 +1,224 @@
+"""``SchwarzPC``: the ddops two-level Schwarz preconditioner as a PETSc PC of type ``python``.
+
+Use it from the command line::
+
+    mpiexec -n 4 python script.py -ksp_type cg -pc_type python \\
+        -pc_python_type ddops.petsc.SchwarzPC -ddops_coarse gdsw -ddops_subdomains 16
+
+or from code::
+
+    pc = ksp.getPC()
+    pc.setType(PETSc.PC.Type.PYTHON)
+    pc.setPythonContext(SchwarzPC(coarse="rgdsw", overlap=2))
+    ksp.setFromOptions()          # -ddops_* options still override the keywords
+
+What ``setUp`` does, on every rank of the operator's communicator:
+
+1. reads this rank's rows of the preconditioning matrix (``MatGetRow`` via
+   ``getValuesCSR``: global column indices, never the other ranks' rows);
+2. builds the decomposition with :func:`ddops.petsc.decomposition.rank_decomposition`:
+   each rank cuts its own rows into its own parts, so the ddops ownership is
+   PETSc's and vectors pass through without permutation; the decomposition
+   itself (owner labels and subdomain indices, O(n) integers) is replicated
+   on every rank, as :class:`ddops.distributed.DistributedLayout` requires;
+3. takes the near-null space set with ``MatSetNearNullSpace`` (the rigid body
+   modes PETSc users give GAMG) as the coarse space's null space; its
+   vectors are gathered on every rank (``n x k`` values), as
+   :class:`ddops.distributed.DistributedTwoLevelSchwarz` expects a global
+   null space;
+4. on one rank, builds the serial :class:`ddops.TwoLevelSchwarz`; on several,
+   a :class:`ddops.distributed.DistributedLayout` with
+   ``subdomain_ranks`` from step 2 and
+   :class:`ddops.distributed.DistributedTwoLevelSchwarz` from the rank's own
+   rows (its ghost rows come from their owners once; GDSW/RGDSW are built
+   rank-locally; the coarse matrix is factorised redundantly on every rank).
+
+``apply`` and ``applyTranspose`` pass the local array of the PETSc vector
+(this rank's rows, increasing global order) to ``matvec``/``rmatvec`` of
+that operator.  Every ``setUp`` rebuilds everything (a new matrix, also
+with the same pattern, gets a new decomposition).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ..precond.schwarz import TwoLevelSchwarz
+from .decomposition import RankDecomposition, check_ownership, rank_decomposition
+from .options import SchwarzOptions
+
+__all__ = ["SchwarzPC"]
+
+
+class SchwarzPC:
+    """Two-level overlapping Schwarz preconditioner of ddops for PETSc (``PCPYTHON`` context).
+
+    Parameters
+    ----------
+    coordinates : array, optional
+        Coordinates of this rank's rows (``num_rows x d``), used by the
+        ``rcb`` partitioner only.
+    **options
+        Defaults of the settings of :class:`~ddops.petsc.options.SchwarzOptions`
+        (``subdomains``, ``overlap``, ``coarse``, ``variant``, ``partitioner``,
+        ``local_solver``, ``null_space``, ``block_size``, ``seed``); the
+        options database (``-<prefix>ddops_<name>``) overrides them in
+        ``setFromOptions``.
+
+    Attributes
+    ----------
+    options : SchwarzOptions
+        The settings in force (after ``setFromOptions``).
+    preconditioner : TwoLevelSchwarz or DistributedTwoLevelSchwarz or None
+        The ddops operator built by the last ``setUp``.
+    layout : DistributedLayout or None
+        Its layout (several ranks only).
+    parts : RankDecomposition or None
+        The decomposition and its map to the ranks.
+    null_space_source : str
+        ``"near-null space (k vectors)"`` or ``"constants"``.
+    setup_seconds : float
+        Wall time of this rank's last ``setUp``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        From the constructor or ``setFromOptions`` for a bad setting (the
+        message names the keyword or the ``-ddops_*`` option); from ``setUp``
+        for a matrix that cannot be used (wrong type, too few rows per rank).
+    """
+
+    def __init__(self, *, coordinates: Any = None, **options: Any) -> None:
+        unknown = sorted(set(options) - set(SchwarzOptions.__dataclass_fields__))
+        if unknown:
+            raise TypeError(f"SchwarzPC got unknown options {unknown}; the options are "
+                            f"{sorted(SchwarzOptions.__dataclass_fields__)}")
+        self._defaults = SchwarzOptions(**options)
+        self.options = self._defaults
+        self.coordinates = None if coordinates is None else np.asarray(coordinates, float)
+        self.preconditioner: Any = None
+        self.layout: Any = None
+        self.parts: RankDecomposition | None = None
+        self.null_space_source = "constants"
+        self.setup_seconds = 0.0
+        self.decomposition_seconds = 0.0
+
+    # -- PETSc's python-context protocol --------------------------------------------------
+    def setFromOptions(self, pc: Any) -> None:  # noqa: N802 - PETSc's method names
+        """Read ``-<prefix>ddops_*`` from the options database (over the keyword defaults)."""
+        self.options = self._defaults.with_database(pc.getOptionsPrefix())
+
+    def setUp(self, pc: Any) -> None:  # noqa: N802
+        """Build the decomposition, the coarse space and the local factorisations."""
+        start = time.perf_counter()
+        _, P = pc.getOperators()
+        opts = self.options
+        size = P.getComm().getSize()
+        comm = P.getComm().tompi4py() if size > 1 else None
+        block_size = opts.block_size or max(int(P.getBlockSize()), 1)
+        self.parts = parts = rank_decomposition(
+            P, comm, subdomains=opts.subdomains, overlap=opts.overlap,
+            partitioner=opts.partitioner, block_size=block_size, seed=opts.seed,
+            coordinates=self.coordinates)
+        self.decomposition_seconds = time.perf_counter() - start
+        null_space = self._null_space(P, comm, opts.null_space)
+        coarse = None if opts.coarse == "none" else opts.coarse
+        d = parts.decomposition
+        if comm is None:
+            self.layout = None
+            self.preconditioner = TwoLevelSchwarz(
+                parts.rows, d, coarse_basis=coarse, variant=opts.variant,
+                coarse=coarse is not None, null_space=null_space,
+                local_solver=opts.local_solver)
+        else:
+            from ..distributed import DistributedLayout
+            from ..distributed.precond import DistributedTwoLevelSchwarz
+
+            check_ownership(d, parts.subdomain_ranks, P.getOwnershipRanges())
+            self.layout = DistributedLayout(d, comm, A=parts.rows,
+                                            subdomain_ranks=parts.subdomain_ranks)
+            self.preconditioner = DistributedTwoLevelSchwarz(
+                self.layout, None, coarse, opts.variant, null_space=null_space,
+                local_solver=opts.local_solver)
+        self.setup_seconds = time.perf_counter() - start
+
+    def reset(self, pc: Any) -> None:
+        """Drop the preconditioner (PCReset)."""
+        self.preconditioner = self.layout = self.parts = None
+
+    def apply(self, pc: Any, x: Any, y: Any) -> None:
+        """``y = M x`` on this rank's rows."""
+        y.setArray(self.preconditioner.matvec(x.getArray(readonly=True)))
+
+    def applyTranspose(self, pc: Any, x: Any, y: Any) -> None:  # noqa: N802
+        """``y = M^T x`` (equal to :meth:`apply` for the symmetric variants)."""
+        y.setArray(self.preconditioner.rmatvec(x.getArray(readonly=True)))
+
+    def view(self, pc: Any, viewer: Any) -> None:
+        """Print the settings and what ``setUp`` built (``-pc_view``, ``-ksp_view``)."""
+        if viewer.getType() != "ascii":
+            return
+        for line in self.summary():
+            viewer.printfASCII(line + "\n")
+
+    # -- reporting ------------------------------------------------------------------------
+    def summary(self) -> list[str]:
+        """The lines of :meth:`view` (the same on every rank except the timings of rank 0)."""
+        o = self.options
+        lines = [f"ddops two-level Schwarz (ddops.petsc.SchwarzPC), variant {o.variant}"]
+        if self.parts is None:
+            lines.append(f"  not set up; options: {o.as_dict()}")
+            return lines
+        d, p = self.parts.decomposition, self.parts.parts_per_rank
+        M = self.preconditioner
+        coarse_dim = int(M.coarse_dim)
+        local_solver = M.local.local_solver if self.layout is not None else M.local_solver
+        lines += [
+            f"  subdomains: {d.num_subdomains} ({int(p.min())} to {int(p.max())} per rank, "
+            f"partitioner {o.partitioner} on each rank's rows), overlap {o.overlap}, "
+            f"block size {d.block_size}",
+            f"  unknowns: {d.num_dofs}, largest subdomain {d.max_size}",
+            f"  coarse space: {o.coarse}, dimension {coarse_dim}"
+            + (f", built {M.coarse_construction}" if self.layout is not None and coarse_dim
+               else ""),
+            f"  null space: {self.null_space_source}",
+            f"  local solver: {local_solver}",
+            f"  replicated on every rank: the decomposition, {self.parts.replicated_integers} "
+            "integers" + (f"; the coarse matrix, {coarse_dim} x {coarse_dim}" if coarse_dim
+                          and self.layout is not None else ""),
+            f"  set-up on rank 0: {self.setup_seconds:.3g} s (decomposition "
+            f"{self.decomposition_seconds:.3g} s)",
+        ]
+        return lines
+
+    # -- helpers --------------------------------------------------------------------------
+    def _null_space(self, P: Any, comm: Any, choice: str) -> np.ndarray | None:
+        """The near-null space of ``P`` as a global ``n x k`` array (or None: the constants)."""
+        self.null_space_source = "constants"
+        if choice == "constant":
+            return None
+        nsp = P.getNearNullSpace()
+        if not nsp:
+            if choice == "near":
+                raise ValueError("-ddops_null_space near: the matrix has no near-null space "
+                                 "(set one with MatSetNearNullSpace)")
+            return None
+        m = P.getOwnershipRange()[1] - P.getOwnershipRange()[0]
+        columns = [np.ones(m)] if nsp.hasConstant() else []
+        columns += [np.array(v.getArray(readonly=True), dtype=np.float64)
+                    for v in nsp.getVecs()]
+        if not columns:
+            return None
+        Z = np.stack(columns, axis=1)
+        if comm is not None:  # the distributed preconditioner takes a global null space
+            k = Z.shape[1]
+            counts = np.array(comm.allgather(Z.size), dtype=np.int64)
+            out = np.empty((int(counts.sum()) // k, k))
+            comm.Allgatherv(np.ascontiguousarray(Z),
+                            [out, (counts, np.concatenate([[0], np.cumsum(counts)[:-1]]))])
+            Z = out
+        self.null_space_source = f"near-null space of the matrix ({Z.shape[1]} vectors)"
+        return Z
