@@ -175,11 +175,21 @@ COARSE_SPACES = ("nicolaides", "gdsw", "rgdsw")
 ADAPTIVE_COARSE_SPACES = ("agdsw", "geneo")
 
 #: Values of ``--coarse``; ``"interface_hats"`` (the 1D default) needs 1D coordinates.
-COARSE_CHOICES = ("interface_hats", *COARSE_SPACES, *ADAPTIVE_COARSE_SPACES, "all")
+COARSE_CHOICES = ("interface_hats", *COARSE_SPACES, *ADAPTIVE_COARSE_SPACES, "learned", "all")
+
+#: The rows of ``--coarse learned`` (2D/3D and ``--matrix``): the learned enrichment
+#: (:func:`ddops.precond.learned_coarse.learned_coarse_basis`) beside its GDSW base, the
+#: adaptive spaces and the exact-deflation ceiling with the same number of added functions
+#: (:func:`ddops.precond.learned_coarse.deflation_basis`, dense: small problems only).
+LEARNED_ROWS = ("gdsw", "agdsw", "geneo", "learned", "deflation")
+
+#: Default learned functions per subdomain of ``--coarse learned`` (``--extra``).
+DEFAULT_EXTRA = 2
 
 #: Names of the coarse spaces in the row labels.
 _COARSE_LABELS = {"interface_hats": "interface hats", "nicolaides": "Nicolaides",
-                  "gdsw": "GDSW", "rgdsw": "RGDSW", "agdsw": "AGDSW", "geneo": "GenEO"}
+                  "gdsw": "GDSW", "rgdsw": "RGDSW", "agdsw": "AGDSW", "geneo": "GenEO",
+                  "learned": "GDSW + learned", "deflation": "GDSW + exact deflation"}
 
 #: The library's default eigenvalue thresholds of the adaptive coarse spaces.
 DEFAULT_THRESHOLDS = {"agdsw": AGDSW_THRESHOLD, "geneo": GENEO_THRESHOLD}
@@ -368,6 +378,12 @@ class PrecondConfig:
         With ``matrix``: the kernel of a singular matrix, ``"constants"`` or a ``.npy``
         file; the right-hand side is projected off it and the Schwarz rows get
         ``kernel=`` (:class:`~ddops.precond.schwarz.TwoLevelSchwarz`).
+    extra : int, optional
+        ``coarse="learned"``: learned functions per subdomain (default
+        :data:`DEFAULT_EXTRA`); the deflation row adds ``extra * N`` eigenvectors.
+    coarse_train_steps : int, optional
+        ``coarse="learned"``: Adam steps of the learned enrichment (default 0: its
+        initialisation, which is what measured best; see ``docs/learned-coarse.md``).
     contrast : float, optional
         The coefficient contrast of the heterogeneous problems (default
         :data:`DEFAULT_CONTRASTS`): max/min of the log-normal fields (at least 1),
@@ -441,6 +457,8 @@ class PrecondConfig:
     coordinates: str | None = None
     block_size: int | None = None
     kernel: str | None = None
+    extra: int | None = None
+    coarse_train_steps: int | None = None
     factor_dtype: str = "float64"
     local_solver: str = "auto"
     extension_solver: str = "auto"
@@ -475,7 +493,24 @@ class PrecondConfig:
                                      f"problem={c.problem!r}")
             _check_problem(c)
         _check_adaptive_options(c)
+        _check_learned_options(c)
         return _check_common(c)
+
+
+def _check_learned_options(c: PrecondConfig) -> None:
+    """``extra`` and ``coarse_train_steps``: only with ``coarse="learned"``, 2D/3D."""
+    if c.coarse == "learned" and c.problem == "poisson1d":
+        raise ValueError("coarse: 'learned' is for the 2D/3D problems and --matrix (its base "
+                         "is GDSW)")
+    for name in ("extra", "coarse_train_steps"):
+        if getattr(c, name) is not None and c.coarse != "learned":
+            raise ValueError(f"{name}: only used with coarse='learned', not with "
+                             f"coarse={c.coarse!r}")
+    if c.coarse == "learned":
+        c.extra = check_int("extra", DEFAULT_EXTRA if c.extra is None else c.extra, minimum=1)
+        c.coarse_train_steps = check_int(
+            "coarse_train_steps", 0 if c.coarse_train_steps is None else c.coarse_train_steps,
+            minimum=0)
 
 
 def _check_problem(c: PrecondConfig) -> None:
@@ -815,7 +850,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "gdsw, rgdsw, then the adaptive agdsw and geneo; 1D: first "
                          "interface_hats); default interface_hats for poisson1d, gdsw "
                          "otherwise.  geneo takes the finite-element Neumann matrices of the "
-                         "subdomains on elasticity, the algebraic ones otherwise")
+                         "subdomains on elasticity, the algebraic ones otherwise.  learned "
+                         "(2D/3D): GDSW enriched by --extra learned functions per subdomain, "
+                         "in one table with gdsw, agdsw, geneo and the exact-deflation "
+                         "ceiling (dense, small problems only)")
+    dd.add_argument("--extra", type=pos,
+                    help="--coarse learned: learned functions per subdomain, and the deflation "
+                         f"row's eigenvectors per subdomain (default {DEFAULT_EXTRA}); "
+                         "--train-steps sets its Adam steps (default 0: the initialisation, "
+                         "which measured best)")
     dd.add_argument("--threshold", type=positive_float,
                     help="eigenvalue threshold of the adaptive coarse spaces (agdsw, geneo; "
                          "with --coarse all both take it): a larger one keeps more "
@@ -899,6 +942,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """Run ``ddops precond`` from parsed arguments (see :func:`add_arguments`)."""
+    coarse_steps = None
     learned = dict(kind=args.kind, local_rank=args.local_rank, coarse_rank=args.coarse_rank,
                    restart=args.restart, train_steps=args.train_steps if args.train else 0,
                    lr=args.lr, batch_size=args.batch_size, check_every=args.check_every,
@@ -907,6 +951,10 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if args.problem != "poisson1d" or args.matrix is not None:
         # the 1D-only flags keep their defaults; one given explicitly is refused
         given = sorted(getattr(args, "precond_given", set()) & set(ONE_D_ONLY))
+        if "train_steps" in given and args.coarse == "learned":
+            # 2D/3D: --train-steps are the Adam steps of the learned coarse enrichment
+            given.remove("train_steps")
+            coarse_steps = args.train_steps
         if given:
             what = "--matrix" if args.matrix is not None else f"problem={args.problem!r}"
             raise ValueError(f"{given[0]}: only used with problem='poisson1d' (the learned "
@@ -919,6 +967,7 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
         max_per_subdomain=args.max_per_subdomain, partitioner=args.partitioner,
         null_space=args.null_space, matrix=args.matrix, rhs=args.rhs,
         coordinates=args.coordinates, block_size=args.block_size, kernel=args.kernel,
+        extra=args.extra, coarse_train_steps=coarse_steps,
         contrast=args.contrast, factor_dtype=args.factor_dtype,
         local_solver=args.local_solver, extension_solver=args.extension_solver,
         memory=args.memory is not False, rtol=args.rtol,
@@ -1041,6 +1090,8 @@ def run_precond(config: PrecondConfig, log: Callable[[str], Any] = print) -> dic
 
 
 def _coarse_list(c: PrecondConfig) -> tuple[str, ...]:
+    if c.coarse == "learned":
+        return LEARNED_ROWS
     if c.coarse != "all":
         return (c.coarse,)
     return ((("interface_hats",) if c.problem == "poisson1d" else ()) + COARSE_SPACES
@@ -1476,11 +1527,29 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
     def schwarz(coarse: str | None) -> Callable[[], tuple[Any, dict[str, float], dict]]:
         def build() -> tuple[Any, dict[str, float], dict[str, Any]]:
             d, t_part, t_overlap = _decompose(c, prob)
-            t_neumann = 0.0
+            t_outside = 0.0  # coarse-space work done before TwoLevelSchwarz (Neumann, learned)
             extra: dict[str, Any] = {}
             if coarse is None:
                 M = TwoLevelSchwarz(A, d, coarse=False, factor_dtype=c.factor_dtype,
                                     local_solver=c.local_solver, kernel=K)
+            elif coarse in ("learned", "deflation"):
+                from ..precond.learned_coarse import deflation_basis, learned_coarse_basis
+
+                start = time.perf_counter()
+                if coarse == "learned":
+                    Phi, learned = learned_coarse_basis(
+                        A, d, extra=c.extra, steps=c.coarse_train_steps, null_space=Z,
+                        seed=c.seed, return_info=True)
+                    extra.update(extra_per_subdomain=c.extra,
+                                 train_steps=c.coarse_train_steps,
+                                 near_kernel_seconds=learned.near_kernel_seconds,
+                                 training_seconds=learned.training_seconds)
+                else:
+                    Phi = deflation_basis(A, d, c.extra * c.subdomains, null_space=Z)
+                t_outside = time.perf_counter() - start  # the basis, built before TwoLevelSchwarz
+                M = TwoLevelSchwarz(A, d, coarse_basis=Phi, null_space=Z,
+                                    factor_dtype=c.factor_dtype, local_solver=c.local_solver,
+                                    kernel=K)
             else:
                 options = _coarse_options(c, coarse)
                 if coarse == "geneo":
@@ -1488,18 +1557,19 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                     if prob.neumann is not None:  # the finite-element ones of d's subdomains
                         start = time.perf_counter()
                         options["neumann"] = prob.neumann(d)
-                        t_neumann = time.perf_counter() - start
-                        extra.update(neumann="finite element", neumann_seconds=t_neumann)
+                        t_outside = time.perf_counter() - start
+                        extra.update(neumann="finite element", neumann_seconds=t_outside)
                 M = TwoLevelSchwarz(A, d, coarse_basis=coarse, null_space=Z,
                                     factor_dtype=c.factor_dtype, coarse_options=options or None,
                                     local_solver=c.local_solver, kernel=K)
             split = {"partition": t_part, "overlap": t_overlap,
                      "local_factorisation": M.local_setup_seconds,
-                     "coarse_space": M.coarse_basis_seconds + t_neumann,
+                     "coarse_space": M.coarse_basis_seconds + t_outside,
                      "coarse_factorisation": M.coarse_setup_seconds}
             split["other"] = max(0.0, M.setup_seconds - M.local_setup_seconds
                                  - M.coarse_basis_seconds - M.coarse_setup_seconds)
-            info = {"coarse_basis": M.coarse_basis_name, "coarse_dim": M.coarse_dim,
+            info = {"coarse_basis": coarse if coarse in ("learned", "deflation")
+                    else M.coarse_basis_name, "coarse_dim": M.coarse_dim,
                     **_coarse_row_info(M, coarse), **extra,
                     "local_solver": M.local_solver, "sparse_solver": M.sparse_solver,
                     "coarse_solver": M.coarse_solver,
@@ -1529,7 +1599,8 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
         ("jacobi", ND_METHODS["jacobi"][1], lambda: (jacobi(A), {}, {}), False),
         ("one_level", ND_METHODS["one_level"][1], schwarz(None), False),
     ]
-    builders += [(key, label, schwarz(coarse), False)
+    # the dense deflation ceiling fails in its row (too large) instead of ending the run
+    builders += [(key, label, schwarz(coarse), coarse == "deflation")
                  for key, label, coarse in _two_level_rows(c, "two_level",
                                                            ND_METHODS["two_level"][1])]
     if pyamg is not None:

@@ -197,3 +197,26 @@ def test_bad_matrix_and_shapes(problem):
         deflation_objective(A, d, Phi_b, Q, np.ones((3, 1)))
     with pytest.raises(ValueError, match="Phi_base"):
         deflation_objective(A, d, Phi_b[:5], Q, np.ones((d.num_dofs, 1)))
+
+
+def test_deflation_basis_adds_the_lowest_eigenvectors_of_the_preconditioned_operator(problem):
+    from ddops.precond.learned_coarse import DEFLATION_MAX_UNKNOWNS, deflation_basis
+
+    A, d, Phi_b = problem
+    count = 3
+    P = deflation_basis(A, d, count)
+    np.testing.assert_array_equal(P[:, :Phi_b.shape[1]].toarray(), Phi_b.toarray())
+    U = P[:, Phi_b.shape[1]:].toarray()
+    assert U.shape[1] == count
+    # independent: the eigenvalues of M_gdsw A from a dense non-symmetric eigensolver
+    MA = ddops.TwoLevelSchwarz(A, d, Phi_b).to_dense() @ A.toarray()
+    lam = np.sort(np.linalg.eigvals(MA).real)
+    for j in range(count):
+        u = U[:, j]
+        rayleigh = u @ (A @ (MA @ u)) / (u @ (A @ u))  # M A u = lambda u, A-inner product
+        np.testing.assert_allclose(MA @ u, rayleigh * u, atol=1e-8 * np.abs(u).max())
+        assert rayleigh <= lam[count - 1] * (1 + 1e-8)
+    # the largest problems are refused before any dense work
+    big = ddops.poisson_2d(65)
+    with pytest.raises(ValueError, match=f"limited to {DEFLATION_MAX_UNKNOWNS} unknowns"):
+        deflation_basis(big, ddops.Decomposition.from_grid((65, 65), (2, 2)), 2)
