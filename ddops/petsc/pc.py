@@ -50,7 +50,10 @@ from ..precond.schwarz import TwoLevelSchwarz
 from .decomposition import RankDecomposition, check_ownership, rank_decomposition
 from .options import SchwarzOptions
 
-__all__ = ["SchwarzPC"]
+__all__ = ["DEFAULT_NULL_SPACE", "SchwarzPC"]
+
+#: :attr:`SchwarzPC.null_space_source` without a near-null space: ddops' own default.
+DEFAULT_NULL_SPACE = "ddops default (the constants, one per component of a node)"
 
 
 class SchwarzPC:
@@ -79,7 +82,7 @@ class SchwarzPC:
     parts : RankDecomposition or None
         The decomposition and its map to the ranks.
     null_space_source : str
-        ``"near-null space (k vectors)"`` or ``"constants"``.
+        ``"near-null space of the matrix (k vectors)"`` or :data:`DEFAULT_NULL_SPACE`.
     setup_seconds : float
         Wall time of this rank's last ``setUp``.
 
@@ -102,7 +105,7 @@ class SchwarzPC:
         self.preconditioner: Any = None
         self.layout: Any = None
         self.parts: RankDecomposition | None = None
-        self.null_space_source = "constants"
+        self.null_space_source = DEFAULT_NULL_SPACE
         self.setup_seconds = 0.0
         self.decomposition_seconds = 0.0
 
@@ -197,7 +200,7 @@ class SchwarzPC:
     # -- helpers --------------------------------------------------------------------------
     def _null_space(self, P: Any, comm: Any, choice: str) -> np.ndarray | None:
         """The near-null space of ``P`` as a global ``n x k`` array (or None: the constants)."""
-        self.null_space_source = "constants"
+        self.null_space_source = DEFAULT_NULL_SPACE
         if choice == "constant":
             return None
         nsp = P.getNearNullSpace()

@@ -1,0 +1,135 @@
+"""Problems, PETSc set-up and the serial references shared by the PETSc tests and their MPI worker.
+
+Imported as ``tests.petsc._cases`` by the in-process tests and as ``_cases``
+by ``worker.py`` under ``mpiexec``: no relative imports here.
+
+The reference of every comparison is the serial library: the decomposition
+grown by :meth:`ddops.Decomposition.from_matrix` from the owner labels the PC
+chose (or METIS itself on one rank), :class:`ddops.TwoLevelSchwarz` and
+scipy's CG with the same relative tolerance.  PETSc's CG runs with
+``-ksp_norm_type unpreconditioned`` so that both stop on ``||b - A x|| <=
+rtol ||b||`` (zero initial guess).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse.linalg as spla
+
+import ddops
+
+#: Relative tolerance of both CG runs.
+RTOL = 1e-8
+
+#: The test problems and their number of subdomains (small: 4 ranks share 2 cores).
+PROBLEMS = {
+    "poisson2d": 8,
+    "poisson3d": 8,
+    "elasticity2d": 8,
+}
+
+
+def problem(name: str):
+    """``(A, null_space or None, block_size)`` of a test problem."""
+    if name == "poisson2d":
+        return ddops.poisson_2d(40).tocsr(), None, 1
+    if name == "poisson3d":
+        return ddops.poisson_3d(12).tocsr(), None, 1
+    if name == "elasticity2d":
+        from ddops.problems.fem import fem_elasticity_2d
+
+        A, coordinates = fem_elasticity_2d(24)
+        return A.tocsr(), ddops.rigid_body_modes(coordinates), 2
+    raise ValueError(f"unknown problem {name!r}")
+
+
+def petsc_matrix(A, comm=None, block_size: int = 1, null_space=None):
+    """``A`` as a PETSc AIJ matrix (seqaij on one rank, mpiaij on several), own rows only.
+
+    Each rank inserts only its rows ``[rstart, rend)`` (PETSc's default split,
+    in whole blocks); ``null_space`` (global ``n x k``) becomes the
+    near-null space through ``MatSetNearNullSpace``.
+    """
+    from petsc4py import PETSc
+
+    comm = PETSc.COMM_WORLD if comm is None else comm
+    n = A.shape[0]
+    P = PETSc.Mat().createAIJ([n, n], bsize=block_size, comm=comm)
+    P.setUp()
+    rstart, rend = P.getOwnershipRange()
+    rows = A[rstart:rend]
+    P.setPreallocationCSR((rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
+                           rows.data))
+    P.assemble()
+    if null_space is not None:
+        vectors = []
+        for k in range(null_space.shape[1]):
+            v = P.createVecLeft()
+            v.setArray(null_space[rstart:rend, k])
+            vectors.append(v)
+        P.setNearNullSpace(PETSc.NullSpace().create(constant=False, vectors=vectors, comm=comm))
+    return P
+
+
+def petsc_cg(P, b_global, prefix: str, options: dict, context=None):
+    """PETSc CG with the ddops PC; returns ``(iterations, reason, ksp)``; destroy ``ksp`` after use.
+
+    ``options`` (without the leading dash and the prefix) go into the
+    database under ``prefix``; with ``context`` the PC gets it through
+    ``setPythonContext``, otherwise ``-pc_type python -pc_python_type
+    ddops.petsc.SchwarzPC`` from the database.
+    """
+    from petsc4py import PETSc
+
+    db = PETSc.Options()
+    settings = {"ksp_type": "cg", "ksp_norm_type": "unpreconditioned", "ksp_rtol": RTOL,
+                "ksp_atol": 0.0, "ksp_max_it": 1000}
+    if context is None:
+        settings.update(pc_type="python", pc_python_type="ddops.petsc.SchwarzPC")
+    settings.update(options)
+    for key, value in settings.items():
+        db.setValue(f"{prefix}{key}", value)
+    ksp = PETSc.KSP().create(comm=P.getComm())
+    ksp.setOptionsPrefix(prefix)
+    ksp.setOperators(P)
+    if context is not None:
+        pc = ksp.getPC()
+        pc.setType(PETSc.PC.Type.PYTHON)
+        pc.setPythonContext(context)
+    try:
+        ksp.setFromOptions()
+        b = P.createVecLeft()
+        rstart, rend = P.getOwnershipRange()
+        b.setArray(b_global[rstart:rend])
+        x = b.duplicate()
+        ksp.solve(b, x)
+        b.destroy()
+        x.destroy()
+    except BaseException:
+        # a KSP with a Python PC left to PETSc's finalisation can crash the interpreter's exit
+        ksp.destroy()
+        raise
+    finally:
+        for key in settings:
+            db.delValue(f"{prefix}{key}")
+    return ksp.getIterationNumber(), int(ksp.getConvergedReason()), ksp
+
+
+def serial_reference(A, decomposition, coarse: str, variant: str = "additive", null_space=None,
+                     b=None):
+    """``(iterations, info, M)`` of scipy CG with the serial ``TwoLevelSchwarz``."""
+    coarse_basis = None if coarse == "none" else coarse
+    M = ddops.TwoLevelSchwarz(A, decomposition, coarse_basis=coarse_basis, variant=variant,
+                              coarse=coarse_basis is not None, null_space=null_space)
+    count = [0]
+
+    def callback(_):
+        count[0] += 1
+
+    _, info = spla.cg(A, b, rtol=RTOL, atol=0.0, maxiter=1000, M=M, callback=callback)
+    return count[0], int(info), M
+
+
+def rhs(n: int) -> np.ndarray:
+    """The right-hand side of every run (the same on every rank)."""
+    return np.random.default_rng(7).standard_normal(n)

@@ -1,0 +1,80 @@
+"""PETSc CG with ``ddops.petsc.SchwarzPC`` against the serial library on 1, 2 and 4 ranks.
+
+``worker.py`` runs under ``mpiexec -n P`` (Open MPI, as Debian's petsc4py);
+every rank hands PETSc only its own rows; rank 0 compares with the serial
+references (see the worker's notes) and writes them as JSON.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ._petsc import run_worker
+
+#: Rank counts (4 ranks oversubscribe a 2-core machine: fine).
+RANKS = (1, 2, 4)
+
+#: The worker's cases: problem/coarse/overlap/variant/partitioner/null space option.
+CASES = [
+    "poisson2d/gdsw/1/additive/metis/auto",
+    "poisson2d/rgdsw/1/additive/metis/auto",
+    "poisson2d/nicolaides/1/additive/metis/auto",
+    "poisson2d/none/1/additive/metis/auto",
+    "poisson2d/gdsw/2/additive/metis/auto",
+    "poisson2d/gdsw/3/additive/contiguous/auto",
+    "poisson2d/gdsw/1/hybrid/metis/auto",
+    "poisson3d/gdsw/1/additive/metis/auto",
+    "poisson3d/rgdsw/2/additive/metis/auto",
+    "elasticity2d/gdsw/1/additive/metis/auto",
+    "elasticity2d/rgdsw/2/additive/metis/auto",
+    "elasticity2d/gdsw/1/additive/metis/constant",
+]
+
+
+@pytest.fixture(scope="module", params=RANKS, ids=lambda p: f"np{p}")
+def results(request, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp(f"petsc{request.param}") / "results.json"
+    data = run_worker(request.param, out)
+    assert data["size"] == request.param
+    return data
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cg_iterations_equal_serial(results, case):
+    r = results["cases"][case]
+    assert r["petsc_reason"] > 0 and r["serial_info"] == 0  # both converged
+    assert abs(r["petsc_iterations"] - r["serial_iterations"]) <= 1
+    assert r["coarse_dim"] == r["serial_coarse_dim"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_same_decomposition_and_operator(results, case):
+    r = results["cases"][case]
+    # the overlap grown from fetched rows equals ddops' growth on the whole matrix
+    assert r["same_decomposition"]
+    # PETSc's rows are the layout's owned unknowns: no vector permutation
+    assert r["owned_equals_petsc_range"]
+    assert r["apply_error"] <= 1e-12
+    overlap = int(case.split("/")[2])
+    if results["size"] > 1 and overlap > 1:
+        assert r["fetched_rows"] > 0  # the second layer needed other ranks' rows
+    elif overlap <= 1:
+        assert r["fetched_rows"] == 0
+    if results["size"] == 1 and "metis" in case:
+        assert r["equals_from_matrix"]  # one rank: METIS on the whole matrix, as from_matrix
+
+
+def test_near_null_space_is_used(results):
+    near = results["cases"]["elasticity2d/gdsw/1/additive/metis/auto"]
+    constant = results["cases"]["elasticity2d/gdsw/1/additive/metis/constant"]
+    assert near["null_space_source"].startswith("near-null space") and "3 vectors" in \
+        near["null_space_source"]
+    assert constant["null_space_source"].startswith("ddops default")
+    assert near["coarse_dim"] > constant["coarse_dim"]
+    assert near["petsc_iterations"] < constant["petsc_iterations"]
+
+
+def test_view_reports_the_setup(results):
+    lines = "\n".join(results["cases"]["poisson2d/gdsw/1/additive/metis/auto"]["view"])
+    assert "coarse space: gdsw" in lines and "subdomains: 8" in lines
+    assert "replicated on every rank" in lines

@@ -1,0 +1,117 @@
+"""Under ``mpiexec -n P``: PETSc CG with ``ddops.petsc.SchwarzPC`` against the serial library.
+
+Every rank builds the test matrix, inserts only its own PETSc rows and runs
+PETSc's CG with the PC chosen from the options database
+(``-pc_type python -pc_python_type ddops.petsc.SchwarzPC -ddops_*``).  The
+global matrix is used only for the serial references: the decomposition
+grown by ``Decomposition.from_matrix`` from the owner labels the PC chose,
+``TwoLevelSchwarz`` and scipy's CG.  Rank 0 writes one JSON record per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import petsc4py
+
+petsc4py.init([sys.argv[0]])  # the worker's own arguments are not PETSc options
+
+import _cases  # noqa: E402
+import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+import ddops  # noqa: E402
+from ddops.distributed import guard  # noqa: E402
+
+#: problem/coarse/overlap/variant/partitioner/null space option
+CASES = [
+    "poisson2d/gdsw/1/additive/metis/auto",
+    "poisson2d/rgdsw/1/additive/metis/auto",
+    "poisson2d/nicolaides/1/additive/metis/auto",
+    "poisson2d/none/1/additive/metis/auto",
+    "poisson2d/gdsw/2/additive/metis/auto",
+    "poisson2d/gdsw/3/additive/contiguous/auto",
+    "poisson2d/gdsw/1/hybrid/metis/auto",
+    "poisson3d/gdsw/1/additive/metis/auto",
+    "poisson3d/rgdsw/2/additive/metis/auto",
+    "elasticity2d/gdsw/1/additive/metis/auto",
+    "elasticity2d/rgdsw/2/additive/metis/auto",
+    "elasticity2d/gdsw/1/additive/metis/constant",
+]
+
+
+def run_case(case: str, k: int, comm) -> dict:
+    name, coarse, overlap, variant, partitioner, null_choice = case.split("/")
+    A, Z, b = _cases.problem(name)
+    n = A.shape[0]
+    P = _cases.petsc_matrix(A, PETSc.COMM_WORLD, b, Z)
+    rhs = _cases.rhs(n)
+    options = {"ddops_subdomains": _cases.PROBLEMS[name], "ddops_overlap": overlap,
+               "ddops_coarse": coarse, "ddops_variant": variant,
+               "ddops_partitioner": partitioner, "ddops_null_space": null_choice}
+    its, reason, ksp = _cases.petsc_cg(P, rhs, f"c{k}_", options)
+    pc = ksp.getPC()
+    ctx = pc.getPythonContext()
+    d = ctx.parts.decomposition
+    rstart, rend = P.getOwnershipRange()
+    owned_ok = (ctx.layout is None or (ctx.layout.num_owned == rend - rstart
+                                       and np.array_equal(ctx.layout.owned,
+                                                          np.arange(rstart, rend))))
+    # one application on a random vector, gathered
+    x = np.random.default_rng(3).standard_normal(n)
+    xv = P.createVecLeft()
+    xv.setArray(x[rstart:rend])
+    yv = xv.duplicate()
+    pc.apply(xv, yv)
+    y = np.concatenate(comm.allgather(np.array(yv.getArray(readonly=True))))
+    record = {"petsc_iterations": its, "petsc_reason": reason,
+              "owned_equals_petsc_range": bool(comm.allreduce(owned_ok, op=MPI.LAND)),
+              "num_subdomains": d.num_subdomains,
+              "coarse_dim": int(ctx.preconditioner.coarse_dim),
+              "null_space_source": ctx.null_space_source,
+              "replicated_integers": ctx.parts.replicated_integers,
+              "fetched_rows": int(comm.allreduce(ctx.parts.fetched_rows)),
+              "view": ctx.summary()}
+    for obj in (xv, yv, ksp, P):
+        obj.destroy()
+    if comm.Get_rank() == 0:
+        # the serial reference: overlap grown by ddops from the PC's owner labels
+        ref = ddops.Decomposition.from_matrix(A, d.num_subdomains, int(overlap),
+                                              partitioner=d.owner, block_size=b)
+        record["same_decomposition"] = bool(
+            np.array_equal(ref.sizes, d.sizes) and np.array_equal(ref.indices, d.indices))
+        if comm.Get_size() == 1 and partitioner == "metis":  # METIS on the whole matrix
+            metis = ddops.Decomposition.from_matrix(A, d.num_subdomains, int(overlap),
+                                                    block_size=b)
+            record["equals_from_matrix"] = bool(np.array_equal(metis.owner, d.owner)
+                                                and np.array_equal(metis.indices, d.indices))
+        serial_null = Z if (Z is not None and null_choice != "constant") else None
+        s_its, s_info, M = _cases.serial_reference(A, ref, coarse, variant, serial_null, rhs)
+        My = M.matvec(x)
+        record.update(serial_iterations=s_its, serial_info=s_info,
+                      serial_coarse_dim=int(M.coarse_dim),
+                      apply_error=float(np.linalg.norm(y - My) / np.linalg.norm(My)))
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--cases", default="all")
+    args = parser.parse_args()
+    comm = MPI.COMM_WORLD
+    cases = CASES if args.cases == "all" else args.cases.split(",")
+    results = {"size": comm.Get_size(), "cases": {}}
+    with guard(comm):
+        for k, case in enumerate(cases):
+            results["cases"][case] = run_case(case, k, comm)
+    if comm.Get_rank() == 0:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
