@@ -67,6 +67,9 @@ def run_worker(nprocs: int, out: Path, *args: str) -> dict:
     """Run ``worker.py`` on ``nprocs`` ranks; return the JSON rank 0 wrote (fail on rc != 0)."""
     command = [*mpiexec(), "-n", str(nprocs), sys.executable, str(HERE / "worker.py"),
                "--out", str(out), *args]
+    # from os.environ, never inherited: once petsc4py is imported here, MPI_Init has set Open
+    # MPI's singleton variables in this process's C environment, and a child mpiexec that
+    # inherits them exits with status 1 and no message
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT,
