@@ -220,3 +220,22 @@ def test_deflation_basis_adds_the_lowest_eigenvectors_of_the_preconditioned_oper
     big = ddops.poisson_2d(65)
     with pytest.raises(ValueError, match=f"limited to {DEFLATION_MAX_UNKNOWNS} unknowns"):
         deflation_basis(big, ddops.Decomposition.from_grid((65, 65), (2, 2)), 2)
+
+
+def test_the_learned_basis_is_accepted_unchanged_by_every_consumer(problem):
+    """TwoLevelSchwarz, SchwarzOperator and the distributed preconditioner (one rank here;
+    the MPI tests cover user bases on several ranks) take the returned matrix as it is."""
+    pytest.importorskip("mpi4py")
+    from ddops.distributed import DistributedLayout, DistributedTwoLevelSchwarz
+
+    A, d, _ = problem
+    Phi = learned_coarse_basis(A, d, extra=1)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis=Phi)
+    assert M.coarse_dim == Phi.shape[1]
+    layout = DistributedLayout(d)
+    P = DistributedTwoLevelSchwarz(layout, A, coarse_basis=Phi)
+    x = np.random.default_rng(0).standard_normal(A.shape[0])
+    np.testing.assert_allclose(P.matvec(layout.scatter(x)), M.matvec(x)[layout.owned],
+                               rtol=1e-12, atol=1e-14)
+    op = ddops.SchwarzOperator(d, coarse_basis=Phi, seed=0)
+    np.testing.assert_array_equal(op.coarse_matrix.toarray(), Phi.toarray())
