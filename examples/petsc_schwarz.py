@@ -10,7 +10,7 @@ from the command line, for example::
 Options of this script: ``-n`` (grid points per direction, default 256).
 Without ``-pc_type`` the ddops PC is set from code (``pc.setPythonContext``);
 ``-pc_type gamg`` or ``-pc_type asm`` compare it with PETSc's own.  Add
-``-pc_view`` to print what the PC built, ``-ddops_subdomains``,
+``-ksp_view`` to print what the PC built, ``-ddops_subdomains``,
 ``-ddops_overlap``, ``-ddops_coarse rgdsw`` ... to change it (see the PETSc
 page of the documentation).  The ddops PC needs petsc4py (and, on more than
 one rank, mpi4py built for the same MPI).

@@ -161,7 +161,10 @@ class SchwarzPC:
         y.setArray(self.preconditioner.rmatvec(x.getArray(readonly=True)))
 
     def view(self, pc: Any, viewer: Any) -> None:
-        """Print the settings and what ``setUp`` built (``-pc_view``, ``-ksp_view``)."""
+        """Print the settings and what ``setUp`` built (``PCView``; ``-ksp_view``).
+
+        PETSc 3.18 has no ``-pc_view`` option; ``-ksp_view`` views the PC.
+        """
         if viewer.getType() != "ascii":
             return
         for line in self.summary():

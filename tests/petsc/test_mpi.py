@@ -92,7 +92,7 @@ def test_example_script_runs_as_documented():
     script = HERE.parents[1] / "examples" / "petsc_schwarz.py"
     command = [*mpiexec(), "-n", "2", sys.executable, str(script), "-n", "48", "-ksp_monitor",
                "-pc_type", "python", "-pc_python_type", "ddops.petsc.SchwarzPC",
-               "-ddops_coarse", "gdsw", "-pc_view"]
+               "-ddops_coarse", "gdsw", "-ksp_view"]
     # env from os.environ: importing petsc4py here initialised MPI, which set Open MPI's
     # singleton variables in this process's C environment; a child mpiexec inheriting them
     # exits with status 1 and no message
