@@ -573,19 +573,7 @@ def _resolve_matrix(c: PrecondConfig) -> None:
             raise ValueError(f"{name}: not used with matrix=FILE (the file sets the problem)")
     files = _user_files(c)
     n, b = files["A"].shape[0], c.block_size
-    nodes = n // b
-    if c.subdomains is None:
-        c.subdomains = default_subdomains(n, b)
-    c.subdomains = check_int("subdomains", c.subdomains, minimum=1)
-    if c.subdomains > nodes:
-        raise ValueError(f"subdomains must be <= the {nodes} nodes of the matrix, got "
-                         f"{c.subdomains}")
-    c.overlap = check_int("overlap", 1 if c.overlap is None else c.overlap, minimum=0)
-    c.coarse = "gdsw" if c.coarse is None else c.coarse
-    check_choice("coarse", c.coarse, COARSE_CHOICES)
-    if c.coarse == "interface_hats":
-        raise ValueError("coarse: 'interface_hats' needs the 1D problem; use one of "
-                         f"{(*COARSE_SPACES, *ADAPTIVE_COARSE_SPACES, 'all')}")
+    _resolve_parts_and_coarse(c, n // b, default_subdomains(n, b), "the matrix")
     c.partitioner = c.partitioner or "metis"
     check_choice("partitioner", c.partitioner, ("metis", "rcb"))
     if c.partitioner == "rcb" and files["X"] is None:
@@ -659,6 +647,20 @@ def _check_subdomains(c: PrecondConfig, default: int) -> None:
                          f"interface), got {c.subdomains}")
 
 
+def _resolve_parts_and_coarse(c: PrecondConfig, nodes: int, default: int, what: str) -> None:
+    """Subdomains (at most one per node), overlap and coarse space of the 2D/3D rows."""
+    _check_subdomains(c, default)
+    if c.subdomains > nodes:
+        raise ValueError(f"subdomains must be <= the {nodes} nodes of {what}, got "
+                         f"{c.subdomains}")
+    c.overlap = check_int("overlap", 1 if c.overlap is None else c.overlap, minimum=0)
+    c.coarse = "gdsw" if c.coarse is None else c.coarse
+    check_choice("coarse", c.coarse, COARSE_CHOICES)
+    if c.coarse == "interface_hats":
+        raise ValueError("coarse: 'interface_hats' needs 1D coordinates (problem='poisson1d'); "
+                         f"use one of {(*COARSE_SPACES, *ADAPTIVE_COARSE_SPACES, 'all')}")
+
+
 def _check_adaptive_options(c: PrecondConfig) -> None:
     """The options of the adaptive coarse spaces: only with a row that uses them."""
     rows = _coarse_list(c)
@@ -714,19 +716,11 @@ def _resolve_nd(c: PrecondConfig) -> None:
     else:
         nodes = c.n ** dim
     if c.problem in PROBLEM_SUBDOMAIN_WIDTH:
-        _check_subdomains(c, max(2, (c.n // PROBLEM_SUBDOMAIN_WIDTH[c.problem]) ** dim))
+        default = max(2, (c.n // PROBLEM_SUBDOMAIN_WIDTH[c.problem]) ** dim)
     else:  # parts of about TARGET_SUBDOMAIN_UNKNOWNS unknowns
         block = dim if elasticity else 1
-        _check_subdomains(c, default_subdomains(nodes * block, block))
-    if c.subdomains > nodes:
-        raise ValueError(f"subdomains must be <= the {nodes} nodes of problem={c.problem!r} "
-                         f"with n={c.n}, got {c.subdomains}")
-    c.overlap = check_int("overlap", 1 if c.overlap is None else c.overlap, minimum=0)
-    c.coarse = "gdsw" if c.coarse is None else c.coarse
-    check_choice("coarse", c.coarse, COARSE_CHOICES)
-    if c.coarse == "interface_hats":
-        raise ValueError("coarse: 'interface_hats' needs 1D coordinates (problem='poisson1d'); "
-                         f"use one of {(*COARSE_SPACES, *ADAPTIVE_COARSE_SPACES, 'all')}")
+        default = default_subdomains(nodes * block, block)
+    _resolve_parts_and_coarse(c, nodes, default, f"problem={c.problem!r} with n={c.n}")
     if c.partitioner is not None:
         check_choice("partitioner", c.partitioner, PARTITIONER_CHOICES)
     if elasticity:

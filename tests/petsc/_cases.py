@@ -21,6 +21,22 @@ import ddops
 #: Relative tolerance of both CG runs.
 RTOL = 1e-8
 
+#: The MPI cases: problem/coarse/overlap/variant/partitioner/null space option.
+CASES = [
+    "poisson2d/gdsw/1/additive/metis/auto",
+    "poisson2d/rgdsw/1/additive/metis/auto",
+    "poisson2d/nicolaides/1/additive/metis/auto",
+    "poisson2d/none/1/additive/metis/auto",
+    "poisson2d/gdsw/2/additive/metis/auto",
+    "poisson2d/gdsw/3/additive/contiguous/auto",
+    "poisson2d/gdsw/1/hybrid/metis/auto",
+    "poisson3d/gdsw/1/additive/metis/auto",
+    "poisson3d/rgdsw/2/additive/metis/auto",
+    "elasticity2d/gdsw/1/additive/metis/auto",
+    "elasticity2d/rgdsw/2/additive/metis/auto",
+    "elasticity2d/gdsw/1/additive/metis/constant",
+]
+
 #: The test problems and their number of subdomains (small: 4 ranks share 2 cores).
 PROBLEMS = {
     "poisson2d": 8,

@@ -9,26 +9,14 @@ from __future__ import annotations
 
 import pytest
 
+from . import _cases
 from ._petsc import run_worker
 
 #: Rank counts (4 ranks oversubscribe a 2-core machine: fine).
 RANKS = (1, 2, 4)
 
-#: The worker's cases: problem/coarse/overlap/variant/partitioner/null space option.
-CASES = [
-    "poisson2d/gdsw/1/additive/metis/auto",
-    "poisson2d/rgdsw/1/additive/metis/auto",
-    "poisson2d/nicolaides/1/additive/metis/auto",
-    "poisson2d/none/1/additive/metis/auto",
-    "poisson2d/gdsw/2/additive/metis/auto",
-    "poisson2d/gdsw/3/additive/contiguous/auto",
-    "poisson2d/gdsw/1/hybrid/metis/auto",
-    "poisson3d/gdsw/1/additive/metis/auto",
-    "poisson3d/rgdsw/2/additive/metis/auto",
-    "elasticity2d/gdsw/1/additive/metis/auto",
-    "elasticity2d/rgdsw/2/additive/metis/auto",
-    "elasticity2d/gdsw/1/additive/metis/constant",
-]
+#: The worker's cases (shared with the tests).
+CASES = _cases.CASES
 
 
 @pytest.fixture(scope="module", params=RANKS, ids=lambda p: f"np{p}")

@@ -26,21 +26,8 @@ from petsc4py import PETSc  # noqa: E402
 import ddops  # noqa: E402
 from ddops.distributed import guard  # noqa: E402
 
-#: problem/coarse/overlap/variant/partitioner/null space option
-CASES = [
-    "poisson2d/gdsw/1/additive/metis/auto",
-    "poisson2d/rgdsw/1/additive/metis/auto",
-    "poisson2d/nicolaides/1/additive/metis/auto",
-    "poisson2d/none/1/additive/metis/auto",
-    "poisson2d/gdsw/2/additive/metis/auto",
-    "poisson2d/gdsw/3/additive/contiguous/auto",
-    "poisson2d/gdsw/1/hybrid/metis/auto",
-    "poisson3d/gdsw/1/additive/metis/auto",
-    "poisson3d/rgdsw/2/additive/metis/auto",
-    "elasticity2d/gdsw/1/additive/metis/auto",
-    "elasticity2d/rgdsw/2/additive/metis/auto",
-    "elasticity2d/gdsw/1/additive/metis/constant",
-]
+#: The worker's cases (shared with the tests).
+CASES = _cases.CASES
 
 
 def run_case(case: str, k: int, comm) -> dict:
