@@ -142,6 +142,7 @@ def coarse_kernel_columns(Phi: sp.csr_matrix, Q: np.ndarray) -> np.ndarray:
     return np.sort(piv[:K0.shape[1]]).astype(np.int64)
 
 
-def remove_kernel(X: Any, Q: Any, xp: Any = np) -> Any:
-    """``X - Q (Q^T X)``: ``X`` without its components along the orthonormal kernel ``Q``."""
+def remove_kernel(X: Any, Q: Any) -> Any:
+    """``X - Q (Q^T X)``: ``X`` without its components along the orthonormal kernel ``Q``
+    (numpy or CuPy arrays alike)."""
     return X - Q @ (Q.T @ X)
