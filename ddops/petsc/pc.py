@@ -203,28 +203,39 @@ class SchwarzPC:
     # -- helpers --------------------------------------------------------------------------
     def _null_space(self, P: Any, comm: Any, choice: str) -> np.ndarray | None:
         """The near-null space of ``P`` as a global ``n x k`` array (or None: the constants)."""
-        self.null_space_source = DEFAULT_NULL_SPACE
-        if choice == "constant":
-            return None
-        nsp = P.getNearNullSpace()
-        if not nsp:
-            if choice == "near":
-                raise ValueError("-ddops_null_space near: the matrix has no near-null space "
-                                 "(set one with MatSetNearNullSpace)")
-            return None
-        m = P.getOwnershipRange()[1] - P.getOwnershipRange()[0]
-        columns = [np.ones(m)] if nsp.hasConstant() else []
-        columns += [np.array(v.getArray(readonly=True), dtype=np.float64)
-                    for v in nsp.getVecs()]
-        if not columns:
-            return None
-        Z = np.stack(columns, axis=1)
-        if comm is not None:  # the distributed preconditioner takes a global null space
-            k = Z.shape[1]
-            counts = np.array(comm.allgather(Z.size), dtype=np.int64)
-            out = np.empty((int(counts.sum()) // k, k))
-            comm.Allgatherv(np.ascontiguousarray(Z),
-                            [out, (counts, np.concatenate([[0], np.cumsum(counts)[:-1]]))])
-            Z = out
-        self.null_space_source = f"near-null space of the matrix ({Z.shape[1]} vectors)"
+        Z, self.null_space_source = near_null_space(P, comm, choice)
         return Z
+
+
+def near_null_space(P: Any, comm: Any, choice: str) -> tuple[np.ndarray | None, str]:
+    """``(Z, source)``: the near-null space of ``P`` as a global ``n x k`` array, or None.
+
+    ``choice`` is ``-ddops_null_space``: ``constant`` ignores the near-null
+    space, ``near`` requires one, ``auto`` takes it when there is one.  On
+    several ranks (``comm`` not None) the vectors are gathered on every rank.
+    ``source`` says where the null space came from (:data:`DEFAULT_NULL_SPACE`
+    for None).
+    """
+    if choice == "constant":
+        return None, DEFAULT_NULL_SPACE
+    nsp = P.getNearNullSpace()
+    if not nsp:
+        if choice == "near":
+            raise ValueError("-ddops_null_space near: the matrix has no near-null space "
+                             "(set one with MatSetNearNullSpace)")
+        return None, DEFAULT_NULL_SPACE
+    m = P.getOwnershipRange()[1] - P.getOwnershipRange()[0]
+    columns = [np.ones(m)] if nsp.hasConstant() else []
+    columns += [np.array(v.getArray(readonly=True), dtype=np.float64)
+                for v in nsp.getVecs()]
+    if not columns:
+        return None, DEFAULT_NULL_SPACE
+    Z = np.stack(columns, axis=1)
+    if comm is not None:  # the distributed preconditioner takes a global null space
+        k = Z.shape[1]
+        counts = np.array(comm.allgather(Z.size), dtype=np.int64)
+        out = np.empty((int(counts.sum()) // k, k))
+        comm.Allgatherv(np.ascontiguousarray(Z),
+                        [out, (counts, np.concatenate([[0], np.cumsum(counts)[:-1]]))])
+        Z = out
+    return Z, f"near-null space of the matrix ({Z.shape[1]} vectors)"

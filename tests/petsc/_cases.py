@@ -149,3 +149,101 @@ def serial_reference(A, decomposition, coarse: str, variant: str = "additive", n
 def rhs(n: int) -> np.ndarray:
     """The right-hand side of every run (the same on every rank)."""
     return np.random.default_rng(7).standard_normal(n)
+
+
+#: The native-route cases: problem/coarse/overlap/coarse solver (``default``: PETSc's own
+#: choice, LU on one rank and redundant LU on several; see ``COARSE_SOLVERS``).
+NATIVE_CASES = [
+    "poisson2d/gdsw/1/default",
+    "poisson2d/nicolaides/1/default",
+    "poisson2d/none/1/default",
+    "poisson2d/gdsw/2/default",
+    "poisson3d/gdsw/1/default",
+    "poisson3d/rgdsw/2/default",
+    "elasticity2d/gdsw/1/default",
+    "elasticity2d/rgdsw/2/default",
+    "poisson2d/gdsw/1/redundant",
+    "poisson2d/gdsw/1/telescope",
+    "poisson2d/gdsw/1/telescope_half",
+    "poisson2d/gdsw/1/mumps",
+    "poisson2d/gdsw/1/gamg_cg",
+    "poisson2d/gdsw/1/gamg",
+]
+
+#: Coarse solvers that are exact (to rounding): same iterations as the serial library.
+EXACT_COARSE = ("default", "redundant", "telescope", "telescope_half", "mumps", "gamg_cg")
+
+
+def coarse_solver_options(name: str, size: int) -> dict:
+    """PETSc options (no prefix) of a coarse solver of ``NATIVE_CASES`` on ``size`` ranks.
+
+    ``telescope``: the coarse problem on one rank (reduction factor ``size``),
+    LU there; ``telescope_half``: on ``max(size // 2, 1)`` ranks, redundant LU
+    there; ``mumps``: a parallel LU of MUMPS (PETSc's LU on one rank);
+    ``gamg_cg``: CG preconditioned by GAMG to ``1e-12`` (an iterative but
+    tight solve); ``gamg``: one GAMG V-cycle (inexact: the iterations may
+    differ).
+    """
+    if name == "default":
+        return {}
+    if name == "redundant":
+        return {"mg_coarse_pc_type": "redundant", "mg_coarse_redundant_pc_type": "lu"}
+    if name == "telescope":
+        return {"mg_coarse_pc_type": "telescope", "mg_coarse_pc_telescope_reduction_factor": size,
+                "mg_coarse_telescope_ksp_type": "preonly", "mg_coarse_telescope_pc_type": "lu"}
+    if name == "telescope_half":
+        return {"mg_coarse_pc_type": "telescope",
+                "mg_coarse_pc_telescope_reduction_factor": min(size, 2),
+                "mg_coarse_telescope_ksp_type": "preonly",
+                "mg_coarse_telescope_pc_type": "redundant"}
+    if name == "mumps":
+        return {"mg_coarse_pc_type": "lu", "mg_coarse_pc_factor_mat_solver_type":
+                "mumps" if size > 1 else "petsc"}
+    if name == "gamg_cg":
+        return {"mg_coarse_ksp_type": "cg", "mg_coarse_ksp_rtol": 1e-12,
+                "mg_coarse_ksp_atol": 0.0, "mg_coarse_ksp_max_it": 500,
+                "mg_coarse_pc_type": "gamg"}
+    if name == "gamg":
+        return {"mg_coarse_pc_type": "gamg"}
+    raise ValueError(f"unknown coarse solver {name!r}")
+
+
+def native_cg(P, b_global, prefix: str, ddops_options: dict, petsc_options: dict):
+    """PETSc CG with the native route (:func:`ddops.petsc.native.setup_native`).
+
+    Returns ``(iterations, reason, ksp, native)``; destroy ``ksp`` and
+    ``native`` after use.  The options (no dash, no prefix) go into the
+    database under ``prefix`` and are removed afterwards, with the defaults
+    ``setup_native`` wrote there.
+    """
+    from petsc4py import PETSc
+
+    from ddops.petsc.native import NATIVE_DEFAULTS, ONE_LEVEL_DEFAULTS, setup_native
+
+    db = PETSc.Options()
+    settings = {"ksp_type": "cg", "ksp_norm_type": "unpreconditioned", "ksp_rtol": RTOL,
+                "ksp_atol": 0.0, "ksp_max_it": 1000}
+    settings.update({f"ddops_{k}": v for k, v in ddops_options.items()})
+    settings.update(petsc_options)
+    for key, value in settings.items():
+        db.setValue(f"{prefix}{key}", value)
+    ksp = PETSc.KSP().create(comm=P.getComm())
+    ksp.setOptionsPrefix(prefix)
+    ksp.setOperators(P)
+    try:
+        native = setup_native(ksp)
+        ksp.setFromOptions()
+        b = P.createVecLeft()
+        rstart, rend = P.getOwnershipRange()
+        b.setArray(b_global[rstart:rend])
+        x = b.duplicate()
+        ksp.solve(b, x)
+        b.destroy()
+        x.destroy()
+    except BaseException:
+        ksp.destroy()
+        raise
+    finally:
+        for key in [*settings, *NATIVE_DEFAULTS, *ONE_LEVEL_DEFAULTS]:
+            db.delValue(f"{prefix}{key}")
+    return ksp.getIterationNumber(), int(ksp.getConvergedReason()), ksp, native

@@ -63,9 +63,12 @@ def mpiexec() -> list[str]:
     return [found, *flags]
 
 
-def run_worker(nprocs: int, out: Path, *args: str) -> dict:
-    """Run ``worker.py`` on ``nprocs`` ranks; return the JSON rank 0 wrote (fail on rc != 0)."""
-    command = [*mpiexec(), "-n", str(nprocs), sys.executable, str(HERE / "worker.py"),
+def run_worker(nprocs: int, out: Path, *args: str, worker: str = "worker.py") -> dict:
+    """Run ``worker`` (``worker.py`` or ``worker_native.py``) on ``nprocs`` ranks.
+
+    Returns the JSON rank 0 wrote; fails on a non-zero exit status.
+    """
+    command = [*mpiexec(), "-n", str(nprocs), sys.executable, str(HERE / worker),
                "--out", str(out), *args]
     # from os.environ, never inherited: once petsc4py is imported here, MPI_Init has set Open
     # MPI's singleton variables in this process's C environment, and a child mpiexec that
@@ -78,6 +81,6 @@ def run_worker(nprocs: int, out: Path, *args: str) -> dict:
         pytest.fail(f"{' '.join(command)} did not finish in {TIMEOUT} s (a hang?):\n"
                     f"{exc.stdout}\n{exc.stderr}")
     if result.returncode != 0:
-        pytest.fail(f"mpiexec -n {nprocs} worker.py exited with {result.returncode}:\n"
+        pytest.fail(f"mpiexec -n {nprocs} {worker} exited with {result.returncode}:\n"
                     f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return json.loads(out.read_text())

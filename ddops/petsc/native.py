@@ -1,0 +1,326 @@
+"""The native route: ddops' subdomains and coarse basis handed to PETSc's own PCMG and PCASM.
+
+:class:`~ddops.petsc.SchwarzPC` applies ddops' operator inside a ``PCPYTHON``;
+:func:`setup_native` instead builds only the *data* of the two-level method
+with ddops and composes it with PETSc's machinery, so that every solve runs
+in PETSc and the coarse solver is any PETSc solver the options database
+names::
+
+    ksp.setOperators(A)
+    native = setup_native(ksp, coarse="gdsw")   # -ddops_* options override the keywords
+    ksp.setFromOptions()                        # -mg_coarse_pc_type telescope, ...
+    ksp.solve(b, x)
+
+What :func:`setup_native` builds, on every rank of the operator's communicator,
+from the same options (``-<prefix>ddops_*``) and the same rank decomposition
+as :class:`~ddops.petsc.SchwarzPC`:
+
+* the decomposition of :func:`~ddops.petsc.decomposition.rank_decomposition`
+  (each rank cuts its own rows into its own parts);
+* the **overlapping subdomains of the rank** as ``IS`` (global indices, the
+  overlap already in them) and their non-overlapping parts (``is_local``,
+  used by ``-mg_levels_pc_asm_type restrict``), given to PCASM with
+  ``PCASMSetLocalSubdomains`` and ``PCASMSetOverlap(0)``;
+* the **coarse basis Phi as a distributed PETSc Mat** (``n x n0``, AIJ): each
+  rank computes and inserts its own rows of Phi (GDSW/RGDSW rank-locally from
+  its own rows of ``A``, as :class:`ddops.distributed.DistributedTwoLevelSchwarz`
+  does); Phi is never gathered.  Its columns are spread over the ranks as
+  PETSc decides.
+
+and the PC it configures (a two-level PCMG; PCASM alone for ``-ddops_coarse none``):
+
+======================================  ==========================================
+level 1 (fine) smoother                 one Richardson step (``-mg_levels_ksp_type
+                                        richardson``, ``-mg_levels_ksp_max_it 1``; from
+                                        the zero guess of the additive cycle it is
+                                        ``M_ASM b``), PCASM on the
+                                        ddops subdomains, ``PCASMType`` basic for
+                                        ``-ddops_variant additive`` (restrict for
+                                        ``restricted``), sub solver LU
+                                        (``-mg_levels_sub_pc_type lu``)
+interpolation                           Phi (restriction: its transpose)
+coarse operator                         Galerkin ``Phi^T A Phi`` (``-pc_mg_galerkin both``,
+                                        PETSc's ``MatPtAP``)
+cycle                                   ``-pc_mg_type additive``: ``M = M_ASM + Phi A_0^{-1}
+                                        Phi^T``, ddops' additive two-level form
+coarse solver                           PETSc's default (``preonly`` with LU on one rank,
+                                        redundant LU on several) or anything the user
+                                        gives: ``-mg_coarse_pc_type telescope``,
+                                        ``redundant``, ``gamg``, ``lu`` with MUMPS, a
+                                        Krylov method with ``-mg_coarse_ksp_type``
+======================================  ==========================================
+
+The settings in the table are *defaults*: they are written into the options
+database under the PC's prefix only where the database has no value, and the
+types are set from code, so ``KSPSetFromOptions`` after :func:`setup_native`
+applies whatever the user gave (``-pc_mg_type multiplicative``,
+``-mg_levels_pc_asm_type restrict``, ``-mg_levels_sub_pc_type icc``, ...).
+Do not pass ``-pc_type`` (it would replace the PCMG).
+
+The decomposition and Phi are built once, from the operator set when
+:func:`setup_native` is called; call it again for a new matrix.  PCDEFLATION
+with Phi is not offered: petsc4py 3.18 does not wrap ``PCDeflationSetSpace``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .decomposition import RankDecomposition, check_ownership, rank_decomposition
+from .options import SchwarzOptions
+from .pc import DEFAULT_NULL_SPACE, near_null_space
+
+__all__ = ["NATIVE_DEFAULTS", "NativeSchwarz", "owned_coarse_rows", "setup_native"]
+
+#: Options written into the database under the PC's prefix unless present (see the module).
+NATIVE_DEFAULTS = {
+    "pc_mg_galerkin": "both",
+    "mg_levels_ksp_type": "richardson",
+    "mg_levels_ksp_max_it": 1,
+    "mg_levels_sub_ksp_type": "preonly",
+    "mg_levels_sub_pc_type": "lu",
+}
+
+#: Options of the one-level PCASM (``-ddops_coarse none``), under the PC's prefix.
+ONE_LEVEL_DEFAULTS = {
+    "sub_ksp_type": "preonly",
+    "sub_pc_type": "lu",
+}
+
+#: ``-ddops_variant`` of the native route and the PCASM type it gives.
+NATIVE_VARIANTS = {"additive": "basic", "restricted": "restrict"}
+
+
+class NativeSchwarz:
+    """What :func:`setup_native` built; keep it alive as long as the PC is used.
+
+    Attributes
+    ----------
+    pc : petsc4py.PETSc.PC
+        The configured PC (type ``mg``, or ``asm`` for one level).
+    options : SchwarzOptions
+        The settings in force (keywords overridden by ``-<prefix>ddops_*``).
+    parts : RankDecomposition
+        The decomposition and its map to the ranks (as ``SchwarzPC.parts``).
+    Phi : petsc4py.PETSc.Mat or None
+        The coarse basis, ``n x n0``, each rank holding its own rows.
+    subdomains, subdomains_local : list of petsc4py.PETSc.IS
+        This rank's overlapping subdomains and their non-overlapping parts.
+    coarse_dim : int
+        ``n0`` (0 for one level).
+    null_space_source : str
+        Where the coarse space's null space came from.
+    setup_seconds : float
+        Wall time of this rank's :func:`setup_native` (the PETSc set-up of the
+        PC comes later, in ``KSPSetUp``).
+    """
+
+    def __init__(self, pc: Any, options: SchwarzOptions, parts: RankDecomposition,
+                 Phi: Any, subdomains: list, subdomains_local: list, coarse_dim: int,
+                 null_space_source: str, setup_seconds: float) -> None:
+        self.pc = pc
+        self.options = options
+        self.parts = parts
+        self.Phi = Phi
+        self.subdomains = subdomains
+        self.subdomains_local = subdomains_local
+        self.coarse_dim = coarse_dim
+        self.null_space_source = null_space_source
+        self.setup_seconds = setup_seconds
+
+    def summary(self) -> list[str]:
+        """A few lines saying what was built (the PETSc side is printed by ``-ksp_view``)."""
+        o, d, p = self.options, self.parts.decomposition, self.parts.parts_per_rank
+        return [
+            f"ddops native route: {'PCMG, two levels' if self.Phi is not None else 'PCASM'}, "
+            f"variant {o.variant}",
+            f"  subdomains: {d.num_subdomains} ({int(p.min())} to {int(p.max())} per rank, "
+            f"partitioner {o.partitioner}), overlap {o.overlap} (in the IS; PCASM overlap 0)",
+            f"  coarse space: {o.coarse}, dimension {self.coarse_dim}",
+            f"  null space: {self.null_space_source}",
+            f"  set-up on rank 0: {self.setup_seconds:.3g} s",
+        ]
+
+    def destroy(self) -> None:
+        """Destroy the Mat and the IS (the PC keeps its own references)."""
+        for obj in [self.Phi, *self.subdomains, *self.subdomains_local]:
+            if obj is not None:
+                obj.destroy()
+        self.Phi = None
+        self.subdomains = self.subdomains_local = []
+
+
+def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
+                      null_space: np.ndarray | None) -> sp.csr_matrix | None:
+    """This rank's rows of Phi (``num_rows x n0``, CSR), as the ddops preconditioners build it.
+
+    One rank: the serial basis of :func:`ddops.coarse_basis` (what
+    :class:`ddops.TwoLevelSchwarz` uses).  Several ranks: the construction of
+    :class:`ddops.distributed.DistributedTwoLevelSchwarz` from owned rows:
+    GDSW/RGDSW with the owner labels rank-locally (the harmonic extension on
+    the rank's rows), the other bases from the replicated decomposition; only
+    a matrix basis without rank-local construction gathers the matrix (as
+    there).  ``None`` for ``coarse="none"``.
+    """
+    if coarse == "none":
+        return None
+    from ..dd.coarse import MATRIX_COARSE_BASES
+    from ..dd.coarse import coarse_basis as build_coarse_basis
+
+    d = parts.decomposition
+    rows = parts.rows
+    if comm is None:
+        A = ((rows + rows.T) * 0.5).tocsr()  # as the serial preconditioner does
+        Phi = build_coarse_basis(d, coarse, A=A, null_space=null_space)
+        return sp.csr_matrix(Phi, dtype=np.float64)
+    from ..distributed import DistributedLayout
+    from ..distributed.precond import _rank_local_gdsw_rows
+
+    layout = DistributedLayout(d, comm, A=rows, subdomain_ranks=parts.subdomain_ranks)
+    if coarse in MATRIX_COARSE_BASES and d.owner is not None:
+        Phi_ext, _ = _rank_local_gdsw_rows(layout, sp.csr_matrix(rows, dtype=np.float64),
+                                           coarse, null_space)
+        return sp.csr_matrix(Phi_ext[: layout.num_owned], dtype=np.float64)
+    if coarse in MATRIX_COARSE_BASES:  # pragma: no cover - rank_decomposition sets owner
+        A = layout.allgather_rows(rows)
+        Phi = build_coarse_basis(d, coarse, A=((A + A.T) * 0.5).tocsr(), null_space=null_space)
+    else:
+        Phi = build_coarse_basis(d, coarse, A=None, null_space=null_space)
+    return sp.csr_matrix(sp.csr_matrix(Phi)[layout.owned], dtype=np.float64)
+
+
+def _petsc_rows(P: Any, rows: sp.csr_matrix, n0: int) -> Any:
+    """A PETSc AIJ ``n x n0`` matrix from this rank's rows (columns split as PETSc decides)."""
+    from petsc4py import PETSc
+
+    m, n = rows.shape[0], P.getSize()[0]
+    rows = sp.csr_matrix(rows)
+    rows.sort_indices()
+    M = PETSc.Mat().createAIJ(((m, n), (PETSc.DECIDE, n0)), comm=P.getComm())
+    M.setPreallocationCSR((rows.indptr.astype(PETSc.IntType),
+                           rows.indices.astype(PETSc.IntType), rows.data))
+    M.assemble()
+    return M
+
+
+def _subdomain_sets(parts: RankDecomposition, rank: int) -> tuple[list, list]:
+    """This rank's subdomains (overlapping) and their owned parts as ``IS`` on ``COMM_SELF``."""
+    from petsc4py import PETSc
+
+    d = parts.decomposition
+    first = int(parts.parts_per_rank[:rank].sum())
+    rstart, rend = parts.row_range
+    owner = d.owner[rstart:rend]
+    overlapping, local = [], []
+    for i in range(first, first + int(parts.parts_per_rank[rank])):
+        indices = d.indices[d.offsets[i]:d.offsets[i + 1]]
+        overlapping.append(PETSc.IS().createGeneral(indices.astype(PETSc.IntType),
+                                                    comm=PETSc.COMM_SELF))
+        mine = (np.flatnonzero(owner == i) + rstart).astype(PETSc.IntType)
+        local.append(PETSc.IS().createGeneral(mine, comm=PETSc.COMM_SELF))
+    return overlapping, local
+
+
+def _set_defaults(prefix: str, defaults: dict) -> None:
+    """Write ``defaults`` into the options database under ``prefix`` where it has no value."""
+    from petsc4py import PETSc
+
+    db = PETSc.Options()
+    for key, value in defaults.items():
+        if not db.hasName(f"{prefix}{key}"):
+            db.setValue(f"{prefix}{key}", value)
+
+
+def _configure_asm(pc: Any, subdomains: list, subdomains_local: list, variant: str) -> None:
+    from petsc4py import PETSc
+
+    pc.setType(PETSc.PC.Type.ASM)
+    pc.setASMType(getattr(PETSc.PC.ASMType, NATIVE_VARIANTS[variant].upper()))
+    pc.setASMOverlap(0)  # the overlap is in the IS already
+    pc.setASMLocalSubdomains(len(subdomains), subdomains, subdomains_local)
+
+
+def setup_native(ksp_or_pc: Any, *, coordinates: Any = None, **options: Any) -> NativeSchwarz:
+    """Configure a PETSc PC as PCMG(PCASM on the ddops subdomains, Phi) from ddops' decomposition.
+
+    Collective over the operator's communicator; the operators must be set
+    (``KSPSetOperators``) before.  Call ``KSPSetFromOptions`` afterwards to
+    apply the user's options (the coarse solver, the cycle, the sub solvers).
+
+    Parameters
+    ----------
+    ksp_or_pc : petsc4py.PETSc.KSP or petsc4py.PETSc.PC
+        The KSP (its PC is configured) or the PC.
+    coordinates : array, optional
+        Coordinates of this rank's rows, for ``-ddops_partitioner rcb``.
+    **options
+        Defaults of :class:`~ddops.petsc.options.SchwarzOptions` (``subdomains``,
+        ``overlap``, ``coarse``, ``variant``, ``partitioner``, ``null_space``,
+        ``block_size``, ``seed``); ``-<prefix>ddops_*`` overrides them.
+        ``variant`` must be ``additive`` (PCASM basic) or ``restricted``
+        (PCASM restrict); ``local_solver`` is not used (the sub solver is
+        PETSc's: ``-mg_levels_sub_pc_type``).
+
+    Returns
+    -------
+    NativeSchwarz
+        The decomposition, Phi and the IS; keep it while the PC is in use.
+
+    Raises
+    ------
+    ValueError
+        A variant the native route does not have, no operators set, a bad option.
+    """
+    from petsc4py import PETSc
+
+    start = time.perf_counter()
+    pc = ksp_or_pc.getPC() if isinstance(ksp_or_pc, PETSc.KSP) else ksp_or_pc
+    unknown = sorted(set(options) - set(SchwarzOptions.__dataclass_fields__))
+    if unknown:
+        raise TypeError(f"setup_native got unknown options {unknown}; the options are "
+                        f"{sorted(SchwarzOptions.__dataclass_fields__)}")
+    prefix = pc.getOptionsPrefix() or ""
+    opts = SchwarzOptions(**options).with_database(prefix)
+    if opts.variant not in NATIVE_VARIANTS:
+        raise ValueError(f"-ddops_variant {opts.variant}: the native route has "
+                         f"{tuple(NATIVE_VARIANTS)} (PCASM basic or restrict); use "
+                         "ddops.petsc.SchwarzPC for the others")
+    try:
+        _, P = pc.getOperators()
+    except PETSc.Error as exc:
+        raise ValueError("setup_native needs the operators: call KSPSetOperators first") from exc
+    size, rank = P.getComm().getSize(), P.getComm().getRank()
+    comm = P.getComm().tompi4py() if size > 1 else None
+    block_size = opts.block_size or max(int(P.getBlockSize()), 1)
+    parts = rank_decomposition(P, comm, subdomains=opts.subdomains, overlap=opts.overlap,
+                               partitioner=opts.partitioner, block_size=block_size,
+                               seed=opts.seed, coordinates=coordinates)
+    if comm is not None:
+        check_ownership(parts.decomposition, parts.subdomain_ranks, P.getOwnershipRanges())
+    null_space, source = near_null_space(P, comm, opts.null_space)
+    if opts.coarse == "none":
+        source = DEFAULT_NULL_SPACE
+    rows = owned_coarse_rows(parts, comm, opts.coarse, null_space)
+    subdomains, subdomains_local = _subdomain_sets(parts, rank)
+    Phi = None
+    coarse_dim = 0 if rows is None else int(rows.shape[1])
+    if coarse_dim:
+        Phi = _petsc_rows(P, rows, coarse_dim)
+        _set_defaults(prefix, NATIVE_DEFAULTS)
+        pc.setType(PETSc.PC.Type.MG)
+        pc.setMGLevels(2)
+        pc.setMGType(PETSc.PC.MGType.ADDITIVE)
+        pc.setMGInterpolation(1, Phi)
+        smoother = pc.getMGSmoother(1)
+        smoother.setType(PETSc.KSP.Type.RICHARDSON)  # one step: B b from a zero guess
+        smoother.setTolerances(max_it=1)
+        _configure_asm(smoother.getPC(), subdomains, subdomains_local, opts.variant)
+    else:
+        _set_defaults(prefix, ONE_LEVEL_DEFAULTS)
+        _configure_asm(pc, subdomains, subdomains_local, opts.variant)
+    return NativeSchwarz(pc, opts, parts, Phi, subdomains, subdomains_local, coarse_dim,
+                         source, time.perf_counter() - start)

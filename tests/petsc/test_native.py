@@ -1,0 +1,164 @@
+"""The native route (PCMG + PCASM on the ddops subdomains + Phi) against the serial library.
+
+``worker_native.py`` runs under ``mpiexec -n P`` on 1, 2 and 4 ranks: PETSc's
+CG with ``-pc_mg_type additive`` (PCASM basic, LU on the subdomains) and an
+exact coarse solve takes the serial ``TwoLevelSchwarz(variant="additive")``
+iterations with scipy's CG, and one application equals the serial operator
+to rounding.  The in-process tests check the options and the messages.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+import ddops
+
+from . import _cases
+from ._petsc import petsc4py, run_worker
+
+#: Rank counts (4 ranks oversubscribe a 2-core machine: fine).
+RANKS = (1, 2, 4)
+
+CASES = _cases.NATIVE_CASES
+
+_prefixes = itertools.count()
+
+
+@pytest.fixture(scope="module", params=RANKS, ids=lambda p: f"np{p}")
+def results(request, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp(f"native{request.param}") / "results.json"
+    data = run_worker(request.param, out, worker="worker_native.py")
+    assert data["size"] == request.param
+    return data
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cg_iterations_equal_serial(results, case):
+    r = results["cases"][case]
+    assert r["petsc_reason"] > 0 and r["serial_info"] == 0  # both converged
+    assert r["coarse_dim"] == r["serial_coarse_dim"]
+    assert r["phi_rows_ok"]  # each rank holds its own PETSc rows of Phi
+    assert sum(r["local_subdomains"]) == _cases.PROBLEMS[case.split("/")[0]]
+    solver = case.split("/")[3]
+    if solver in _cases.EXACT_COARSE:
+        assert abs(r["petsc_iterations"] - r["serial_iterations"]) <= 1
+        assert r["apply_error"] <= 1e-10
+    else:  # one GAMG V-cycle on the coarse problem: inexact, a few iterations more at most
+        assert r["petsc_iterations"] <= r["serial_iterations"] + 5
+    expected = "asm" if case.split("/")[1] == "none" else "mg"
+    assert r["pc_type"] == expected
+
+
+def test_coarse_problem_on_fewer_ranks(results):
+    size = results["size"]
+    for solver, ranks in (("telescope", 1), ("telescope_half", max(size // 2, 1))):
+        r = results["cases"][f"poisson2d/gdsw/1/{solver}"]
+        assert r["coarse_pc_type"] == "telescope"
+        found = re.search(r"\(n\d+_mg_coarse_telescope_\) (\d+) MPI process", r["view"])
+        assert found and int(found.group(1)) == ranks, r["view"][-2000:]
+    assert results["cases"]["poisson2d/gdsw/1/gamg"]["coarse_pc_type"] == "gamg"
+
+
+def test_near_null_space_reaches_the_coarse_space(results):
+    r = results["cases"]["elasticity2d/gdsw/1/default"]
+    assert "3 vectors" in r["null_space_source"]
+
+
+# -- in this process (one rank) ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def PETSc():
+    return petsc4py()
+
+
+@pytest.fixture(scope="module")
+def poisson(PETSc):
+    A, _, _ = _cases.problem("poisson2d")
+    P = _cases.petsc_matrix(A, PETSc.COMM_SELF)
+    yield A, P
+    P.destroy()
+
+
+def _solve(P, ddops_options, petsc_options):
+    prefix = f"nt{next(_prefixes)}_"
+    its, reason, ksp, native = _cases.native_cg(P, _cases.rhs(P.getSize()[0]), prefix,
+                                                ddops_options, petsc_options)
+    return its, reason, ksp, native
+
+
+def test_database_overrides_the_defaults(poisson):
+    A, P = poisson
+    its, reason, ksp, native = _solve(P, {"subdomains": 8, "coarse": "rgdsw"},
+                                      {"mg_levels_sub_pc_type": "icc",
+                                       "pc_mg_type": "multiplicative",
+                                       # the undamped ASM sum is no convergent smoother (the
+                                       # V-cycle would not be SPD): damped
+                                       "mg_levels_ksp_richardson_scale": 0.3})
+    pc = ksp.getPC()
+    try:
+        assert reason > 0
+        assert pc.getMGType() == petsc4py().PC.MGType.MULTIPLICATIVE
+        (sub,) = pc.getMGSmoother(1).getPC().getASMSubKSP()[:1]
+        assert sub.getPC().getType() == "icc"
+        assert native.options.coarse == "rgdsw" and native.coarse_dim == 6
+        assert "coarse space: rgdsw, dimension 6" in "\n".join(native.summary())
+    finally:
+        ksp.destroy()
+        native.destroy()
+
+
+def test_keywords_and_restricted_variant(poisson, PETSc):
+    from ddops.petsc.native import setup_native
+
+    A, P = poisson
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOptionsPrefix(f"nt{next(_prefixes)}_")
+    ksp.setOperators(P)
+    ksp.setType("gmres")
+    ksp.setTolerances(rtol=1e-8)
+    native = setup_native(ksp, subdomains=8, coarse="gdsw", variant="restricted")
+    try:
+        ksp.setFromOptions()
+        b = P.createVecLeft()
+        b.setArray(_cases.rhs(A.shape[0]))
+        x = b.duplicate()
+        ksp.solve(b, x)
+        assert ksp.getConvergedReason() > 0
+        smoother = ksp.getPC().getMGSmoother(1).getPC()
+        assert smoother.getType() == "asm"
+        # every owned unknown in exactly one non-overlapping part
+        local = np.concatenate([s.getIndices() for s in native.subdomains_local])
+        assert np.array_equal(np.sort(local), np.arange(A.shape[0]))
+        d = ddops.Decomposition.from_matrix(A, 8, 1)
+        assert [s.getSize() for s in native.subdomains] == list(d.sizes)
+        b.destroy()
+        x.destroy()
+    finally:
+        ksp.destroy()
+        native.destroy()
+
+
+def test_errors(poisson, PETSc):
+    from ddops.petsc.native import setup_native
+
+    A, P = poisson
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOptionsPrefix(f"nt{next(_prefixes)}_")
+    try:
+        with pytest.raises(TypeError, match="unknown options"):
+            setup_native(ksp, coarsee="gdsw")
+        ksp.setOperators(P)
+        with pytest.raises(ValueError, match="native route has"):
+            setup_native(ksp, variant="hybrid")
+        with pytest.raises(ValueError, match="ddops_coarse must be one of"):
+            PETSc.Options().setValue(f"{ksp.getOptionsPrefix()}ddops_coarse", "foo")
+            try:
+                setup_native(ksp)
+            finally:
+                PETSc.Options().delValue(f"{ksp.getOptionsPrefix()}ddops_coarse")
+    finally:
+        ksp.destroy()
