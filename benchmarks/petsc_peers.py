@@ -1,0 +1,119 @@
+"""The adaptive coarse spaces against PETSc's algebraic multigrid (hypre BoomerAMG, GAMG).
+
+Run in the PETSc environment of ``docs/petsc.md`` (Debian's petsc4py, with PETSC_DIR set)::
+
+    python benchmarks/petsc_peers.py            # about 3 minutes on two cores
+
+On the high-contrast problems of the adaptive-coarse-space measurements (floating channels
+2D, contrast 1e6, 64 boxes of 32 x 32 points; random bar inclusions 3D, contrast 1e6, 216
+boxes of 6^3 points; log-normal 2D, contrast 1e8, 64 boxes of 16 x 16 points), one process
+and one BLAS thread: CG to ``rtol = 1e-8`` (unpreconditioned residual norm, zero initial
+guess, the same random right-hand side) with
+
+* ddops GDSW, AGDSW and GenEO (additive two-level Schwarz, scipy's CG);
+* PETSc KSPCG with ``-pc_type hypre -pc_hypre_type boomeramg`` (default options) and with
+  ``-pc_type gamg`` (default options).
+
+Set-up is the preconditioner's construction (the decomposition excluded for ddops, as in
+``benchmarks/adaptive.py``); solve is the Krylov iteration.  The table is printed as markdown.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse.linalg as spla
+from threadpoolctl import threadpool_limits
+
+import ddops
+from ddops.problems import (
+    diffusion_2d,
+    diffusion_3d,
+    high_contrast_channels,
+    lognormal_field,
+    random_inclusions,
+)
+
+RTOL = 1e-8
+MAXITER = 2000
+
+
+def problems():
+    """``(name, A, decomposition)`` of the three high-contrast problems."""
+    n = 255
+    yield ("channels 2D 1e6", diffusion_2d(high_contrast_channels(n, 1e6, margin=1)),
+           ddops.Decomposition.from_grid((n, n), (8, 8)))
+    n = 35
+    count = max(1, round((n + 1) ** 3 / 600))
+    yield ("inclusions 3D 1e6", diffusion_3d(random_inclusions(n, dim=3, count=count,
+                                                               contrast=1e6, seed=0)),
+           ddops.Decomposition.from_grid((n, n, n), (6, 6, 6)))
+    n = 127
+    yield ("log-normal 2D 1e8", diffusion_2d(lognormal_field(n, correlation_length=0.8 / 8,
+                                                             contrast=1e8, seed=0)),
+           ddops.Decomposition.from_grid((n, n), (8, 8)))
+
+
+def ddops_row(A, d, b, coarse):
+    start = time.perf_counter()
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis=coarse)
+    setup = time.perf_counter() - start
+    its = [0]
+    start = time.perf_counter()
+    _, info = spla.cg(A, b, rtol=RTOL, maxiter=MAXITER, M=M,
+                      callback=lambda _: its.__setitem__(0, its[0] + 1))
+    solve = time.perf_counter() - start
+    return its[0] if info == 0 else f">{MAXITER}", setup, solve
+
+
+def petsc_row(PETSc, A, b, pc_type, extra):
+    P = PETSc.Mat().createAIJ(size=A.shape, csr=(A.indptr, A.indices, A.data))
+    P.assemble()
+    ksp = PETSc.KSP().create()
+    ksp.setOperators(P)
+    ksp.setType("cg")
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    ksp.setTolerances(rtol=RTOL, atol=0.0, max_it=MAXITER)
+    opts = PETSc.Options()
+    prefix = f"peer_{pc_type}_"
+    ksp.setOptionsPrefix(prefix)
+    ksp.getPC().setType(pc_type)
+    for key, value in extra.items():
+        opts[prefix + key] = value
+    ksp.setFromOptions()
+    x, rhs = P.createVecs()
+    rhs.setArray(b)
+    start = time.perf_counter()
+    ksp.setUp()
+    setup = time.perf_counter() - start
+    start = time.perf_counter()
+    ksp.solve(rhs, x)
+    solve = time.perf_counter() - start
+    its = ksp.getIterationNumber() if ksp.getConvergedReason() > 0 else f">{MAXITER}"
+    ksp.destroy()
+    P.destroy()
+    return its, setup, solve
+
+
+def main():
+    from petsc4py import PETSc
+
+    print("| problem | method | CG iterations | set-up [s] | solve [s] | total [s] |")
+    print("|---|---|---:|---:|---:|---:|")
+    with threadpool_limits(limits=1, user_api="blas"):
+        for name, A, d in problems():
+            A = A.tocsr()
+            b = np.random.default_rng(0).standard_normal(A.shape[0])
+            rows = [(f"ddops {c.upper() if c != 'geneo' else 'GenEO'}",
+                     ddops_row(A, d, b, c)) for c in ("gdsw", "agdsw", "geneo")]
+            rows.append(("PETSc hypre BoomerAMG",
+                         petsc_row(PETSc, A, b, "hypre", {"pc_hypre_type": "boomeramg"})))
+            rows.append(("PETSc GAMG", petsc_row(PETSc, A, b, "gamg", {})))
+            for method, (its, setup, solve) in rows:
+                print(f"| {name} ({A.shape[0]} unknowns) | {method} | {its} | {setup:.2f} | "
+                      f"{solve:.2f} | {setup + solve:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
