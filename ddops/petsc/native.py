@@ -57,9 +57,18 @@ applies whatever the user gave (``-pc_mg_type multiplicative``,
 ``-mg_levels_pc_asm_type restrict``, ``-mg_levels_sub_pc_type icc``, ...).
 Do not pass ``-pc_type`` (it would replace the PCMG).
 
+With ``-ddops_variant hybrid`` the PC is PCDEFLATION instead: deflation
+space Phi, coarse problem ``Phi^T A Phi`` solved by PETSc's deflation KSP
+(``-deflation_*``, telescoped with ``-pc_deflation_reduction_factor``), and
+PCASM (basic, LU) on the ddops subdomains as its additional PC
+(``-deflation_pc_*``).  With the initial guess PCDEFLATION computes, CG
+takes the iterations of ddops' ``hybrid`` variant (``Q + (I - QA) M (I -
+AQ)``).  petsc4py 3.18 wraps neither ``PCDeflationSetSpace`` nor
+``PCDeflationGetPC``: they are called through ctypes, and the PC is set up
+inside :func:`setup_native` (so its options must be in the database then).
+
 The decomposition and Phi are built once, from the operator set when
-:func:`setup_native` is called; call it again for a new matrix.  PCDEFLATION
-with Phi is not offered: petsc4py 3.18 does not wrap ``PCDeflationSetSpace``.
+:func:`setup_native` is called; call it again for a new matrix.
 """
 
 from __future__ import annotations
@@ -74,7 +83,8 @@ from .decomposition import RankDecomposition, check_ownership, rank_decompositio
 from .options import SchwarzOptions
 from .pc import DEFAULT_NULL_SPACE, near_null_space
 
-__all__ = ["NATIVE_DEFAULTS", "NativeSchwarz", "owned_coarse_rows", "setup_native"]
+__all__ = ["DEFLATION_COARSE_SOLVER", "DEFLATION_DEFAULTS", "NATIVE_DEFAULTS", "NativeSchwarz",
+           "owned_coarse_rows", "setup_native"]
 
 #: Options written into the database under the PC's prefix unless present (see the module).
 NATIVE_DEFAULTS = {
@@ -91,8 +101,21 @@ ONE_LEVEL_DEFAULTS = {
     "sub_pc_type": "lu",
 }
 
-#: ``-ddops_variant`` of the native route and the PCASM type it gives.
-NATIVE_VARIANTS = {"additive": "basic", "restricted": "restrict"}
+#: ``-ddops_variant`` of the native route and the PCASM type it gives (``hybrid``: PCDEFLATION).
+NATIVE_VARIANTS = {"additive": "basic", "restricted": "restrict", "hybrid": "basic"}
+
+#: Options of PCDEFLATION's additional PC (PCASM), under the PC's prefix.
+DEFLATION_DEFAULTS = {
+    "deflation_pc_sub_ksp_type": "preonly",
+    "deflation_pc_sub_pc_type": "lu",
+}
+
+#: The direct solver of PCDEFLATION's coarse problem where PETSc has MUMPS (PCDEFLATION itself
+#: picks SuperLU_DIST, whose communicators made PETSc 3.18 abort at exit now and then).
+DEFLATION_COARSE_SOLVER = {"deflation_pc_factor_mat_solver_type": "mumps"}
+
+#: ``PCASMType`` values of the C enum (for the calls through ctypes).
+_ASM_TYPE_VALUES = {"basic": 3, "restrict": 1, "interpolate": 2, "none": 0}
 
 
 class NativeSchwarz:
@@ -101,7 +124,10 @@ class NativeSchwarz:
     Attributes
     ----------
     pc : petsc4py.PETSc.PC
-        The configured PC (type ``mg``, or ``asm`` for one level).
+        The configured PC (type ``mg``; ``deflation`` for ``-ddops_variant hybrid``;
+        ``asm`` for one level).
+    form : str
+        ``"PCMG, two levels"``, ``"PCDEFLATION with PCASM"`` or ``"PCASM"``.
     options : SchwarzOptions
         The settings in force (keywords overridden by ``-<prefix>ddops_*``).
     parts : RankDecomposition
@@ -131,13 +157,14 @@ class NativeSchwarz:
         self.coarse_dim = coarse_dim
         self.null_space_source = null_space_source
         self.setup_seconds = setup_seconds
+        self.form = ("PCASM" if Phi is None else "PCDEFLATION with PCASM"
+                     if options.variant == "hybrid" else "PCMG, two levels")
 
     def summary(self) -> list[str]:
         """A few lines saying what was built (the PETSc side is printed by ``-ksp_view``)."""
         o, d, p = self.options, self.parts.decomposition, self.parts.parts_per_rank
         return [
-            f"ddops native route: {'PCMG, two levels' if self.Phi is not None else 'PCASM'}, "
-            f"variant {o.variant}",
+            f"ddops native route: {self.form}, variant {o.variant}",
             f"  subdomains: {d.num_subdomains} ({int(p.min())} to {int(p.max())} per rank, "
             f"partitioner {o.partitioner}), overlap {o.overlap} (in the IS; PCASM overlap 0)",
             f"  coarse space: {o.coarse}, dimension {self.coarse_dim}",
@@ -244,6 +271,54 @@ def _configure_asm(pc: Any, subdomains: list, subdomains_local: list, variant: s
     pc.setASMLocalSubdomains(len(subdomains), subdomains, subdomains_local)
 
 
+def _petsc_library() -> Any:
+    """PETSc's C library through ctypes (the symbols petsc4py 3.18 does not wrap)."""
+    import ctypes
+
+    from petsc4py import PETSc
+
+    return ctypes.CDLL(PETSc.__file__)  # dlsym searches the module's dependencies: libpetsc
+
+
+def _check_call(name: str, code: int) -> None:
+    if code != 0:
+        raise RuntimeError(f"PETSc's {name} returned error code {code}")
+
+
+def _configure_deflation(pc: Any, Phi: Any, subdomains: list, subdomains_local: list) -> None:
+    """PCDEFLATION with the space Phi and PCASM (basic, on the ddops subdomains) as its PC.
+
+    petsc4py 3.18 wraps neither ``PCDeflationSetSpace`` nor ``PCDeflationGetPC``:
+    they are called through ctypes with the objects' handles.  PCDEFLATION
+    creates its additional PC in ``PCSetUp`` (type ``none``), so the PC is
+    set up here, then that PC becomes PCASM and is set up again.
+    """
+    import ctypes
+
+    from petsc4py import PETSc
+
+    lib = _petsc_library()
+    ptr = ctypes.c_void_p
+    integer = ctypes.c_int64 if np.dtype(PETSc.IntType).itemsize == 8 else ctypes.c_int32
+    pc.setType(PETSc.PC.Type.DEFLATION)
+    _check_call("PCDeflationSetSpace",
+                lib.PCDeflationSetSpace(ptr(pc.handle), ptr(Phi.handle), ctypes.c_int(0)))
+    pc.setFromOptions()  # the user's -pc_deflation_*, -deflation_* (read by PCSetUp_Deflation)
+    pc.setUp()
+    inner = ptr()
+    _check_call("PCDeflationGetPC", lib.PCDeflationGetPC(ptr(pc.handle), ctypes.byref(inner)))
+    _check_call("PCSetType", lib.PCSetType(inner, b"asm"))
+    _check_call("PCASMSetType", lib.PCASMSetType(inner, ctypes.c_int(_ASM_TYPE_VALUES["basic"])))
+    _check_call("PCASMSetOverlap", lib.PCASMSetOverlap(inner, integer(0)))
+    count = len(subdomains)
+    overlapping = (ptr * count)(*[i.handle for i in subdomains])
+    local = (ptr * count)(*[i.handle for i in subdomains_local])
+    _check_call("PCASMSetLocalSubdomains",
+                lib.PCASMSetLocalSubdomains(inner, integer(count), overlapping, local))
+    _check_call("PCSetFromOptions", lib.PCSetFromOptions(inner))  # -deflation_pc_pc_asm_*, sub
+    _check_call("PCSetUp", lib.PCSetUp(inner))
+
+
 def setup_native(ksp_or_pc: Any, *, coordinates: Any = None, **options: Any) -> NativeSchwarz:
     """Configure a PETSc PC as PCMG(PCASM on the ddops subdomains, Phi) from ddops' decomposition.
 
@@ -261,9 +336,11 @@ def setup_native(ksp_or_pc: Any, *, coordinates: Any = None, **options: Any) -> 
         Defaults of :class:`~ddops.petsc.options.SchwarzOptions` (``subdomains``,
         ``overlap``, ``coarse``, ``variant``, ``partitioner``, ``null_space``,
         ``block_size``, ``seed``); ``-<prefix>ddops_*`` overrides them.
-        ``variant`` must be ``additive`` (PCASM basic) or ``restricted``
-        (PCASM restrict); ``local_solver`` is not used (the sub solver is
-        PETSc's: ``-mg_levels_sub_pc_type``).
+        ``variant`` must be ``additive`` (PCMG, PCASM basic), ``restricted``
+        (PCMG, PCASM restrict) or ``hybrid`` (PCDEFLATION with Phi and PCASM
+        basic, set up here: its options must be in the database before the
+        call); ``local_solver`` is not used (the sub solver is PETSc's:
+        ``-mg_levels_sub_pc_type``, ``-deflation_pc_sub_pc_type``).
 
     Returns
     -------
@@ -287,8 +364,8 @@ def setup_native(ksp_or_pc: Any, *, coordinates: Any = None, **options: Any) -> 
     opts = SchwarzOptions(**options).with_database(prefix)
     if opts.variant not in NATIVE_VARIANTS:
         raise ValueError(f"-ddops_variant {opts.variant}: the native route has "
-                         f"{tuple(NATIVE_VARIANTS)} (PCASM basic or restrict); use "
-                         "ddops.petsc.SchwarzPC for the others")
+                         f"{tuple(NATIVE_VARIANTS)} (PCMG with PCASM basic or restrict, "
+                         "PCDEFLATION); use ddops.petsc.SchwarzPC for the others")
     try:
         _, P = pc.getOperators()
     except PETSc.Error as exc:
@@ -308,7 +385,13 @@ def setup_native(ksp_or_pc: Any, *, coordinates: Any = None, **options: Any) -> 
     subdomains, subdomains_local = _subdomain_sets(parts, rank)
     Phi = None
     coarse_dim = 0 if rows is None else int(rows.shape[1])
-    if coarse_dim:
+    if coarse_dim and opts.variant == "hybrid":
+        Phi = _petsc_rows(P, rows, coarse_dim)
+        _set_defaults(prefix, DEFLATION_DEFAULTS)
+        if PETSc.Sys.hasExternalPackage("mumps"):
+            _set_defaults(prefix, DEFLATION_COARSE_SOLVER)
+        _configure_deflation(pc, Phi, subdomains, subdomains_local)
+    elif coarse_dim:
         Phi = _petsc_rows(P, rows, coarse_dim)
         _set_defaults(prefix, NATIVE_DEFAULTS)
         pc.setType(PETSc.PC.Type.MG)

@@ -162,6 +162,10 @@ NATIVE_CASES = [
     "poisson3d/rgdsw/2/default",
     "elasticity2d/gdsw/1/default",
     "elasticity2d/rgdsw/2/default",
+    "poisson2d/gdsw/1/deflation",
+    "poisson3d/gdsw/1/deflation",
+    "elasticity2d/gdsw/1/deflation",
+    "poisson2d/gdsw/1/deflation_one_rank",
     "poisson2d/gdsw/1/redundant",
     "poisson2d/gdsw/1/telescope",
     "poisson2d/gdsw/1/telescope_half",
@@ -171,7 +175,8 @@ NATIVE_CASES = [
 ]
 
 #: Coarse solvers that are exact (to rounding): same iterations as the serial library.
-EXACT_COARSE = ("default", "redundant", "telescope", "telescope_half", "mumps", "gamg_cg")
+EXACT_COARSE = ("default", "deflation", "deflation_one_rank", "redundant", "telescope",
+                "telescope_half", "mumps", "gamg_cg")
 
 
 def coarse_solver_options(name: str, size: int) -> dict:
@@ -180,12 +185,16 @@ def coarse_solver_options(name: str, size: int) -> dict:
     ``telescope``: the coarse problem on one rank (reduction factor ``size``),
     LU there; ``telescope_half``: on ``max(size // 2, 1)`` ranks, redundant LU
     there; ``mumps``: a parallel LU of MUMPS (PETSc's LU on one rank);
+    ``deflation``: PCDEFLATION (``-ddops_variant hybrid``) with its own
+    coarse solver, ``deflation_one_rank``: with its coarse problem on one rank;
     ``gamg_cg``: CG preconditioned by GAMG to ``1e-12`` (an iterative but
     tight solve); ``gamg``: one GAMG V-cycle (inexact: the iterations may
     differ).
     """
-    if name == "default":
+    if name in ("default", "deflation"):  # deflation: -ddops_variant hybrid, PCDEFLATION
         return {}
+    if name == "deflation_one_rank":  # PCDEFLATION's coarse problem telescoped to one rank
+        return {"pc_deflation_reduction_factor": size}
     if name == "redundant":
         return {"mg_coarse_pc_type": "redundant", "mg_coarse_redundant_pc_type": "lu"}
     if name == "telescope":
@@ -218,7 +227,13 @@ def native_cg(P, b_global, prefix: str, ddops_options: dict, petsc_options: dict
     """
     from petsc4py import PETSc
 
-    from ddops.petsc.native import NATIVE_DEFAULTS, ONE_LEVEL_DEFAULTS, setup_native
+    from ddops.petsc.native import (
+        DEFLATION_COARSE_SOLVER,
+        DEFLATION_DEFAULTS,
+        NATIVE_DEFAULTS,
+        ONE_LEVEL_DEFAULTS,
+        setup_native,
+    )
 
     db = PETSc.Options()
     settings = {"ksp_type": "cg", "ksp_norm_type": "unpreconditioned", "ksp_rtol": RTOL,
@@ -244,6 +259,7 @@ def native_cg(P, b_global, prefix: str, ddops_options: dict, petsc_options: dict
         ksp.destroy()
         raise
     finally:
-        for key in [*settings, *NATIVE_DEFAULTS, *ONE_LEVEL_DEFAULTS]:
+        for key in [*settings, *NATIVE_DEFAULTS, *ONE_LEVEL_DEFAULTS, *DEFLATION_DEFAULTS,
+                    *DEFLATION_COARSE_SOLVER]:
             db.delValue(f"{prefix}{key}")
     return ksp.getIterationNumber(), int(ksp.getConvergedReason()), ksp, native
