@@ -30,6 +30,8 @@ NOT_RUN = {
     "adaptive.md": "measurements at full size (the first block takes about 20 s on two "
                    "cores, the second assembles and decomposes 2D elasticity at 130^2)",
     "distributed.md": "scripts for mpiexec with several ranks",
+    "petsc.md": "needs petsc4py (Debian's PETSc, a venv of its own) and Open MPI's mpiexec; "
+                "tests/petsc runs the same code",
 }
 
 
