@@ -23,25 +23,14 @@ import petsc4py
 petsc4py.init(sys.argv)
 
 from petsc4py import PETSc  # noqa: E402
-from petsc_schwarz import laplacian_rows  # noqa: E402  (the script's folder is on sys.path)
+from petsc_schwarz import poisson_cg  # noqa: E402  (the script's folder is on sys.path)
 
 from ddops.petsc import setup_native  # noqa: E402
 
 
 def main() -> None:
     comm = PETSc.COMM_WORLD
-    n = PETSc.Options().getInt("n", 256)
-    A = PETSc.Mat().createAIJ([n * n, n * n], comm=comm)
-    A.setUp()
-    rstart, rend = A.getOwnershipRange()
-    A.setPreallocationCSR(laplacian_rows(n, rstart, rend))  # this rank's rows only
-    A.assemble()
-
-    ksp = PETSc.KSP().create(comm=comm)
-    ksp.setOperators(A)
-    ksp.setType(PETSc.KSP.Type.CG)
-    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-    ksp.setTolerances(rtol=1e-8)
+    n, A, ksp = poisson_cg(comm)  # the same problem and CG as examples/petsc_schwarz.py
     start = PETSc.Log.getTime()
     native = setup_native(ksp, coarse="gdsw")  # -ddops_* override the keywords
     ksp.setFromOptions()  # -mg_coarse_*, -pc_mg_type, -mg_levels_* ...

@@ -45,20 +45,26 @@ def laplacian_rows(n: int, rstart: int, rend: int):
     return indptr.astype(PETSc.IntType), c.astype(PETSc.IntType), v
 
 
-def main() -> None:
-    comm = PETSc.COMM_WORLD
+def poisson_cg(comm):
+    """``(n, A, ksp)``: the Laplacian of ``-n`` (each rank its own rows) and a CG KSP on it
+    stopping at ``||b - A x|| <= 1e-8 ||b||``."""
     n = PETSc.Options().getInt("n", 256)
     A = PETSc.Mat().createAIJ([n * n, n * n], comm=comm)
     A.setUp()
     rstart, rend = A.getOwnershipRange()
     A.setPreallocationCSR(laplacian_rows(n, rstart, rend))  # this rank's rows only
     A.assemble()
-
     ksp = PETSc.KSP().create(comm=comm)
     ksp.setOperators(A)
     ksp.setType(PETSc.KSP.Type.CG)
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     ksp.setTolerances(rtol=1e-8)
+    return n, A, ksp
+
+
+def main() -> None:
+    comm = PETSc.COMM_WORLD
+    n, A, ksp = poisson_cg(comm)
     pc = ksp.getPC()
     pc.setType(PETSc.PC.Type.PYTHON)
     pc.setPythonContext(SchwarzPC(coarse="gdsw"))  # the command line may override all of it

@@ -87,6 +87,42 @@ def petsc_matrix(A, comm=None, block_size: int = 1, null_space=None):
     return P
 
 
+def _solve(ksp, P, b_global) -> None:
+    """Solve with this rank's rows of ``b_global`` (the PETSc vectors are destroyed after)."""
+    b = P.createVecLeft()
+    rstart, rend = P.getOwnershipRange()
+    b.setArray(b_global[rstart:rend])
+    x = b.duplicate()
+    ksp.solve(b, x)
+    b.destroy()
+    x.destroy()
+
+
+def worker_main(cases, run_case) -> None:
+    """The ``main`` of the MPI workers: ``--out`` JSON and ``--cases`` (default all);
+    ``run_case(case, k, comm, out)`` gives one record, rank 0 writes them."""
+    import argparse
+    import json
+
+    from mpi4py import MPI
+
+    from ddops.distributed import guard
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--cases", default="all")
+    args = parser.parse_args()
+    comm = MPI.COMM_WORLD
+    chosen = cases if args.cases == "all" else args.cases.split(",")
+    results = {"size": comm.Get_size(), "cases": {}}
+    with guard(comm):
+        for k, case in enumerate(chosen):
+            results["cases"][case] = run_case(case, k, comm, args.out)
+    if comm.Get_rank() == 0:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
 def petsc_cg(P, b_global, prefix: str, options: dict, context=None):
     """PETSc CG with the ddops PC; returns ``(iterations, reason, ksp)``; destroy ``ksp`` after use.
 
@@ -114,13 +150,7 @@ def petsc_cg(P, b_global, prefix: str, options: dict, context=None):
         pc.setPythonContext(context)
     try:
         ksp.setFromOptions()
-        b = P.createVecLeft()
-        rstart, rend = P.getOwnershipRange()
-        b.setArray(b_global[rstart:rend])
-        x = b.duplicate()
-        ksp.solve(b, x)
-        b.destroy()
-        x.destroy()
+        _solve(ksp, P, b_global)
     except BaseException:
         # a KSP with a Python PC left to PETSc's finalisation can crash the interpreter's exit
         ksp.destroy()
@@ -248,13 +278,7 @@ def native_cg(P, b_global, prefix: str, ddops_options: dict, petsc_options: dict
     try:
         native = setup_native(ksp)
         ksp.setFromOptions()
-        b = P.createVecLeft()
-        rstart, rend = P.getOwnershipRange()
-        b.setArray(b_global[rstart:rend])
-        x = b.duplicate()
-        ksp.solve(b, x)
-        b.destroy()
-        x.destroy()
+        _solve(ksp, P, b_global)
     except BaseException:
         ksp.destroy()
         raise

@@ -84,3 +84,17 @@ def run_worker(nprocs: int, out: Path, *args: str, worker: str = "worker.py") ->
         pytest.fail(f"mpiexec -n {nprocs} {worker} exited with {result.returncode}:\n"
                     f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return json.loads(out.read_text())
+
+
+def run_example(script: str, *args: str) -> str:
+    """Run ``examples/<script>`` on 2 ranks with ``args``; its standard output.
+
+    The environment comes from os.environ (see :func:`run_worker`: a child mpiexec that
+    inherits Open MPI's singleton variables exits with status 1 and no message).
+    """
+    path = HERE.parents[1] / "examples" / script
+    command = [*mpiexec(), "-n", "2", sys.executable, str(path), *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout

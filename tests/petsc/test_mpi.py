@@ -70,25 +70,15 @@ def test_view_reports_the_setup(results):
 
 def test_example_script_runs_as_documented():
     """``examples/petsc_schwarz.py`` with the command line of docs/petsc.md (small grid)."""
-    import os
     import re
-    import subprocess
-    import sys
 
-    from ._petsc import HERE, TIMEOUT, mpiexec
+    from ._petsc import run_example
 
-    script = HERE.parents[1] / "examples" / "petsc_schwarz.py"
-    command = [*mpiexec(), "-n", "2", sys.executable, str(script), "-n", "48", "-ksp_monitor",
-               "-pc_type", "python", "-pc_python_type", "ddops.petsc.SchwarzPC",
-               "-ddops_coarse", "gdsw", "-ksp_view"]
-    # env from os.environ: importing petsc4py here initialised MPI, which set Open MPI's
-    # singleton variables in this process's C environment; a child mpiexec inheriting them
-    # exits with status 1 and no message
-    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert "coarse space: gdsw" in result.stdout
+    stdout = run_example("petsc_schwarz.py", "-n", "48", "-ksp_monitor", "-pc_type", "python",
+                         "-pc_python_type", "ddops.petsc.SchwarzPC", "-ddops_coarse", "gdsw",
+                         "-ksp_view")
+    assert "coarse space: gdsw" in stdout
     found = re.search(r"2304 unknowns on 2 ranks: (\d+) iterations \((\d+)\), "
-                      r"\|b - A x\| / \|b\| = (\S+),", result.stdout)
-    assert found, result.stdout[-2000:]
+                      r"\|b - A x\| / \|b\| = (\S+),", stdout)
+    assert found, stdout[-2000:]
     assert int(found.group(2)) > 0 and float(found.group(3)) <= 1e-8

@@ -169,22 +169,13 @@ def test_errors(poisson, PETSc):
 
 def test_native_example_runs_as_documented():
     """``examples/petsc_native.py`` with the coarse problem telescoped to one rank (small grid)."""
-    import os
-    import subprocess
-    import sys
+    from ._petsc import run_example
 
-    from ._petsc import HERE, TIMEOUT, mpiexec
-
-    script = HERE.parents[1] / "examples" / "petsc_native.py"
-    command = [*mpiexec(), "-n", "2", sys.executable, str(script), "-n", "48", "-ksp_monitor",
-               "-mg_coarse_pc_type", "telescope", "-mg_coarse_pc_telescope_reduction_factor",
-               "2", "-mg_coarse_telescope_pc_type", "lu"]
-    # env from os.environ (see test_mpi.test_example_script_runs_as_documented)
-    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert "coarse space: gdsw" in result.stdout
+    stdout = run_example("petsc_native.py", "-n", "48", "-ksp_monitor", "-mg_coarse_pc_type",
+                         "telescope", "-mg_coarse_pc_telescope_reduction_factor", "2",
+                         "-mg_coarse_telescope_pc_type", "lu")
+    assert "coarse space: gdsw" in stdout
     found = re.search(r"2304 unknowns on 2 ranks, coarse solver telescope: (\d+) iterations "
-                      r"\((\d+)\), \|b - A x\| / \|b\| = (\S+),", result.stdout)
-    assert found, result.stdout[-2000:]
+                      r"\((\d+)\), \|b - A x\| / \|b\| = (\S+),", stdout)
+    assert found, stdout[-2000:]
     assert int(found.group(2)) > 0 and float(found.group(3)) <= 1e-8

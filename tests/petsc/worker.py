@@ -10,8 +10,6 @@ grown by ``Decomposition.from_matrix`` from the owner labels the PC chose,
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
 import petsc4py
@@ -24,13 +22,12 @@ from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
 import ddops  # noqa: E402
-from ddops.distributed import guard  # noqa: E402
 
 #: The worker's cases (shared with the tests).
 CASES = _cases.CASES
 
 
-def run_case(case: str, k: int, comm) -> dict:
+def run_case(case: str, k: int, comm, out: str) -> dict:
     name, coarse, overlap, variant, partitioner, null_choice = case.split("/")
     A, Z, b = _cases.problem(name)
     n = A.shape[0]
@@ -84,21 +81,5 @@ def run_case(case: str, k: int, comm) -> dict:
     return record
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--cases", default="all")
-    args = parser.parse_args()
-    comm = MPI.COMM_WORLD
-    cases = CASES if args.cases == "all" else args.cases.split(",")
-    results = {"size": comm.Get_size(), "cases": {}}
-    with guard(comm):
-        for k, case in enumerate(cases):
-            results["cases"][case] = run_case(case, k, comm)
-    if comm.Get_rank() == 0:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
-
-
 if __name__ == "__main__":
-    main()
+    _cases.worker_main(CASES, run_case)

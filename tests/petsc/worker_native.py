@@ -13,8 +13,6 @@ labels the route chose, and writes one JSON record per case.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
 import petsc4py
@@ -27,7 +25,6 @@ from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
 import ddops  # noqa: E402
-from ddops.distributed import guard  # noqa: E402
 
 
 def coarse_view(ksp, path: str, comm) -> str:
@@ -92,21 +89,5 @@ def run_case(case: str, k: int, comm, out: str) -> dict:
     return record
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--cases", default="all")
-    args = parser.parse_args()
-    comm = MPI.COMM_WORLD
-    cases = _cases.NATIVE_CASES if args.cases == "all" else args.cases.split(",")
-    results = {"size": comm.Get_size(), "cases": {}}
-    with guard(comm):
-        for k, case in enumerate(cases):
-            results["cases"][case] = run_case(case, k, comm, args.out)
-    if comm.Get_rank() == 0:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
-
-
 if __name__ == "__main__":
-    main()
+    _cases.worker_main(_cases.NATIVE_CASES, run_case)
