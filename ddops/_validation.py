@@ -52,7 +52,7 @@ def check_dtype(dtype: Any, name: str = "dtype") -> np.dtype:
     return dt
 
 
-def as_matrix(A: Any, name: str = "A", *, copy: bool = False, convert: bool = True):
+def as_matrix(A: Any, name: str = "A", *, convert: bool = True):
     """The one input contract for matrices: a real square sparse matrix or 2-D array as CSR.
 
     Every entry point that reads the entries of a matrix (decompositions, coarse
@@ -67,8 +67,6 @@ def as_matrix(A: Any, name: str = "A", *, copy: bool = False, convert: bool = Tr
         coarse matrices from the entries.
     name : str
         The argument's name in messages.
-    copy : bool
-        Return a float64 copy even when ``A`` is already float64 CSR.
     convert : bool
         False: keep the caller's dtype and index order (CSR of the same values; what
         a graph partitioner needs), no float64 copy.
@@ -130,7 +128,7 @@ def as_matrix(A: Any, name: str = "A", *, copy: bool = False, convert: bool = Tr
         raise ValueError(f"{name} must have at least one row, got shape {A.shape}")
     if not convert:
         A = A.tocsr()
-    elif copy or not (A.format == "csr" and A.dtype == np.float64 and A.has_canonical_format):
+    elif not (A.format == "csr" and A.dtype == np.float64 and A.has_canonical_format):
         A = sp.csr_matrix(A, dtype=np.float64, copy=True)  # the caller's matrix stays as it is
         A.sum_duplicates()
     else:

@@ -160,3 +160,34 @@ def test_bad_kernels_are_refused_by_name(neumann):
         ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=np.full(n, np.nan))
     with pytest.raises(TypeError, match="kernel must be a real array"):
         ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=np.ones(n) * 1j)
+
+
+def test_the_kernel_and_consistency_tolerances_are_the_documented_ones(neumann):
+    from ddops.dd import kernel
+
+    A, d = neumann
+    n = A.shape[0]
+    scale = float(abs(A).sum(axis=0).max())
+    e = np.zeros(n)
+    e[0] = 1.0
+    z = np.ones(n)
+    Ae = np.linalg.norm(A @ e)
+    # a kernel vector perturbed so that ||A z|| / (||A||_1 ||z||) is 0.5x or 2x KERNEL_RTOL
+    for factor, ok in ((0.5, True), (2.0, False)):
+        eps = factor * kernel.KERNEL_RTOL * scale * np.linalg.norm(z) / Ae
+        if ok:
+            check_kernel(z + eps * e, A)
+        else:
+            with pytest.raises(ValueError, match="not in the kernel"):
+                check_kernel(z + eps * e, A)
+    # a residual whose kernel part is just below / above KERNEL_RHS_RTOL of its norm
+    q = np.ones(n) / np.sqrt(n)
+    r = np.random.default_rng(3).standard_normal(n)
+    r -= q * (q @ r)
+    r /= np.linalg.norm(r)
+    for factor, warns in ((0.5, False), (2.0, True)):
+        M = ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=np.ones(n))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            M.matvec(r + factor * kernel.KERNEL_RHS_RTOL * q)
+        assert any("inconsistent" in str(w.message) for w in caught) == warns, factor
