@@ -279,16 +279,15 @@ def _grounded_basis(d: Decomposition, kind: str, size: int | None, A: Any, null_
                     kernel: Any, options: dict) -> tuple[sp.csr_matrix, Any]:
     """The basis of ``kind`` (null space: ``kernel`` unless given) without the columns that
     make its coarse matrix singular for ``ker A = range(kernel)``."""
-    from .kernel import check_kernel, coarse_kernel_columns
+    from .kernel import check_kernel, ground_basis
 
     Q = check_kernel(kernel, _kernel_reference(A, d.num_dofs))
     options = {k: v for k, v in options.items() if v is not None}
     Phi, info = coarse_basis(d, kind, size, A=A,
                              null_space=kernel if null_space is None else null_space,
                              return_info=True, **options)
-    drop = coarse_kernel_columns(Phi, Q)
-    keep = np.setdiff1d(np.arange(Phi.shape[1]), drop)
-    return Phi[:, keep].tocsr(), info
+    grounded, _ = ground_basis(Phi, Q)
+    return (Phi[:, :0].tocsr() if grounded is None else grounded), info
 
 
 def _kernel_reference(A: Any, n: int) -> sp.csr_matrix:

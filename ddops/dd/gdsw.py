@@ -659,8 +659,8 @@ def harmonic_extension(
         Memory bound of one block of right-hand sides.
     chunk_rows : int, optional
         Target rows of one chunk of parts factorised together (default
-        :data:`FACTOR_CHUNK_ROWS` for SuperLU, 4 times it for the others); the result
-        does not depend on it beyond rounding.
+        :data:`FACTOR_CHUNK_ROWS`, whatever the solver); the result does not depend on it
+        beyond rounding.
     solver : {"auto", "superlu", "pardiso", "amg"}
         The interior solver (:func:`ddops.linalg.local_solvers.factorize_blocks`):
         ``"auto"`` is PARDISO when it is installed, else SuperLU.  ``"amg"`` is the

@@ -32,7 +32,7 @@ import scipy.sparse.linalg as spla
 from .._validation import check_finite
 
 __all__ = ["KERNEL_RTOL", "KERNEL_RANGE_RTOL", "KERNEL_RHS_RTOL", "check_kernel",
-           "coarse_kernel_columns", "remove_kernel"]
+           "coarse_kernel_columns", "ground_basis", "remove_kernel"]
 
 #: A given kernel vector ``z`` must satisfy ``||A z|| <= KERNEL_RTOL ||A||_1 ||z||``
 #: (rounding of an exact kernel vector is about 1e-15 of that).
@@ -140,6 +140,16 @@ def coarse_kernel_columns(Phi: sp.csr_matrix, Q: np.ndarray) -> np.ndarray:
     K0, _ = np.linalg.qr(C @ V[:, inside])
     _, _, piv = sla.qr(K0.T, mode="economic", pivoting=True)
     return np.sort(piv[:K0.shape[1]]).astype(np.int64)
+
+
+def ground_basis(Phi: sp.csr_matrix, Q: np.ndarray) -> tuple[sp.csr_matrix | None, int]:
+    """``Phi`` without the columns of :func:`coarse_kernel_columns`, and how many were
+    dropped (None when none is left: the coarse space was the kernel only)."""
+    drop = coarse_kernel_columns(Phi, Q)
+    if not drop.size:
+        return Phi, 0
+    keep = np.setdiff1d(np.arange(Phi.shape[1]), drop)
+    return (sp.csr_matrix(Phi[:, keep]) if keep.size else None), int(drop.size)
 
 
 def remove_kernel(X: Any, Q: Any) -> Any:

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from .._validation import as_matrix, check_int
+from .._validation import as_matrix, check_int, check_no_empty_rows
 from .decomposition import Decomposition, split_sizes
 
 __all__ = [
@@ -68,11 +68,7 @@ def _check_matrix(A: Any) -> sp.csr_matrix | sp.csr_array:
     :func:`ddops._validation.as_matrix`; the partitioners read only its pattern), or raise
     naming ``A``; an empty row is named by its index."""
     A, _ = as_matrix(A, "A", convert=False)
-    empty = np.flatnonzero(np.diff(A.indptr) == 0)
-    if empty.size:
-        more = f" (and {empty.size - 1} more)" if empty.size > 1 else ""
-        raise ValueError(f"A: row {int(empty[0])} is empty{more}: an unknown coupled to "
-                         "nothing, so A is singular; remove the unknown or give it an equation")
+    check_no_empty_rows(A, "A")
     return A
 
 

@@ -502,6 +502,9 @@ def _check_learned_options(c: PrecondConfig) -> None:
     if c.coarse == "learned" and c.problem == "poisson1d":
         raise ValueError("coarse: 'learned' is for the 2D/3D problems and --matrix (its base "
                          "is GDSW)")
+    if c.coarse == "learned" and c.kernel is not None:
+        raise ValueError("coarse: 'learned' is not available with kernel= (a singular matrix): "
+                         "its near-kernel vectors and its deflation ceiling assume an SPD A")
     for name in ("extra", "coarse_train_steps"):
         if getattr(c, name) is not None and c.coarse != "learned":
             raise ValueError(f"{name}: only used with coarse='learned', not with "
@@ -587,6 +590,8 @@ def _user_files(c: PrecondConfig) -> dict[str, Any]:
     """Read and check the files of ``matrix=FILE`` (cached for the run that follows)."""
     from .. import problems
 
+    c.block_size = 1 if c.block_size is None else check_int("block_size", c.block_size,
+                                                              minimum=1)
     key = tuple(getattr(c, k) for k in ("matrix", "rhs", "coordinates", "block_size",
                                         "null_space", "kernel"))
     stamp = tuple(os.stat(p).st_mtime_ns if isinstance(p, str) and os.path.isfile(p) else None
@@ -595,8 +600,6 @@ def _user_files(c: PrecondConfig) -> dict[str, Any]:
         return _USER_FILES["files"]
     A = problems.load_matrix(c.matrix, "matrix")
     n = A.shape[0]
-    c.block_size = 1 if c.block_size is None else check_int("block_size", c.block_size,
-                                                              minimum=1)
     b = c.block_size
     if n % b:
         raise ValueError(f"block_size={b} does not divide the {n} unknowns of the matrix")
@@ -1510,9 +1513,11 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
     b = (np.random.default_rng(c.seed).standard_normal(n) if prob.rhs is None
          else prob.rhs.copy())
     if K is not None:  # consistent: the right-hand side without its kernel components
-        Q = np.linalg.qr(K)[0]
+        from ..dd.kernel import check_kernel, remove_kernel
+
+        Q = check_kernel(K, A.tocsr().astype(np.float64), "kernel")
         along = float(np.linalg.norm(Q.T @ b)) / max(float(np.linalg.norm(b)), 1e-300)
-        b -= Q @ (Q.T @ b)
+        b = remove_kernel(b, Q)
         log(f"right-hand side projected off the kernel (its kernel part was {along:.2e} of it)")
     pyamg = _pyamg()
     if c.partitioner == "metis":  # imported now: the first row's partition time is METIS's

@@ -330,7 +330,7 @@ def near_kernel_vectors(A: Any, M: Any, num_vectors: int, *, method: str = "cheb
         The base preconditioner (e.g. :class:`ddops.TwoLevelSchwarz`), applied to blocks.
     num_vectors : int
         ``m``.
-    method : {"chebyshev", "richardson", "lobpcg"}
+    method : {"chebyshev", "richardson"}
         ``"richardson"``: ``(I - omega M A)^steps`` on a random block, ``omega =
         1/lambda_max``.  ``"chebyshev"``: the Chebyshev polynomial of degree ``steps`` that
         is small on ``[lower lambda_max, lambda_max]`` and 1 at 0 (same cost, much stronger
@@ -529,7 +529,7 @@ def learned_coarse_basis(
         Q = init * mask
     elif initialisation == "pod":
         # What the base space leaves of each vector, E0 = (I - P_base) V.
-        C0 = _spd_solve(problem.G_bb, problem.B_b)
+        C0 = problem.C_b0  # G_bb^{-1} B_b, solved once by the deflation problem
         Q = _pod_init(d, problem.V - Phi_b @ C0, k, rng)
     else:
         Q = rng.standard_normal((d.num_subdomains, d.max_size, k)) * mask

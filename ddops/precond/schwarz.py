@@ -52,7 +52,7 @@ from ..dd.coarse import (
 from ..dd.coarse import coarse_basis as build_coarse_basis
 from ..dd.decomposition import Decomposition
 from ..dd.gdsw import FACTOR_CHUNK_ROWS, symmetry_defect
-from ..dd.kernel import KERNEL_RHS_RTOL, check_kernel, coarse_kernel_columns, remove_kernel
+from ..dd.kernel import KERNEL_RHS_RTOL, check_kernel, ground_basis, remove_kernel
 from ..linalg.local_solvers import (
     SINGULAR_PIVOT_RTOL,
     SPARSE_SOLVERS,
@@ -129,7 +129,7 @@ EXACT_PIVOT_CHECK_ROWS = 2**17
 # -- validation helpers ----------------------------------------------------------------------
 def _check_matrix(A: Any, name: str = "A") -> tuple[sp.csr_matrix, np.dtype]:
     """``A`` as float64 CSR (the package's matrix contract, :func:`ddops._validation.as_matrix`)
-    with a positive diagonal, and its original dtype."""
+    without empty rows, and its original dtype."""
     A, original = as_matrix(A, name)
     check_no_empty_rows(A, name)
     return A, original
@@ -467,11 +467,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
         self.coarse_stats["kernel_dropped"] = 0
         if Q is not None and Phi is not None:
             # ground the coarse problem: drop one column per dimension of the coarse kernel
-            drop = coarse_kernel_columns(Phi, Q)
-            if drop.size:
-                keep = np.setdiff1d(np.arange(Phi.shape[1]), drop)
-                Phi = Phi[:, keep] if keep.size else None
-                self.coarse_stats["kernel_dropped"] = int(drop.size)
+            Phi, self.coarse_stats["kernel_dropped"] = ground_basis(Phi, Q)
         self.kernel = Q
         self._kernel = None if Q is None else asarray(Q.astype(dt), backend=backend)
         self._largest_residual = 0.0

@@ -3,6 +3,7 @@ GenEO and the exact-deflation ceiling, checked against the library called direct
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import ddops
 import ddops.precond.learned_coarse as learned_coarse
@@ -49,8 +50,17 @@ def test_the_ceiling_fails_in_its_row_when_too_large(tmp_path, monkeypatch):
     (["--problem", "channels2d", "--n", "31", "--extra", "2"], "extra: only used with"),
     (["--n", "64", "--subdomains", "2", "--coarse", "learned"], "'learned' is for the 2D/3D"),
     (["--problem", "poisson2d", "--n", "16", "--train-steps", "3"], "only used with"),
+    (["--matrix", "{neumann}", "--kernel", "constants", "--coarse", "learned"],
+     "not available with --kernel"),
 ])
 def test_learned_flags_out_of_place_give_one_line(tmp_path, capsys, argv, message):
+    if any("{neumann}" in a for a in argv):
+        n = 12
+        T = sp.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1]).tolil()
+        T[0, 0] = T[-1, -1] = 1.0
+        N = (sp.kron(T.tocsr(), sp.identity(n)) + sp.kron(sp.identity(n), T.tocsr())).tocsr()
+        sp.save_npz(tmp_path / "neumann.npz", N)
+        argv = [a.format(neumann=tmp_path / "neumann.npz") for a in argv]
     assert main(["precond", *argv, "--save-prefix", str(tmp_path / "x"), *QUIET]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err

@@ -118,3 +118,19 @@ def test_no_train_labels_the_paper_row_untrained(tmp_path):
     assert "paper training" not in table
     assert rows["paper"]["label"] == "Schwarz attention, untrained (initialisation)"
     assert json.dumps(payload)  # the payload stays JSON
+
+
+def test_the_files_are_read_once(files, tmp_path, monkeypatch):
+    import ddops.problems as problems
+
+    root = files[0]
+    calls = []
+    original = problems.load_matrix
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(problems, "load_matrix", counting)
+    run(tmp_path, "once", "--matrix", str(root / "poisson.mtx"), "--subdomains", "4")
+    assert len(calls) == 1  # validation reads and checks it, the run reuses it
