@@ -2,7 +2,7 @@
 
 Run in the PETSc environment of ``docs/petsc.md`` (Debian's petsc4py, with PETSC_DIR set)::
 
-    python benchmarks/petsc_peers.py            # about 3 minutes on two cores
+    python benchmarks/petsc_peers.py            # about 6 minutes on two cores
 
 On the high-contrast problems of the adaptive-coarse-space measurements (floating channels
 2D, contrast 1e6, 64 boxes of 32 x 32 points; random bar inclusions 3D, contrast 1e6, 216
@@ -14,6 +14,13 @@ guess, the same random right-hand side) with
 * PETSc KSPCG with ``-pc_type hypre -pc_hypre_type boomeramg`` (default options) and with
   ``-pc_type gamg`` (default options).
 
+and on the elasticity problems with stiff inclusions of ``benchmarks/adaptive.py``
+(contrast 1e6; 2D: 60 disks, 128 METIS parts; 3D: 20 balls, 64 parts), ddops GDSW, AGDSW
+and GenEO with the finite-element Neumann matrices (their assembly counted in the set-up),
+pyamg's smoothed aggregation with the rigid body modes as ``B``, and GAMG with the rigid
+body modes as near-null space (``MatSetNearNullSpace``) and BoomerAMG (scalar, default
+options; it knows no near-null space).
+
 Set-up is the preconditioner's construction (the decomposition excluded for ddops, as in
 ``benchmarks/adaptive.py``); solve is the Krylov iteration.  The table is printed as markdown.
 """
@@ -24,6 +31,7 @@ import time
 
 import numpy as np
 import scipy.sparse.linalg as spla
+from adaptive import elasticity_problem  # the same elasticity problems (benchmarks/)
 from threadpoolctl import threadpool_limits
 
 import ddops
@@ -55,21 +63,43 @@ def problems():
            ddops.Decomposition.from_grid((n, n), (8, 8)))
 
 
-def ddops_row(A, d, b, coarse):
+def ddops_row(A, d, b, coarse, null_space=None, options=None, extra_setup=0.0):
     start = time.perf_counter()
-    M = ddops.TwoLevelSchwarz(A, d, coarse_basis=coarse)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis=coarse, null_space=null_space,
+                              coarse_options=options)
     setup = time.perf_counter() - start
     its = [0]
     start = time.perf_counter()
     _, info = spla.cg(A, b, rtol=RTOL, maxiter=MAXITER, M=M,
                       callback=lambda _: its.__setitem__(0, its[0] + 1))
     solve = time.perf_counter() - start
-    return its[0] if info == 0 else f">{MAXITER}", setup, solve
+    return its[0] if info == 0 else f">{MAXITER}", setup + extra_setup, solve
 
 
-def petsc_row(PETSc, A, b, pc_type, extra):
-    P = PETSc.Mat().createAIJ(size=A.shape, csr=(A.indptr, A.indices, A.data))
+def pyamg_row(A, b, B):
+    import pyamg
+
+    start = time.perf_counter()
+    M = pyamg.smoothed_aggregation_solver(A, B=B).aspreconditioner()
+    setup = time.perf_counter() - start
+    its = [0]
+    start = time.perf_counter()
+    _, info = spla.cg(A, b, rtol=RTOL, maxiter=MAXITER, M=M,
+                      callback=lambda _: its.__setitem__(0, its[0] + 1))
+    return its[0] if info == 0 else f">{MAXITER}", setup, time.perf_counter() - start
+
+
+def petsc_row(PETSc, A, b, pc_type, extra, near_null=None, block_size=1):
+    P = PETSc.Mat().createAIJ(size=A.shape, csr=(A.indptr, A.indices, A.data),
+                              bsize=block_size)
     P.assemble()
+    if near_null is not None:
+        vectors = []
+        for z in np.linalg.qr(near_null)[0].T:  # orthonormal, as PETSc requires
+            v = P.createVecLeft()
+            v.setArray(z)
+            vectors.append(v)
+        P.setNearNullSpace(PETSc.NullSpace().create(constant=False, vectors=vectors))
     ksp = PETSc.KSP().create()
     ksp.setOperators(P)
     ksp.setType("cg")
@@ -110,6 +140,25 @@ def main():
             rows.append(("PETSc hypre BoomerAMG",
                          petsc_row(PETSc, A, b, "hypre", {"pc_hypre_type": "boomeramg"})))
             rows.append(("PETSc GAMG", petsc_row(PETSc, A, b, "gamg", {})))
+            for method, (its, setup, solve) in rows:
+                print(f"| {name} ({A.shape[0]} unknowns) | {method} | {its} | {setup:.2f} | "
+                      f"{solve:.2f} | {setup + solve:.2f} |", flush=True)
+        for name, dim, size, N, count, radius in (("elasticity 2D 1e6", 2, 158, 128, 60, 0.035),
+                                                  ("elasticity 3D 1e6", 3, 17, 64, 20, 0.15)):
+            A, d, Z, Ns, info = elasticity_problem(dim, size, N, 1e6, count, radius)
+            A = A.tocsr()
+            b = np.random.default_rng(0).standard_normal(A.shape[0])
+            fe = {"neumann": Ns}
+            rows = [("ddops GDSW", ddops_row(A, d, b, "gdsw", Z)),
+                    ("ddops AGDSW, FE Neumann", ddops_row(A, d, b, "agdsw", Z, fe,
+                                                          info["neumann_s"])),
+                    ("ddops GenEO, FE Neumann", ddops_row(A, d, b, "geneo", Z, fe,
+                                                          info["neumann_s"])),
+                    ("pyamg SA, B = rigid body modes", pyamg_row(A, b, Z)),
+                    ("PETSc GAMG, near-null space = rigid body modes",
+                     petsc_row(PETSc, A, b, "gamg", {}, near_null=Z, block_size=dim)),
+                    ("PETSc hypre BoomerAMG",
+                     petsc_row(PETSc, A, b, "hypre", {"pc_hypre_type": "boomeramg"}))]
             for method, (its, setup, solve) in rows:
                 print(f"| {name} ({A.shape[0]} unknowns) | {method} | {its} | {setup:.2f} | "
                       f"{solve:.2f} | {setup + solve:.2f} |", flush=True)
