@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from ..dd.decomposition import Decomposition, split_sizes
 from ..dd.partition import decomposition_from_labels, default_subdomains, partition
 
-__all__ = ["RankDecomposition", "local_rows", "rank_decomposition"]
+__all__ = ["RankDecomposition", "local_rows", "rank_decomposition", "rank_decomposition_from_rows"]
 
 #: PETSc matrix types whose rows ``MatGetRow`` returns whole (with global column indices).
 ROW_TYPES = ("seqaij", "mpiaij")
@@ -150,7 +150,9 @@ def rank_decomposition(P: Any, comm: Any = None, *, subdomains: int | None = Non
                        seed: int = 0, coordinates: Any = None) -> RankDecomposition:
     """Overlapping decomposition of a PETSc matrix whose parts respect its row ownership.
 
-    Collective over ``P``'s communicator (see the module notes for the steps).
+    Collective over ``P``'s communicator (see the module notes for the steps):
+    :func:`rank_decomposition_from_rows` on ``P``'s own rows, the rows of other
+    ranks fetched from ``P`` where the overlap needs them.
 
     Parameters
     ----------
@@ -158,12 +160,45 @@ def rank_decomposition(P: Any, comm: Any = None, *, subdomains: int | None = Non
         Square ``seqaij`` or ``mpiaij`` matrix, symmetric pattern.
     comm : mpi4py communicator, optional
         ``P``'s communicator as mpi4py; required on more than one rank.
+    subdomains, overlap, partitioner, block_size, seed, coordinates
+        As in :func:`rank_decomposition_from_rows`.
+
+    Returns
+    -------
+    RankDecomposition
+    """
+    return rank_decomposition_from_rows(
+        local_rows(P), P.getOwnershipRange(), comm,
+        fetch_rows=lambda wanted: _fetch_rows(P, wanted),
+        subdomains=subdomains, overlap=overlap, partitioner=partitioner, block_size=block_size,
+        seed=seed, coordinates=coordinates)
+
+
+def rank_decomposition_from_rows(rows: sp.csr_matrix, row_range: tuple[int, int], comm: Any = None,
+                                 *, fetch_rows: Any = None, subdomains: int | None = None,
+                                 overlap: int = 1, partitioner: str = "metis",
+                                 block_size: int = 1, seed: int = 0,
+                                 coordinates: Any = None) -> RankDecomposition:
+    """The decomposition of :func:`rank_decomposition` from this rank's rows as scipy CSR.
+
+    The same parts without PETSc: what ``ddops.distributed`` needs to run on
+    exactly the decomposition a PETSc solve used (the benchmarks compare the two).
+
+    Parameters
+    ----------
+    rows : scipy.sparse.csr_matrix
+        This rank's rows ``[rstart, rend)`` of the matrix, global column indices
+        (``(rend - rstart) x n``), symmetric pattern overall.
+    row_range : tuple of int
+        ``(rstart, rend)``; the ranks' ranges are contiguous and in rank order.
+    comm : mpi4py communicator, optional
+        The communicator (mpi4py); required on more than one rank.
     subdomains : int, optional
         Total number of subdomains ``N >= size``; rank ``r`` gets
         ``split_sizes(N, size)[r]`` of them.  Default: every rank
         :func:`~ddops.dd.partition.default_subdomains` of its own rows.
     overlap : int
-        Layers of the graph of ``P`` added to every part.
+        Layers of the graph of the matrix added to every part.
     partitioner : {"metis", "contiguous", "rcb"}
         How a rank cuts its rows (see :data:`ddops.petsc.options.PARTITIONERS`).
     block_size : int
@@ -173,12 +208,17 @@ def rank_decomposition(P: Any, comm: Any = None, *, subdomains: int | None = Non
     coordinates : array, optional
         Coordinates of this rank's rows (``num_rows x d``), for ``"rcb"``.
 
+    fetch_rows : callable, optional
+        ``fetch_rows(wanted)``: the rows ``wanted`` (sorted global indices) as CSR,
+        collective (every rank calls it, also with nothing wanted); needed for
+        ``overlap > 1`` on more than one rank.
+
     Returns
     -------
     RankDecomposition
     """
-    rows = local_rows(P)
-    rstart, rend = P.getOwnershipRange()
+    rows = sp.csr_matrix(rows)
+    rstart, rend = (int(i) for i in row_range)
     m = rend - rstart
     size = 1 if comm is None else comm.Get_size()
     rank = 0 if comm is None else comm.Get_rank()
@@ -208,9 +248,13 @@ def rank_decomposition(P: Any, comm: Any = None, *, subdomains: int | None = Non
     known = np.arange(rstart, rend, dtype=np.int64)
     known_rows = rows
     fetched = 0
-    for _ in range(max(overlap - 1, 0) if size > 1 else 0):  # one rank holds every row
+    layers = max(overlap - 1, 0) if size > 1 else 0  # one rank holds every row
+    if layers and fetch_rows is None:
+        raise ValueError(f"overlap {overlap} on {size} ranks needs the rows of other ranks: "
+                         "pass fetch_rows")
+    for _ in range(layers):
         ring = np.setdiff1d(_whole_nodes(known_rows.indices, b), known, assume_unique=True)
-        new_rows = _fetch_rows(P, ring)  # collective: every rank calls, also with no ring
+        new_rows = fetch_rows(ring)  # collective: every rank calls, also with no ring
         fetched += int(ring.size)
         order = np.argsort(np.concatenate([known, ring]), kind="stable")
         known = np.concatenate([known, ring])[order]

@@ -40,6 +40,8 @@ def test_same_decomposition_and_operator(results, case):
     r = results["cases"][case]
     # the overlap grown from fetched rows equals ddops' growth on the whole matrix
     assert r["same_decomposition"]
+    # rank_decomposition_from_rows on scipy rows builds the parts rank_decomposition built
+    assert r["from_rows_equal"]
     # PETSc's rows are the layout's owned unknowns: no vector permutation
     assert r["owned_equals_petsc_range"]
     assert r["apply_error"] <= 1e-12

@@ -51,7 +51,19 @@ def run_case(case: str, k: int, comm, out: str) -> dict:
     yv = xv.duplicate()
     pc.apply(xv, yv)
     y = np.concatenate(comm.allgather(np.array(yv.getArray(readonly=True))))
+    # the same parts from scipy rows, without PETSc (fetching rows from the global matrix)
+    from ddops.petsc.decomposition import rank_decomposition_from_rows
+
+    b_size = d.block_size
+    again = rank_decomposition_from_rows(
+        A[rstart:rend].tocsr(), (rstart, rend), comm if comm.Get_size() > 1 else None,
+        fetch_rows=lambda wanted: A[wanted].tocsr(), subdomains=_cases.PROBLEMS[name],
+        overlap=int(overlap), partitioner=partitioner, block_size=b_size)
+    from_rows_ok = bool(np.array_equal(again.decomposition.owner, d.owner)
+                        and np.array_equal(again.decomposition.indices, d.indices)
+                        and np.array_equal(again.decomposition.sizes, d.sizes))
     record = {"petsc_iterations": its, "petsc_reason": reason,
+              "from_rows_equal": bool(comm.allreduce(from_rows_ok, op=MPI.LAND)),
               "owned_equals_petsc_range": bool(comm.allreduce(owned_ok, op=MPI.LAND)),
               "num_subdomains": d.num_subdomains,
               "coarse_dim": int(ctx.preconditioner.coarse_dim),
