@@ -1,0 +1,449 @@
+"""ddops inside PETSc on several ranks, against ``ddops.distributed`` and PETSc's own preconditioners.
+
+Every row is one ``mpiexec -n P`` job of this script (``--worker``); every
+rank assembles only its own rows (the 3D elasticity matrix is assembled
+whole by scikit-fem on every rank and then cut, before the measurement
+starts), and runs CG to ``||b - A x|| <= 1e-8 ||b||`` from a zero guess
+(PETSc with ``-ksp_norm_type unpreconditioned``, so that every row stops on
+the same test) on a random right-hand side.  The rows:
+
+* ``ddops serial``: :class:`ddops.TwoLevelSchwarz` with scipy's CG in one
+  process, METIS on the whole matrix (:meth:`ddops.Decomposition.from_matrix`);
+  its peak memory is the reference of the memory target;
+* ``ddops.distributed``: :class:`ddops.distributed.DistributedTwoLevelSchwarz`
+  with ``ddops.distributed``'s CG, on exactly the parts the PETSc rows use
+  (:func:`ddops.petsc.decomposition.rank_decomposition_from_rows`);
+* ``SchwarzPC``: PETSc KSPCG with ``-pc_type python -pc_python_type
+  ddops.petsc.SchwarzPC``;
+* ``native``: :func:`ddops.petsc.setup_native`, PCMG with PCASM on the ddops
+  subdomains and Phi, coarse problem by PETSc's default (redundant LU);
+  ``native, telescope``: the same with the coarse problem telescoped to one
+  rank (``-mg_coarse_pc_type telescope``);
+* ``PCASM one-level``: PCASM on the same subdomains, no coarse space;
+* ``GAMG`` and ``BoomerAMG``: ``-pc_type gamg`` and ``-pc_type hypre``
+  with PETSc's defaults (the rigid body modes as near-null space for
+  elasticity, as for every ddops row).
+
+All ddops rows use the same GDSW coarse space (the rigid body modes as its
+null space for elasticity), overlap 1 and ddops' default number of
+subdomains.  Set-up and solve are the slowest rank's wall times; memory is
+each rank's peak resident set (``VmHWM``, reset when the set-up starts, so it
+is the process with its matrix rows plus everything the set-up and the
+solve add), the largest over the ranks.  ``ddops.distributed`` and
+``SchwarzPC`` alternate for ``--rounds`` rounds; the report gives medians,
+the ratio of their times and the memory ratio, then PASS/MISS for the
+issue's two targets.  Run with a Python that has petsc4py (see the PETSc
+page of the documentation)::
+
+    OMP_NUM_THREADS=1 python benchmarks/petsc_parallel.py --ranks 2
+
+``--problems`` picks among ``poisson2d`` (``--n2d``\\ :sup:`2` unknowns,
+default 10^6), ``poisson3d`` (``--n3d``\\ :sup:`3`, default 10^6) and
+``elasticity3d`` (P1, ``--nel`` interior points per direction); ``--json
+FILE`` writes every number.  ``DDOPS_PETSC_MPIEXEC`` names the launcher of
+PETSc's MPI when the first ``mpiexec`` on ``PATH`` is another one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+RTOL = 1e-8
+#: Iteration cap of every row (the one-level rows may need it).
+MAXIT = 3000
+
+#: The rows, in the order of the table: (label, ranks "P" or "1").
+METHODS = {
+    "serial": "ddops serial (scipy CG)",
+    "distributed": "ddops.distributed CG",
+    "schwarzpc": "PETSc CG + SchwarzPC",
+    "native": "PETSc CG + native (PCMG)",
+    "native-telescope": "native, coarse telescoped",
+    "asm": "PCASM one-level",
+    "gamg": "GAMG",
+    "boomeramg": "BoomerAMG",
+}
+
+#: PETSc options of the PETSc-only rows.
+PETSC_ROWS = {
+    "gamg": {"pc_type": "gamg"},
+    "boomeramg": {"pc_type": "hypre", "pc_hypre_type": "boomeramg"},
+}
+
+
+# -- problems: every rank its own rows -----------------------------------------------------
+def stencil_rows(shape: tuple[int, ...], rstart: int, rend: int):
+    """Rows ``[rstart, rend)`` of the (2d+1)-point Laplacian on ``shape`` (first axis fastest)."""
+    import scipy.sparse as sp
+
+    rows = np.arange(rstart, rend, dtype=np.int64)
+    dim = len(shape)
+    coords, stride, rest = [], 1, rows.copy()
+    strides = []
+    for size in shape:
+        coords.append(rest % size)
+        rest //= size
+        strides.append(stride)
+        stride *= size
+    r, c, v = [rows], [rows], [np.full(rows.size, 2.0 * dim)]
+    for axis in range(dim):
+        for sign, ok in ((-1, coords[axis] > 0), (1, coords[axis] < shape[axis] - 1)):
+            r.append(rows[ok])
+            c.append(rows[ok] + sign * strides[axis])
+            v.append(np.full(int(ok.sum()), -1.0))
+    n = int(np.prod(shape))
+    A = sp.csr_matrix((np.concatenate(v), (np.concatenate(r) - rstart, np.concatenate(c))),
+                      shape=(rend - rstart, n))
+    A.sort_indices()
+    return A
+
+
+def row_ranges(n: int, size: int, block: int) -> np.ndarray:
+    """Contiguous row ranges in whole nodes, as PETSc's default split of the nodes."""
+    from ddops.dd.decomposition import split_sizes
+
+    return np.concatenate([[0], np.cumsum(split_sizes(n // block, size) * block)])
+
+
+def problem(name: str, args, rank: int, size: int) -> dict[str, Any]:
+    """This rank's rows, the row ranges, the block size and the null space rows (or None)."""
+    if name in ("poisson2d", "poisson3d"):
+        shape = (args.n2d,) * 2 if name == "poisson2d" else (args.n3d,) * 3
+        n = int(np.prod(shape))
+        ranges = row_ranges(n, size, 1)
+        rstart, rend = int(ranges[rank]), int(ranges[rank + 1])
+        return {"n": n, "block": 1, "ranges": ranges, "rows": stencil_rows(shape, rstart, rend),
+                "null_space": None}
+    if name == "elasticity3d":
+        import gc
+
+        import ddops
+        from ddops.problems import fem_elasticity_3d
+
+        A, coordinates = fem_elasticity_3d(args.nel)
+        n = A.shape[0]
+        ranges = row_ranges(n, size, 3)
+        rstart, rend = int(ranges[rank]), int(ranges[rank + 1])
+        rows = A.tocsr()[rstart:rend].copy()
+        Z = ddops.rigid_body_modes(coordinates)
+        del A, coordinates
+        gc.collect()
+        return {"n": n, "block": 3, "ranges": ranges, "rows": rows, "null_space": Z}
+    raise ValueError(f"--problems: unknown problem {name!r}")
+
+
+# -- memory --------------------------------------------------------------------------------
+def _status(key: str) -> float:
+    """A ``/proc/self/status`` entry in MB (0 where there is no such file)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def reset_peak() -> None:
+    """Reset ``VmHWM`` to the current resident set (Linux 4.0 and later)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+# -- the worker ----------------------------------------------------------------------------
+def worker(method: str, name: str, args) -> dict[str, Any]:
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+    if method == "serial":
+        return _serial(name, args)
+    import petsc4py
+
+    petsc4py.init([sys.argv[0]])
+    from mpi4py import MPI
+    from petsc4py import PETSc
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = problem(name, args, rank, size)
+    n, ranges, rows = data["n"], data["ranges"], data["rows"]
+    rstart, rend = int(ranges[rank]), int(ranges[rank + 1])
+    b = np.random.default_rng(0).standard_normal(n)[rstart:rend]
+    Z = data["null_space"]
+    record: dict[str, Any] = {"method": method, "problem": name, "ranks": size, "n": n}
+
+    def slowest(x: float) -> float:
+        return float(comm.allreduce(x, op=MPI.MAX))
+
+    if method == "distributed":
+        from ddops.distributed import DistributedLayout, DistributedMatrix
+        from ddops.distributed.krylov import cg
+        from ddops.distributed.precond import DistributedTwoLevelSchwarz
+        from ddops.petsc.decomposition import rank_decomposition_from_rows
+
+        comm.Barrier()
+        reset_peak()
+        start = time.perf_counter()
+        parts = rank_decomposition_from_rows(rows, (rstart, rend), comm if size > 1 else None,
+                                             block_size=data["block"])
+        layout = DistributedLayout(parts.decomposition, comm, A=rows,
+                                   subdomain_ranks=parts.subdomain_ranks)
+        M = DistributedTwoLevelSchwarz(layout, None, "gdsw", "additive", null_space=Z)
+        Ad = DistributedMatrix(layout, rows)
+        record["setup_seconds"] = slowest(time.perf_counter() - start)
+        its = [0]
+        comm.Barrier()
+        start = time.perf_counter()
+        x, info = cg(Ad, b, rtol=RTOL, M=M, maxiter=MAXIT,
+                     callback=lambda _: its.__setitem__(0, its[0] + 1))
+        record["solve_seconds"] = slowest(time.perf_counter() - start)
+        r = b - Ad.matvec(x)
+        record.update(iterations=its[0], converged=info == 0, coarse_dim=int(M.coarse_dim),
+                      subdomains=int(parts.decomposition.num_subdomains),
+                      relative_residual=float(np.sqrt(comm.allreduce(r @ r) / comm.allreduce(b @ b))))
+    else:
+        P = PETSc.Mat().createAIJ(((rend - rstart, n), (rend - rstart, n)),
+                                  bsize=data["block"], comm=PETSc.COMM_WORLD)
+        P.setPreallocationCSR((rows.indptr.astype(PETSc.IntType),
+                               rows.indices.astype(PETSc.IntType), rows.data))
+        P.assemble()
+        if Z is not None:
+            vectors = []
+            for k in range(Z.shape[1]):
+                v = P.createVecLeft()
+                v.setArray(Z[rstart:rend, k])
+                vectors.append(v)
+            P.setNearNullSpace(PETSc.NullSpace().create(constant=False, vectors=vectors))
+            del Z
+        del rows, data
+        import gc
+
+        gc.collect()
+        ksp = PETSc.KSP().create(comm=PETSc.COMM_WORLD)
+        ksp.setOperators(P)
+        ksp.setType(PETSc.KSP.Type.CG)
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+        ksp.setTolerances(rtol=RTOL, atol=0.0, max_it=MAXIT)
+        db = PETSc.Options()
+        pc = ksp.getPC()
+        comm.Barrier()
+        reset_peak()
+        start = time.perf_counter()
+        native = None
+        if method == "schwarzpc":
+            from ddops.petsc import SchwarzPC
+
+            pc.setType(PETSc.PC.Type.PYTHON)
+            pc.setPythonContext(SchwarzPC(coarse="gdsw"))
+        elif method in ("native", "native-telescope", "asm"):
+            from ddops.petsc import setup_native
+
+            if method == "native-telescope" and size > 1:
+                db.setValue("mg_coarse_pc_type", "telescope")
+                db.setValue("mg_coarse_pc_telescope_reduction_factor", size)
+                db.setValue("mg_coarse_telescope_pc_type", "lu")
+            native = setup_native(ksp, coarse="none" if method == "asm" else "gdsw")
+        else:
+            for key, value in PETSC_ROWS[method].items():
+                db.setValue(key, value)
+        ksp.setFromOptions()
+        ksp.setUp()
+        record["setup_seconds"] = slowest(time.perf_counter() - start)
+        bv = P.createVecLeft()
+        bv.setArray(b)
+        xv = bv.duplicate()
+        comm.Barrier()
+        start = time.perf_counter()
+        ksp.solve(bv, xv)
+        record["solve_seconds"] = slowest(time.perf_counter() - start)
+        rv = bv.duplicate()
+        P.mult(xv, rv)
+        rv.aypx(-1.0, bv)
+        record.update(iterations=int(ksp.getIterationNumber()),
+                      converged=int(ksp.getConvergedReason()) > 0,
+                      relative_residual=float(rv.norm() / bv.norm()))
+        if method == "schwarzpc":
+            ctx = pc.getPythonContext()
+            record["coarse_dim"] = int(ctx.preconditioner.coarse_dim)
+            record["subdomains"] = int(ctx.parts.decomposition.num_subdomains)
+        elif native is not None:
+            record["coarse_dim"] = int(native.coarse_dim)
+            record["subdomains"] = int(native.parts.decomposition.num_subdomains)
+    record["peak_mb"] = float(comm.allreduce(_status("VmHWM"), op=MPI.MAX))
+    record["peak_mb_per_rank"] = comm.allgather(_status("VmHWM"))
+    return record if rank == 0 else {}
+
+
+def _serial(name: str, args) -> dict[str, Any]:
+    """The serial library in one process: the reference of the memory target."""
+    import scipy.sparse.linalg as spla
+
+    import ddops
+    from ddops.dd.partition import default_subdomains
+
+    data = problem(name, args, 0, 1)
+    A, n = data["rows"], data["n"]
+    b = np.random.default_rng(0).standard_normal(n)
+    reset_peak()
+    start = time.perf_counter()
+    d = ddops.Decomposition.from_matrix(A, default_subdomains(n, data["block"]),
+                                        1, block_size=data["block"])
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", variant="additive",
+                              null_space=data["null_space"])
+    record: dict[str, Any] = {"method": "serial", "problem": name, "ranks": 1, "n": n,
+                              "setup_seconds": time.perf_counter() - start}
+    its = [0]
+    start = time.perf_counter()
+    x, info = spla.cg(A, b, rtol=RTOL, maxiter=MAXIT, M=M,
+                      callback=lambda _: its.__setitem__(0, its[0] + 1))
+    record["solve_seconds"] = time.perf_counter() - start
+    record.update(iterations=its[0], converged=info == 0, coarse_dim=int(M.coarse_dim),
+                  subdomains=int(d.num_subdomains),
+                  relative_residual=float(np.linalg.norm(b - A @ x) / np.linalg.norm(b)),
+                  peak_mb=_status("VmHWM"))
+    return record
+
+
+# -- the driver ----------------------------------------------------------------------------
+def mpiexec() -> list[str]:
+    """PETSc's MPI launcher (``DDOPS_PETSC_MPIEXEC`` or the first ``mpiexec`` on ``PATH``)."""
+    found = os.environ.get("DDOPS_PETSC_MPIEXEC") or shutil.which("mpiexec")
+    if not found:
+        raise SystemExit("petsc_parallel: no mpiexec found (set DDOPS_PETSC_MPIEXEC)")
+    command = found.split()
+    version = subprocess.run(command + ["--version"], capture_output=True, text=True).stdout
+    if "Open MPI" in version or "OpenRTE" in version:
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            command.append("--allow-run-as-root")
+        command.append("--oversubscribe")
+    return command
+
+
+def run(method: str, name: str, ranks: int, args, launcher: list[str]) -> dict[str, Any]:
+    """One job; its record (rank 0's)."""
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "record.json"
+        command = [sys.executable, os.path.abspath(__file__), "--worker", method,
+                   "--problems", name, "--n2d", str(args.n2d), "--n3d", str(args.n3d),
+                   "--nel", str(args.nel), "--json", str(out)]
+        if method != "serial":
+            command = launcher + ["-n", str(ranks)] + command
+        done = subprocess.run(command, env=env, capture_output=True, text=True,
+                              timeout=args.timeout)
+        if done.returncode != 0 or not out.exists():
+            tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+            return {"method": method, "problem": name, "ranks": ranks,
+                    "error": " / ".join(tail) or f"exit {done.returncode}"}
+        return json.loads(out.read_text())
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0]
+    out = dict(ok[0])
+    for key in ("setup_seconds", "solve_seconds", "peak_mb"):
+        out[key] = statistics.median(r[key] for r in ok)
+    out["rounds"] = len(ok)
+    return out
+
+
+def report(name: str, rows: dict[str, dict[str, Any]]) -> list[str]:
+    serial = rows.get("serial", {})
+    lines = [f"\n{name}: n = {serial.get('n', next(iter(rows.values())).get('n'))}",
+             f"{'row':28s} {'ranks':>5s} {'its':>5s} {'set-up s':>9s} {'solve s':>9s} "
+             f"{'total s':>9s} {'peak MB/rank':>12s} {'/serial':>8s} {'coarse':>7s}"]
+    for method, r in rows.items():
+        if "error" in r:
+            lines.append(f"{METHODS[method]:28s} {r['ranks']:5d}  failed: {r['error'][:200]}")
+            continue
+        its = f"{r['iterations']}" + ("" if r["converged"] else "*")
+        rel = (f"{r['peak_mb'] / serial['peak_mb']:8.2f}" if serial.get("peak_mb") else
+               f"{'':8s}")
+        lines.append(f"{METHODS[method]:28s} {r['ranks']:5d} {its:>5s} {r['setup_seconds']:9.2f} "
+                     f"{r['solve_seconds']:9.2f} {r['setup_seconds'] + r['solve_seconds']:9.2f} "
+                     f"{r['peak_mb']:12.0f} {rel} {r.get('coarse_dim', ''):>7}")
+    lines.append("(* not converged in the iteration cap; medians over the rounds for "
+                 "ddops.distributed and SchwarzPC)")
+    dist, pc = rows.get("distributed", {}), rows.get("schwarzpc", {})
+    if "setup_seconds" in dist and "setup_seconds" in pc:
+        ratio = ((pc["setup_seconds"] + pc["solve_seconds"])
+                 / (dist["setup_seconds"] + dist["solve_seconds"]))
+        same = pc["iterations"] == dist["iterations"]
+        verdict = "PASS" if ratio <= 1.1 and same else "MISS"
+        lines.append(f"target: SchwarzPC / ddops.distributed time {ratio:.3f} (<= 1.1), "
+                     f"iterations {pc['iterations']} and {dist['iterations']} "
+                     f"(equal): {verdict}")
+    if "peak_mb" in pc and serial.get("peak_mb"):
+        ratio = pc["peak_mb"] / serial["peak_mb"]
+        lines.append(f"target: SchwarzPC peak per rank / serial peak {ratio:.3f} (<= 0.6): "
+                     f"{'PASS' if ratio <= 0.6 else 'MISS'}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--problems", default="poisson2d,poisson3d,elasticity3d")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--n2d", type=int, default=1000)
+    parser.add_argument("--n3d", type=int, default=100)
+    parser.add_argument("--nel", type=int, default=35)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        record = worker(args.worker, args.problems, args)
+        if record:
+            Path(args.json).write_text(json.dumps(record))
+        return
+    methods = [m for m in args.methods.split(",") if m]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        parser.error(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
+    launcher = mpiexec()
+    results: dict[str, Any] = {"ranks": args.ranks, "omp_num_threads":
+                               os.environ.get("OMP_NUM_THREADS", "1"), "problems": {}}
+    for name in args.problems.split(","):
+        rows: dict[str, dict[str, Any]] = {}
+        if "serial" in methods:
+            rows["serial"] = run("serial", name, 1, args, launcher)
+        paired = [m for m in ("distributed", "schwarzpc") if m in methods]
+        runs: dict[str, list] = {m: [] for m in paired}
+        for _ in range(args.rounds):  # alternate: the machine's load affects both alike
+            for m in paired:
+                runs[m].append(run(m, name, args.ranks, args, launcher))
+        rows.update({m: _median(runs[m]) for m in paired})
+        for m in methods:
+            if m not in rows:
+                rows[m] = run(m, name, args.ranks, args, launcher)
+        results["problems"][name] = {"rows": rows, "runs": runs}
+        print("\n".join(report(name, rows)), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
