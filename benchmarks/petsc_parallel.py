@@ -1,4 +1,4 @@
-"""ddops inside PETSc on several ranks, against ``ddops.distributed`` and PETSc's own preconditioners.
+"""ddops inside PETSc on several ranks against ``ddops.distributed`` and PETSc's preconditioners.
 
 Every row is one ``mpiexec -n P`` job of this script (``--worker``); every
 rank assembles only its own rows (the 3D elasticity matrix is assembled
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -64,6 +65,9 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 RTOL = 1e-8
+#: Cluster parameters of the model: 2 us per message, 10 GB/s per link (as benchmarks/distributed).
+CLUSTER_ALPHA = 2e-6
+CLUSTER_BETA = 1 / 10e9
 #: Iteration cap of every row (the one-level rows may need it).
 MAXIT = 3000
 
@@ -160,13 +164,28 @@ def _status(key: str) -> float:
     return 0.0
 
 
-def reset_peak() -> None:
-    """Reset ``VmHWM`` to the current resident set (Linux 4.0 and later)."""
+def reset_peak() -> float:
+    """Release the heap's free memory, reset ``VmHWM`` to the resident set; that set in MB.
+
+    The problem's assembly leaves freed memory in the C heap of the process;
+    ``malloc_trim`` (glibc) returns it, so that every row starts from what it
+    really holds: the interpreter, its libraries and the matrix rows.
+    """
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    start = _status("VmRSS")
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
     except OSError:
         pass
+    return start
 
 
 # -- the worker ----------------------------------------------------------------------------
@@ -201,7 +220,7 @@ def worker(method: str, name: str, args) -> dict[str, Any]:
         from ddops.petsc.decomposition import rank_decomposition_from_rows
 
         comm.Barrier()
-        reset_peak()
+        record["start_mb"] = float(comm.allreduce(reset_peak(), op=MPI.MAX))
         start = time.perf_counter()
         parts = rank_decomposition_from_rows(rows, (rstart, rend), comm if size > 1 else None,
                                              block_size=data["block"])
@@ -219,7 +238,8 @@ def worker(method: str, name: str, args) -> dict[str, Any]:
         r = b - Ad.matvec(x)
         record.update(iterations=its[0], converged=info == 0, coarse_dim=int(M.coarse_dim),
                       subdomains=int(parts.decomposition.num_subdomains),
-                      relative_residual=float(np.sqrt(comm.allreduce(r @ r) / comm.allreduce(b @ b))))
+                      relative_residual=float(np.sqrt(comm.allreduce(r @ r)
+                                                      / comm.allreduce(b @ b))))
     else:
         P = PETSc.Mat().createAIJ(((rend - rstart, n), (rend - rstart, n)),
                                   bsize=data["block"], comm=PETSc.COMM_WORLD)
@@ -246,7 +266,7 @@ def worker(method: str, name: str, args) -> dict[str, Any]:
         db = PETSc.Options()
         pc = ksp.getPC()
         comm.Barrier()
-        reset_peak()
+        record["start_mb"] = float(comm.allreduce(reset_peak(), op=MPI.MAX))
         start = time.perf_counter()
         native = None
         if method == "schwarzpc":
@@ -303,14 +323,15 @@ def _serial(name: str, args) -> dict[str, Any]:
     data = problem(name, args, 0, 1)
     A, n = data["rows"], data["n"]
     b = np.random.default_rng(0).standard_normal(n)
-    reset_peak()
+    start_mb = reset_peak()
     start = time.perf_counter()
     d = ddops.Decomposition.from_matrix(A, default_subdomains(n, data["block"]),
                                         1, block_size=data["block"])
     M = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", variant="additive",
                               null_space=data["null_space"])
     record: dict[str, Any] = {"method": "serial", "problem": name, "ranks": 1, "n": n,
-                              "setup_seconds": time.perf_counter() - start}
+                              "setup_seconds": time.perf_counter() - start,
+                              "start_mb": start_mb}
     its = [0]
     start = time.perf_counter()
     x, info = spla.cg(A, b, rtol=RTOL, maxiter=MAXIT, M=M,
@@ -321,6 +342,152 @@ def _serial(name: str, args) -> dict[str, Any]:
                   relative_residual=float(np.linalg.norm(b - A @ x) / np.linalg.norm(b)),
                   peak_mb=_status("VmHWM"))
     return record
+
+
+# -- the coarse-solve model ------------------------------------------------------------------
+def coarse_costs(width: int, parts_list: list[int], repeats: int = 20) -> list[dict[str, Any]]:
+    """PETSc's costs of the GDSW coarse problem against ``N`` at fixed ``H/h`` (one process).
+
+    ``parts x parts`` boxes of ``width x width`` points of 2D Poisson: ``A_0 =
+    Phi^T A Phi``, then with PETSc on one process the LU factorisation and one
+    solve (the coarse solve of the redundant and telescoped routes), GAMG's
+    set-up and one V-cycle (``-mg_coarse_pc_type gamg``, inexact), and the
+    one-level work per subdomain (one product with ``A`` and one PCASM
+    application with ddops' local solves) that a rank does per CG iteration.
+    """
+    import petsc4py
+
+    petsc4py.init([sys.argv[0]])
+    from petsc4py import PETSc
+
+    import ddops
+
+    rows = []
+    for parts in parts_list:
+        n = width * parts
+        A = ddops.poisson_2d(n)
+        d = ddops.Decomposition.from_grid((n, n), (parts, parts), overlap=1)
+        Phi = ddops.coarse_basis(d, "gdsw", A=A)
+        A0 = (Phi.T @ A @ Phi).tocsr()
+        A0.sort_indices()
+        P0 = PETSc.Mat().createAIJ(A0.shape, csr=(A0.indptr.astype(PETSc.IntType),
+                                                  A0.indices.astype(PETSc.IntType), A0.data),
+                                   comm=PETSc.COMM_SELF)
+        row: dict[str, Any] = {"N": parts * parts, "n0": int(A0.shape[0]), "nnz_A0": int(A0.nnz)}
+        for kind in ("lu", "gamg"):
+            pc = PETSc.PC().create(comm=PETSc.COMM_SELF)
+            pc.setOperators(P0)
+            pc.setType(kind)
+            if kind == "lu":
+                pc.setFactorOrdering("nd")
+            start = time.perf_counter()
+            pc.setUp()
+            row[f"{kind}_setup_seconds"] = time.perf_counter() - start
+            x, y = P0.createVecs()
+            x.set(1.0)
+            start = time.perf_counter()
+            for _ in range(repeats):
+                pc.apply(x, y)
+            row[f"{kind}_apply_seconds"] = (time.perf_counter() - start) / repeats
+            pc.destroy()
+        M = ddops.TwoLevelSchwarz(A, d, coarse_basis=None, coarse=False, variant="additive")
+        b = np.ones(A.shape[0])
+        start = time.perf_counter()
+        for _ in range(max(repeats // 4, 2)):
+            M.matvec(A @ b)
+        row["local_seconds_per_subdomain"] = ((time.perf_counter() - start)
+                                              / max(repeats // 4, 2) / (parts * parts))
+        rows.append(row)
+        P0.destroy()
+    return rows
+
+
+def _fit(rows: list[dict[str, Any]], key: str) -> tuple[float, float]:
+    """``t = a n0^e`` by least squares in log-log: ``(a, e)``."""
+    x = np.log([r["n0"] for r in rows])
+    e, loga = np.polyfit(x, np.log([r[key] for r in rows]), 1)
+    return float(np.exp(loga)), float(e)
+
+
+def coarse_model(costs: list[dict[str, Any]], per_rank: int, ranks: list[int], alpha: float,
+                 beta: float) -> list[dict[str, Any]]:
+    """Coarse-phase time per CG iteration at ``P`` ranks, weak scaling, three coarse solvers.
+
+    ``per_rank`` subdomains per rank, ``N = per_rank P`` and ``n0 = (n0/N) N``
+    (the measured ratio).  Per iteration, in milliseconds:
+
+    * ``local``: the rank's one-level work, ``per_rank`` times the measured
+      time per subdomain;
+    * ``redundant``: every rank solves with its own LU (``SchwarzPC``,
+      ``ddops.distributed``, and PCMG's default): ``t_LU(n0)`` plus an
+      ``Allreduce`` of ``n0`` values (``ceil(log2 P)`` latencies, ``2 * 8 n0``
+      bytes);
+    * ``telescope``: ``-mg_coarse_pc_type telescope`` to one rank, LU there:
+      the ``n0`` values are gathered from ``P - 1`` ranks and scattered back
+      (``2 (P - 1)`` messages through one rank, ``2 * 8 n0`` bytes), one LU
+      solve;
+    * ``gamg``: one GAMG V-cycle on the coarse problem spread over all ``P``
+      ranks (``-mg_coarse_pc_type gamg``, inexact): the measured one-process
+      V-cycle divided by ``P``, plus two halo exchanges (8 neighbours) and one
+      reduction per level (levels ``~ log4(n0 / 100)``).
+
+    ``t_LU`` and the V-cycle are ``a n0^e`` fitted to :func:`coarse_costs`.
+    """
+    ratio = statistics.median(r["n0"] / r["N"] for r in costs)
+    per_sub = statistics.median(r["local_seconds_per_subdomain"] for r in costs)
+    a_lu, e_lu = _fit(costs, "lu_apply_seconds")
+    a_v, e_v = _fit(costs, "gamg_apply_seconds")
+    a_f, e_f = _fit(costs, "lu_setup_seconds")
+    out = []
+    for P in ranks:
+        n0 = ratio * per_rank * P
+        steps = math.ceil(math.log2(P)) if P > 1 else 0
+        lu = a_lu * n0 ** e_lu
+        levels = max(1, math.ceil(math.log(max(n0 / 100, 1.0), 4)))
+        out.append({
+            "P": P, "n0": int(n0), "local": per_sub * per_rank,
+            "redundant": lu + steps * alpha + 2 * beta * 8 * n0 * (P > 1),
+            "telescope": lu + 2 * (P - 1) * alpha + 2 * beta * 8 * n0 * (P > 1),
+            "gamg": a_v * n0 ** e_v / P + levels * (2 * 8 * alpha + steps * alpha) * (P > 1),
+            "lu_factorisation": a_f * n0 ** e_f,
+        })
+    return out
+
+
+def crossover(rows: list[dict[str, Any]], key: str) -> str:
+    """The first ``P`` where the coarse phase ``key`` costs more than the local work."""
+    for r in rows:
+        if r[key] > r["local"]:
+            return str(r["P"])
+    return f"> {rows[-1]['P']}"
+
+
+def print_model(costs: list[dict[str, Any]], alpha: float, beta: float) -> list[str]:
+    lines = ["\nPETSc's coarse solvers for the GDSW coarse problem (one process, H/h = "
+             f"{costs[0].get('width', '')}):",
+             "| N | n0 | LU set-up (s) | LU solve (ms) | GAMG set-up (s) | GAMG V-cycle (ms) "
+             "| local work per subdomain (ms) |", "|---|---|---|---|---|---|---|"]
+    for r in costs:
+        lines.append(f"| {r['N']} | {r['n0']} | {r['lu_setup_seconds']:.3f} | "
+                     f"{r['lu_apply_seconds'] * 1e3:.3f} | {r['gamg_setup_seconds']:.3f} | "
+                     f"{r['gamg_apply_seconds'] * 1e3:.3f} | "
+                     f"{r['local_seconds_per_subdomain'] * 1e3:.3f} |")
+    ranks = [4, 16, 64, 256, 1000, 4000, 16000]
+    for per_rank in (1, 16):
+        rows = coarse_model(costs, per_rank, ranks, alpha, beta)
+        lines += [f"\nweak scaling, {per_rank} subdomain(s) per rank, alpha = "
+                  f"{alpha * 1e6:.1f} us, 1/beta = {1 / beta / 1e9:.0f} GB/s "
+                  "(ms per CG iteration):",
+                  "| P | n0 | local | redundant LU | telescope to 1 rank, LU | GAMG V-cycle "
+                  "on all ranks | LU factorisation (s) |", "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['P']} | {r['n0']} | {r['local'] * 1e3:.3f} | "
+                         f"{r['redundant'] * 1e3:.3f} | {r['telescope'] * 1e3:.3f} | "
+                         f"{r['gamg'] * 1e3:.3f} | {r['lu_factorisation']:.3f} |")
+        lines.append("coarse phase above the local work from P = "
+                     + ", ".join(f"{k}: {crossover(rows, k)}"
+                                 for k in ("redundant", "telescope", "gamg")))
+    return lines
 
 
 # -- the driver ----------------------------------------------------------------------------
@@ -362,7 +529,7 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if not ok:
         return runs[0]
     out = dict(ok[0])
-    for key in ("setup_seconds", "solve_seconds", "peak_mb"):
+    for key in ("setup_seconds", "solve_seconds", "peak_mb", "start_mb"):
         out[key] = statistics.median(r[key] for r in ok)
     out["rounds"] = len(ok)
     return out
@@ -372,19 +539,25 @@ def report(name: str, rows: dict[str, dict[str, Any]]) -> list[str]:
     serial = rows.get("serial", {})
     lines = [f"\n{name}: n = {serial.get('n', next(iter(rows.values())).get('n'))}",
              f"{'row':28s} {'ranks':>5s} {'its':>5s} {'set-up s':>9s} {'solve s':>9s} "
-             f"{'total s':>9s} {'peak MB/rank':>12s} {'/serial':>8s} {'coarse':>7s}"]
+             f"{'total s':>9s} {'peak MB/rank':>12s} {'/serial':>8s} {'start MB':>9s} "
+             f"{'added MB':>9s} {'/serial':>8s} {'coarse':>7s}"]
     for method, r in rows.items():
         if "error" in r:
             lines.append(f"{METHODS[method]:28s} {r['ranks']:5d}  failed: {r['error'][:200]}")
             continue
         its = f"{r['iterations']}" + ("" if r["converged"] else "*")
+        added = r["peak_mb"] - r["start_mb"]
         rel = (f"{r['peak_mb'] / serial['peak_mb']:8.2f}" if serial.get("peak_mb") else
                f"{'':8s}")
+        rel_added = (f"{added / (serial['peak_mb'] - serial['start_mb']):8.2f}"
+                     if serial.get("peak_mb") else f"{'':8s}")
         lines.append(f"{METHODS[method]:28s} {r['ranks']:5d} {its:>5s} {r['setup_seconds']:9.2f} "
                      f"{r['solve_seconds']:9.2f} {r['setup_seconds'] + r['solve_seconds']:9.2f} "
-                     f"{r['peak_mb']:12.0f} {rel} {r.get('coarse_dim', ''):>7}")
+                     f"{r['peak_mb']:12.0f} {rel} {r['start_mb']:9.0f} {added:9.0f} {rel_added} "
+                     f"{r.get('coarse_dim', ''):>7}")
     lines.append("(* not converged in the iteration cap; medians over the rounds for "
-                 "ddops.distributed and SchwarzPC)")
+                 "ddops.distributed and SchwarzPC; start MB: resident before the set-up, "
+                 "added MB: peak minus start)")
     dist, pc = rows.get("distributed", {}), rows.get("schwarzpc", {})
     if "setup_seconds" in dist and "setup_seconds" in pc:
         ratio = ((pc["setup_seconds"] + pc["solve_seconds"])
@@ -398,6 +571,9 @@ def report(name: str, rows: dict[str, dict[str, Any]]) -> list[str]:
         ratio = pc["peak_mb"] / serial["peak_mb"]
         lines.append(f"target: SchwarzPC peak per rank / serial peak {ratio:.3f} (<= 0.6): "
                      f"{'PASS' if ratio <= 0.6 else 'MISS'}")
+        added = (pc["peak_mb"] - pc["start_mb"]) / (serial["peak_mb"] - serial["start_mb"])
+        lines.append(f"  without the process before the set-up (interpreter, libraries, the "
+                     f"rows): {added:.3f}")
     return lines
 
 
@@ -412,8 +588,25 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--model", action="store_true",
+                        help="only the coarse-solve model (one process)")
+    parser.add_argument("--model-width", type=int, default=31,
+                        help="points per subdomain per direction in the model (H/h)")
+    parser.add_argument("--model-parts", type=int, nargs="+", default=[8, 16, 32],
+                        help="boxes per direction of the model's coarse problems")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.model:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+        costs = coarse_costs(args.model_width, args.model_parts)
+        for c in costs:
+            c["width"] = args.model_width
+        print("\n".join(print_model(costs, CLUSTER_ALPHA, CLUSTER_BETA)))
+        if args.json:
+            Path(args.json).write_text(json.dumps({"coarse_costs": costs}, indent=1))
+        return
     if args.worker:
         record = worker(args.worker, args.problems, args)
         if record:
