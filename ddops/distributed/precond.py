@@ -105,7 +105,8 @@ from .comm import mpi
 from .layout import DistributedLayout
 from .matrix import DistributedMatrix
 
-__all__ = ["DISTRIBUTED_VARIANTS", "DistributedTwoLevelSchwarz", "allreduce_sparse"]
+__all__ = ["DISTRIBUTED_VARIANTS", "DistributedTwoLevelSchwarz", "allreduce_sparse",
+           "rank_local_gdsw_rows"]
 
 #: Variants of :class:`DistributedTwoLevelSchwarz`: all of the serial preconditioner's.
 DISTRIBUTED_VARIANTS = ("additive", "restricted", "symmetric_restricted", "hybrid")
@@ -204,19 +205,41 @@ def _interface_rows(layout: DistributedLayout, rows: sp.csr_matrix) -> sp.csr_ma
     return S
 
 
-def _rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: str,
+def rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: str,
                           null_space: Any = None, rows_ext: sp.csr_matrix | None = None):
     """GDSW/RGDSW from this rank's owned rows of ``A`` only (any null space).
 
-    The interface components come from the replicated interface pattern
-    (:func:`_interface_rows`); the pieces ``Z[:, a]`` on every component, the
-    dependent-vector removal and the RGDSW weights are computed on the
-    (replicated) interface exactly as :func:`ddops.dd.gdsw.gdsw_basis` does;
-    only the harmonic extension is rank-local: it runs in the extended
-    numbering on the owned rows, every ghost treated as (zero) interface, as
-    in :func:`_rank_local_gdsw`.  Returns ``Phi_ext`` (``num_ext x n0``,
-    correct on the owned rows and the interface ghosts) and the masks
-    ``(known_ext, on_interface_owned)``.
+    Collective.  The interface components come from the replicated interface
+    pattern (the owned rows that touch another part, gathered once); the
+    pieces ``Z[:, a]`` on every component, the dependent-vector removal and
+    the RGDSW weights are computed on the (replicated) interface exactly as
+    :func:`ddops.dd.gdsw.gdsw_basis` does; only the harmonic extension is
+    rank-local: it runs in the extended numbering on the owned rows, every
+    ghost treated as (zero) interface.  :class:`DistributedTwoLevelSchwarz`
+    and the native PETSc route (:func:`ddops.petsc.setup_native`) build their
+    rows of Phi with it.
+
+    Parameters
+    ----------
+    layout : DistributedLayout
+        The layout, built with ``A=`` (its ghosts hold the rows' columns) and a
+        decomposition with ``owner``.
+    rows : scipy.sparse.csr_matrix
+        This rank's owned rows of ``A`` (global columns).
+    kind : {"gdsw", "rgdsw"}
+        The coarse space.
+    null_space : array, optional
+        Global ``n x k`` null space (default: the constants per component).
+    rows_ext : scipy.sparse.csr_matrix, optional
+        ``layout.local_rows(rows)`` when the caller has it already.
+
+    Returns
+    -------
+    Phi_ext : scipy.sparse.csr_matrix
+        ``num_ext x n0``, correct on the owned rows and the interface ghosts.
+    masks : tuple of numpy.ndarray
+        ``(known_ext, on_interface_owned)``: the extended rows where ``Phi_ext``
+        is correct, and the owned unknowns on the interface.
     """
     from ..dd.gdsw import (
         DEPENDENCE_RTOL,
@@ -476,7 +499,7 @@ class DistributedTwoLevelSchwarz:
         elif (local_basis and isinstance(coarse_basis, str)
                 and coarse_basis in MATRIX_COARSE_BASES and d.owner is not None):
             self.coarse_construction = "rank-local"
-            Phi_ext, known = _rank_local_gdsw_rows(layout, rows, coarse_basis, null_space,
+            Phi_ext, known = rank_local_gdsw_rows(layout, rows, coarse_basis, null_space,
                                                    rows_ext=rows_ext)
             Phi_owned = Phi_ext[: layout.num_owned]
         else:

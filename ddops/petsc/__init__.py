@@ -13,7 +13,10 @@ place that imports petsc4py, and importing it without petsc4py raises an
   decomposition and coarse basis handed to PETSc's own PCMG (two levels,
   PCASM on the ddops subdomains, interpolation Phi as a distributed Mat,
   Galerkin coarse operator), so that the coarse solver is any PETSc solver
-  (``-mg_coarse_pc_type telescope``, ``redundant``, ``gamg``, ...).
+  (``-mg_coarse_pc_type telescope``, ``redundant``, ``gamg``, ...);
+  :class:`~ddops.petsc.native.NativePC` chooses it from the command line
+  (``-pc_type python -pc_python_type ddops.petsc.NativePC``) and rebuilds it
+  on a new matrix.
 * :mod:`~ddops.petsc.decomposition`: the decomposition built from each rank's
   own rows of the PETSc matrix, with the ddops partition following PETSc's
   row ownership (no vector is ever permuted).
@@ -31,9 +34,9 @@ except ImportError as exc:  # pragma: no cover - exercised without petsc4py only
     ) from exc
 
 from .decomposition import rank_decomposition  # noqa: E402
-from .native import NativeSchwarz, setup_native  # noqa: E402
+from .native import NativePC, NativeSchwarz, setup_native  # noqa: E402
 from .options import OPTIONS, SchwarzOptions  # noqa: E402
 from .pc import SchwarzPC  # noqa: E402
 
-__all__ = ["OPTIONS", "NativeSchwarz", "SchwarzOptions", "SchwarzPC", "rank_decomposition",
-           "setup_native"]
+__all__ = ["OPTIONS", "NativePC", "NativeSchwarz", "SchwarzOptions", "SchwarzPC",
+           "rank_decomposition", "setup_native"]

@@ -83,8 +83,8 @@ from .decomposition import RankDecomposition, check_ownership, rank_decompositio
 from .options import SchwarzOptions
 from .pc import DEFAULT_NULL_SPACE, near_null_space
 
-__all__ = ["DEFLATION_COARSE_SOLVER", "DEFLATION_DEFAULTS", "NATIVE_DEFAULTS", "NativeSchwarz",
-           "owned_coarse_rows", "setup_native"]
+__all__ = ["DEFLATION_COARSE_SOLVER", "DEFLATION_DEFAULTS", "NATIVE_DEFAULTS", "NativePC",
+           "NativeSchwarz", "owned_coarse_rows", "setup_native"]
 
 #: Options written into the database under the PC's prefix unless present (see the module).
 NATIVE_DEFAULTS = {
@@ -205,11 +205,11 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
         Phi = build_coarse_basis(d, coarse, A=A, null_space=null_space)
         return sp.csr_matrix(Phi, dtype=np.float64)
     from ..distributed import DistributedLayout
-    from ..distributed.precond import _rank_local_gdsw_rows
+    from ..distributed.precond import rank_local_gdsw_rows
 
     layout = DistributedLayout(d, comm, A=rows, subdomain_ranks=parts.subdomain_ranks)
     if coarse in MATRIX_COARSE_BASES and d.owner is not None:
-        Phi_ext, _ = _rank_local_gdsw_rows(layout, sp.csr_matrix(rows, dtype=np.float64),
+        Phi_ext, _ = rank_local_gdsw_rows(layout, sp.csr_matrix(rows, dtype=np.float64),
                                            coarse, null_space)
         return sp.csr_matrix(Phi_ext[: layout.num_owned], dtype=np.float64)
     if coarse in MATRIX_COARSE_BASES:  # pragma: no cover - rank_decomposition sets owner
@@ -407,3 +407,110 @@ def setup_native(ksp_or_pc: Any, *, coordinates: Any = None, **options: Any) -> 
         _configure_asm(pc, subdomains, subdomains_local, opts.variant)
     return NativeSchwarz(pc, opts, parts, Phi, subdomains, subdomains_local, coarse_dim,
                          source, time.perf_counter() - start)
+
+
+class NativePC:
+    """The native route as a PETSc PC of type ``python``: chosen from the command line.
+
+    ``-pc_type python -pc_python_type ddops.petsc.NativePC`` (or
+    ``pc.setPythonContext(NativePC(coarse="gdsw"))``) builds, in every
+    ``PCSetUp``, an inner PC with :func:`setup_native` on the operators PETSc
+    hands it (PCMG with PCASM on the ddops subdomains and Phi; PCDEFLATION for
+    ``-ddops_variant hybrid``) and applies it.  The inner PC has the outer
+    PC's options prefix, so the options of :func:`setup_native` apply as they
+    are: ``-ddops_*``, ``-mg_coarse_pc_type telescope``, ``-mg_levels_sub_pc_type``, ...
+
+    A new matrix (``KSPSetOperators`` again, or new values) makes PETSc call
+    ``setUp`` again, which rebuilds the decomposition, Phi and the inner PC.
+    ``-ksp_view`` prints what was built and the inner PC.
+
+    Parameters
+    ----------
+    coordinates : array, optional
+        Coordinates of this rank's rows, for ``-ddops_partitioner rcb``.
+    **options
+        As for :func:`setup_native`; ``-<prefix>ddops_*`` overrides them.
+
+    Attributes
+    ----------
+    native : NativeSchwarz or None
+        What the last ``setUp`` built (its ``pc`` is the inner PC).
+    setups : int
+        How many times the PC was built.
+    """
+
+    def __init__(self, *, coordinates: Any = None, **options: Any) -> None:
+        unknown = sorted(set(options) - set(SchwarzOptions.__dataclass_fields__))
+        if unknown:
+            raise TypeError(f"NativePC got unknown options {unknown}; the options are "
+                            f"{sorted(SchwarzOptions.__dataclass_fields__)}")
+        SchwarzOptions(**options)  # a bad keyword value is named now, not at set-up
+        self._options = options
+        self.coordinates = coordinates
+        self.native: NativeSchwarz | None = None
+        self.setups = 0
+
+    # -- PETSc's python-context protocol --------------------------------------------------
+    def setUp(self, pc: Any) -> None:  # noqa: N802 - PETSc's method names
+        """Build the inner PC from the current operators (again after a change)."""
+        from petsc4py import PETSc
+
+        self._release()
+        A, P = pc.getOperators()
+        inner = PETSc.PC().create(comm=pc.getComm())
+        inner.setOptionsPrefix(pc.getOptionsPrefix())
+        inner.setOperators(A, P)
+        # the database's -pc_type python (this PC's own) must not reach the inner PC, which
+        # shares the prefix so that -mg_*, -deflation_* and -ddops_* apply as they are
+        db = PETSc.Options()
+        hidden = {key: db.getString(key) for key in (f"{inner.getOptionsPrefix() or ''}pc_type",)
+                  if db.hasName(key)}
+        for key in hidden:
+            db.delValue(key)
+        try:
+            self.native = setup_native(inner, coordinates=self.coordinates, **self._options)
+            inner.setFromOptions()
+            inner.setUp()
+        except BaseException:
+            inner.destroy()
+            self.native = None
+            raise
+        finally:
+            for key, value in hidden.items():
+                db.setValue(key, value)
+        self.setups += 1
+
+    def apply(self, pc: Any, x: Any, y: Any) -> None:
+        """``y = M x`` with the inner PC."""
+        self.native.pc.apply(x, y)
+
+    def applyTranspose(self, pc: Any, x: Any, y: Any) -> None:  # noqa: N802
+        """``y = M^T x`` with the inner PC."""
+        self.native.pc.applyTranspose(x, y)
+
+    def view(self, pc: Any, viewer: Any) -> None:
+        """Print what was built, then the inner PC (``-ksp_view``)."""
+        if viewer.getType() != "ascii":
+            return
+        if self.native is None:
+            viewer.printfASCII(f"ddops native route (ddops.petsc.NativePC), not set up; "
+                               f"options {self._options}\n")
+            return
+        for line in self.native.summary():
+            viewer.printfASCII(line + "\n")
+        self.native.pc.view(viewer)
+
+    def reset(self, pc: Any) -> None:
+        """Drop the inner PC (PCReset)."""
+        self._release()
+
+    def destroy(self, pc: Any) -> None:
+        """Drop the inner PC (PCDestroy)."""
+        self._release()
+
+    def _release(self) -> None:
+        if self.native is not None:
+            inner = self.native.pc
+            self.native.destroy()
+            inner.destroy()
+            self.native = None

@@ -179,3 +179,55 @@ def test_native_example_runs_as_documented():
                       r"\((\d+)\), \|b - A x\| / \|b\| = (\S+),", stdout)
     assert found, stdout[-2000:]
     assert int(found.group(2)) > 0 and float(found.group(3)) <= 1e-8
+
+
+def test_native_pc_from_the_options_database(poisson, PETSc):
+    """``-pc_type python -pc_python_type ddops.petsc.NativePC`` equals setup_native from code,
+    and a new matrix rebuilds it."""
+    A, P = poisson
+    b_global = _cases.rhs(A.shape[0])
+    its_code, reason, ksp, native = _solve(P, {"subdomains": 8, "coarse": "gdsw"}, {})
+    ksp.destroy()
+    native.destroy()
+    prefix = f"nt{next(_prefixes)}_"
+    db = PETSc.Options()
+    settings = {"ksp_type": "cg", "ksp_norm_type": "unpreconditioned", "ksp_rtol": _cases.RTOL,
+                "ksp_atol": 0.0, "pc_type": "python",
+                "pc_python_type": "ddops.petsc.NativePC", "ddops_subdomains": 8,
+                "ddops_coarse": "gdsw"}
+    for key, value in settings.items():
+        db.setValue(f"{prefix}{key}", value)
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOptionsPrefix(prefix)
+    ksp.setOperators(P)
+    ksp.setFromOptions()
+    try:
+        _cases._solve(ksp, P, b_global)
+        ctx = ksp.getPC().getPythonContext()
+        assert ksp.getConvergedReason() > 0
+        assert ksp.getIterationNumber() == its_code
+        assert ctx.setups == 1 and ctx.native.pc.getType() == "mg"
+        assert ctx.native.coarse_dim == native.coarse_dim
+        # the database's -pc_type python is the outer PC's only, and is kept
+        assert db.getString(f"{prefix}pc_type") == "python"
+        # a new matrix: twice A (the same iterations from twice the right-hand side)
+        P2 = _cases.petsc_matrix(2.0 * A, PETSc.COMM_SELF)
+        ksp.setOperators(P2)
+        _cases._solve(ksp, P2, 2.0 * b_global)
+        assert ctx.setups == 2
+        assert ksp.getIterationNumber() == its_code
+        assert abs(ctx.native.pc.getOperators()[1].norm() - 2.0 * P.norm()) < 1e-9 * P.norm()
+        P2.destroy()
+    finally:
+        ksp.destroy()
+        for key in settings:
+            db.delValue(f"{prefix}{key}")
+
+
+def test_native_pc_rejects_bad_keywords(PETSc):
+    from ddops.petsc import NativePC
+
+    with pytest.raises(TypeError, match="NativePC got unknown options"):
+        NativePC(coarsee="gdsw")
+    with pytest.raises(ValueError, match="overlap"):
+        NativePC(overlap=-1)
