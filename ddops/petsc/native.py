@@ -488,6 +488,29 @@ class NativePC:
         """``y = M^T x`` with the inner PC."""
         self.native.pc.applyTranspose(x, y)
 
+    def preSolve(self, pc: Any, ksp: Any, b: Any, x: Any) -> None:  # noqa: N802
+        """The inner PC's ``PCPreSolve``: PCDEFLATION's initial guess (``-ddops_variant hybrid``).
+
+        PETSc calls the pre-solve hook of the KSP's own PC only; without this
+        the inner PCDEFLATION would not project the initial guess and CG would
+        not converge.  petsc4py 3.18 does not wrap ``PCPreSolve``: ctypes.
+        """
+        if self.native is not None and self.native.pc.getType() == "deflation":
+            import ctypes
+
+            ptr = ctypes.c_void_p
+            _check_call("PCPreSolve",
+                        _petsc_library().PCPreSolve(ptr(self.native.pc.handle), ptr(ksp.handle)))
+
+    def postSolve(self, pc: Any, ksp: Any, b: Any, x: Any) -> None:  # noqa: N802
+        """The inner PC's ``PCPostSolve`` (see :meth:`preSolve`)."""
+        if self.native is not None and self.native.pc.getType() == "deflation":
+            import ctypes
+
+            ptr = ctypes.c_void_p
+            _check_call("PCPostSolve",
+                        _petsc_library().PCPostSolve(ptr(self.native.pc.handle), ptr(ksp.handle)))
+
     def view(self, pc: Any, viewer: Any) -> None:
         """Print what was built, then the inner PC (``-ksp_view``)."""
         if viewer.getType() != "ascii":

@@ -70,10 +70,12 @@ def test_view_reports_the_setup(results):
     assert "replicated on every rank" in lines
 
 
-def test_example_script_runs_as_documented():
+@pytest.mark.parametrize("variant", ["additive", "hybrid"])
+def test_example_script_runs_as_documented(variant):
     """``examples/petsc_schwarz.py`` with the command lines of docs/petsc.md (small grid): the
     python-context route and the native route chosen by ``-pc_python_type`` take the same
-    iterations (both equal the serial library's in the tests above)."""
+    iterations (both equal the serial library's in the tests above); with ``hybrid`` the
+    native route is PCDEFLATION, whose initial guess NativePC's pre-solve hook passes on."""
     import re
 
     from ._petsc import run_example
@@ -82,7 +84,7 @@ def test_example_script_runs_as_documented():
     for pc in ("SchwarzPC", "NativePC"):
         stdout = run_example("petsc_schwarz.py", "-n", "48", "-ksp_monitor", "-pc_type",
                              "python", "-pc_python_type", f"ddops.petsc.{pc}", "-ddops_coarse",
-                             "gdsw", "-ksp_view")
+                             "gdsw", "-ddops_variant", variant, "-ksp_view")
         assert "coarse space: gdsw" in stdout
         assert f"Python: ddops.petsc.{pc}" in stdout
         found = re.search(r"2304 unknowns on 2 ranks: (\d+) iterations \((\d+)\), "
@@ -90,5 +92,6 @@ def test_example_script_runs_as_documented():
         assert found, stdout[-2000:]
         assert int(found.group(2)) > 0 and float(found.group(3)) <= 1e-8
         iterations[pc] = int(found.group(1))
-    assert "type: mg" in stdout  # NativePC's -ksp_view shows the inner PCMG
+    # NativePC's -ksp_view shows the inner PCMG (PCDEFLATION)
+    assert ("type: mg" if variant == "additive" else "type: deflation") in stdout
     assert iterations["SchwarzPC"] == iterations["NativePC"]
