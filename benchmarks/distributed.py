@@ -198,6 +198,20 @@ def worker(n: int, parts: int, rtol: float, applies: int, serial: bool) -> dict[
 
 
 # -- the model -----------------------------------------------------------------------------
+def gdsw_coarse_problem(width: int, parts: int):
+    """``(A, d, A0)``: 2D Poisson on ``parts x parts`` boxes of ``width^2`` points and its GDSW
+    coarse matrix ``A0 = Phi^T A Phi`` (CSR, sorted indices)."""
+    import ddops
+
+    n = width * parts
+    A = ddops.poisson_2d(n)
+    d = ddops.Decomposition.from_grid((n, n), (parts, parts), overlap=1)
+    Phi = ddops.coarse_basis(d, "gdsw", A=A)
+    A0 = (Phi.T @ A @ Phi).tocsr()
+    A0.sort_indices()
+    return A, d, A0
+
+
 def coarse_growth(width: int, parts_list: list[int], repeats: int = 20) -> list[dict[str, Any]]:
     """GDSW coarse dimension, factorisation and solve time against ``N`` at fixed ``H/h``.
 
@@ -206,16 +220,12 @@ def coarse_growth(width: int, parts_list: list[int], repeats: int = 20) -> list[
     sparse factorisation (as :class:`~ddops.distributed.precond.DistributedTwoLevelSchwarz`
     does above 2000 coarse functions) and one solve.
     """
-    import ddops
     from ddops.precond.schwarz import _sparse_spd_factor
 
     rows = []
     for parts in parts_list:
-        n = width * parts
-        A = ddops.poisson_2d(n)
-        d = ddops.Decomposition.from_grid((n, n), (parts, parts), overlap=1)
-        Phi = ddops.coarse_basis(d, "gdsw", A=A)
-        A0 = (Phi.T @ A @ Phi).tocsc()
+        _, _, A0 = gdsw_coarse_problem(width, parts)
+        A0 = A0.tocsc()
         start = time.perf_counter()
         lu, _ = _sparse_spd_factor(A0)
         factor = time.perf_counter() - start

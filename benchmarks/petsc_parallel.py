@@ -64,10 +64,9 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.distributed import CLUSTER_ALPHA, CLUSTER_BETA, _fit, gdsw_coarse_problem  # noqa: E402
+
 RTOL = 1e-8
-#: Cluster parameters of the model: 2 us per message, 10 GB/s per link (as benchmarks/distributed).
-CLUSTER_ALPHA = 2e-6
-CLUSTER_BETA = 1 / 10e9
 #: Iteration cap of every row (the one-level rows may need it).
 MAXIT = 3000
 
@@ -364,12 +363,7 @@ def coarse_costs(width: int, parts_list: list[int], repeats: int = 20) -> list[d
 
     rows = []
     for parts in parts_list:
-        n = width * parts
-        A = ddops.poisson_2d(n)
-        d = ddops.Decomposition.from_grid((n, n), (parts, parts), overlap=1)
-        Phi = ddops.coarse_basis(d, "gdsw", A=A)
-        A0 = (Phi.T @ A @ Phi).tocsr()
-        A0.sort_indices()
+        A, d, A0 = gdsw_coarse_problem(width, parts)
         P0 = PETSc.Mat().createAIJ(A0.shape, csr=(A0.indptr.astype(PETSc.IntType),
                                                   A0.indices.astype(PETSc.IntType), A0.data),
                                    comm=PETSc.COMM_SELF)
@@ -400,13 +394,6 @@ def coarse_costs(width: int, parts_list: list[int], repeats: int = 20) -> list[d
         rows.append(row)
         P0.destroy()
     return rows
-
-
-def _fit(rows: list[dict[str, Any]], key: str) -> tuple[float, float]:
-    """``t = a n0^e`` by least squares in log-log: ``(a, e)``."""
-    x = np.log([r["n0"] for r in rows])
-    e, loga = np.polyfit(x, np.log([r[key] for r in rows]), 1)
-    return float(np.exp(loga)), float(e)
 
 
 def coarse_model(costs: list[dict[str, Any]], per_rank: int, ranks: list[int], alpha: float,
