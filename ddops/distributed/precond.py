@@ -206,7 +206,7 @@ def _interface_rows(layout: DistributedLayout, rows: sp.csr_matrix) -> sp.csr_ma
 
 
 def rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: str,
-                          null_space: Any = None, rows_ext: sp.csr_matrix | None = None):
+                         null_space: Any = None, rows_ext: sp.csr_matrix | None = None):
     """GDSW/RGDSW from this rank's owned rows of ``A`` only (any null space).
 
     Collective.  The interface components come from the replicated interface
@@ -491,7 +491,7 @@ class DistributedTwoLevelSchwarz:
         Phi_owned = Phi_ext = known = None
         self.coarse_construction = None
         d = layout.decomposition
-        rows_ext = layout.local_rows(rows) if coarse_basis is not None else None
+        rows_ext = None  # the owned rows in extended numbering, built once where needed
         # null_space is problem data: accepted whatever the coarse basis (as by the serial
         # preconditioner), used where a named basis is built from it
         if coarse_basis is None:
@@ -499,8 +499,9 @@ class DistributedTwoLevelSchwarz:
         elif (local_basis and isinstance(coarse_basis, str)
                 and coarse_basis in MATRIX_COARSE_BASES and d.owner is not None):
             self.coarse_construction = "rank-local"
+            rows_ext = layout.local_rows(rows)
             Phi_ext, known = rank_local_gdsw_rows(layout, rows, coarse_basis, null_space,
-                                                   rows_ext=rows_ext)
+                                                  rows_ext=rows_ext)
             Phi_owned = Phi_ext[: layout.num_owned]
         else:
             self.coarse_construction = "serial"
@@ -518,6 +519,7 @@ class DistributedTwoLevelSchwarz:
                 Phi = validate_coarse_matrix(coarse_basis, d.num_dofs)
             Phi = sp.csr_matrix(Phi, dtype=np.float64)
             Phi_owned, Phi_ext = Phi[layout.owned], Phi[layout.ext_indices]
+            rows_ext = layout.local_rows(rows)  # after the gathered matrix is gone
         self.coarse_basis_seconds = time.perf_counter() - basis_start
         matrix_start = time.perf_counter()
         self._factor_coarse(layout, rows_ext, Phi_owned, Phi_ext, known)

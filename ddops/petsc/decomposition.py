@@ -174,10 +174,10 @@ def rank_decomposition(P: Any, comm: Any = None, *, subdomains: int | None = Non
         seed=seed, coordinates=coordinates)
 
 
-def rank_decomposition_from_rows(rows: sp.csr_matrix, row_range: tuple[int, int], comm: Any = None,
-                                 *, fetch_rows: Any = None, subdomains: int | None = None,
-                                 overlap: int = 1, partitioner: str = "metis",
-                                 block_size: int = 1, seed: int = 0,
+def rank_decomposition_from_rows(rows: sp.csr_matrix, row_range: tuple[int, int],
+                                 comm: Any = None, *, fetch_rows: Any = None,
+                                 subdomains: int | None = None, overlap: int = 1,
+                                 partitioner: str = "metis", block_size: int = 1, seed: int = 0,
                                  coordinates: Any = None) -> RankDecomposition:
     """The decomposition of :func:`rank_decomposition` from this rank's rows as scipy CSR.
 
@@ -193,6 +193,10 @@ def rank_decomposition_from_rows(rows: sp.csr_matrix, row_range: tuple[int, int]
         ``(rstart, rend)``; the ranks' ranges are contiguous and in rank order.
     comm : mpi4py communicator, optional
         The communicator (mpi4py); required on more than one rank.
+    fetch_rows : callable, optional
+        ``fetch_rows(wanted)``: the rows ``wanted`` (sorted global indices) as CSR,
+        collective (every rank calls it, also with nothing wanted); needed for
+        ``overlap > 1`` on more than one rank.
     subdomains : int, optional
         Total number of subdomains ``N >= size``; rank ``r`` gets
         ``split_sizes(N, size)[r]`` of them.  Default: every rank
@@ -208,11 +212,6 @@ def rank_decomposition_from_rows(rows: sp.csr_matrix, row_range: tuple[int, int]
     coordinates : array, optional
         Coordinates of this rank's rows (``num_rows x d``), for ``"rcb"``.
 
-    fetch_rows : callable, optional
-        ``fetch_rows(wanted)``: the rows ``wanted`` (sorted global indices) as CSR,
-        collective (every rank calls it, also with nothing wanted); needed for
-        ``overlap > 1`` on more than one rank.
-
     Returns
     -------
     RankDecomposition
@@ -220,6 +219,9 @@ def rank_decomposition_from_rows(rows: sp.csr_matrix, row_range: tuple[int, int]
     rows = sp.csr_matrix(rows)
     rstart, rend = (int(i) for i in row_range)
     m = rend - rstart
+    if rows.shape[0] != m:
+        raise ValueError(f"rows has {rows.shape[0]} rows but row_range ({rstart}, {rend}) "
+                         f"holds {m}")
     size = 1 if comm is None else comm.Get_size()
     rank = 0 if comm is None else comm.Get_rank()
     b = int(block_size)
@@ -254,7 +256,11 @@ def rank_decomposition_from_rows(rows: sp.csr_matrix, row_range: tuple[int, int]
                          "pass fetch_rows")
     for _ in range(layers):
         ring = np.setdiff1d(_whole_nodes(known_rows.indices, b), known, assume_unique=True)
-        new_rows = fetch_rows(ring)  # collective: every rank calls, also with no ring
+        # collective: every rank calls, also with no ring
+        new_rows = sp.csr_matrix(fetch_rows(ring))
+        if new_rows.shape[0] != ring.size:
+            raise ValueError(f"fetch_rows returned {new_rows.shape[0]} rows for the "
+                             f"{ring.size} asked for")
         fetched += int(ring.size)
         order = np.argsort(np.concatenate([known, ring]), kind="stable")
         known = np.concatenate([known, ring])[order]

@@ -416,13 +416,18 @@ class NativePC:
     ``pc.setPythonContext(NativePC(coarse="gdsw"))``) builds, in every
     ``PCSetUp``, an inner PC with :func:`setup_native` on the operators PETSc
     hands it (PCMG with PCASM on the ddops subdomains and Phi; PCDEFLATION for
-    ``-ddops_variant hybrid``) and applies it.  The inner PC has the outer
-    PC's options prefix, so the options of :func:`setup_native` apply as they
-    are: ``-ddops_*``, ``-mg_coarse_pc_type telescope``, ``-mg_levels_sub_pc_type``, ...
+    ``-ddops_variant hybrid``; PCASM alone for ``-ddops_coarse none``) and
+    applies it.  The inner PC has the outer PC's options prefix, so the
+    options of :func:`setup_native` apply as they are: ``-ddops_*``,
+    ``-mg_coarse_pc_type telescope``, ``-mg_levels_sub_pc_type``, ...; the
+    defaults :func:`setup_native` writes into the database under that prefix
+    stay there, as with :func:`setup_native` itself.
 
-    A new matrix (``KSPSetOperators`` again, or new values) makes PETSc call
-    ``setUp`` again, which rebuilds the decomposition, Phi and the inner PC.
-    ``-ksp_view`` prints what was built and the inner PC.
+    PETSc calls ``setUp`` again, and so rebuilds the decomposition, Phi and
+    the inner PC, when the operators change: a new matrix, or new values in
+    the same one (not when ``KSPSetReusePreconditioner`` is set, and not for
+    ``KSPSetOperators`` with the unchanged matrix).  ``-ksp_view`` prints
+    what was built and the inner PC.
 
     Parameters
     ----------
@@ -444,7 +449,10 @@ class NativePC:
         if unknown:
             raise TypeError(f"NativePC got unknown options {unknown}; the options are "
                             f"{sorted(SchwarzOptions.__dataclass_fields__)}")
-        SchwarzOptions(**options)  # a bad keyword value is named now, not at set-up
+        variant = SchwarzOptions(**options).variant  # a bad value is named now, not at set-up
+        if variant not in NATIVE_VARIANTS:
+            raise ValueError(f"variant {variant!r}: the native route has "
+                             f"{tuple(NATIVE_VARIANTS)}; use ddops.petsc.SchwarzPC for the others")
         self._options = options
         self.coordinates = coordinates
         self.native: NativeSchwarz | None = None
@@ -472,12 +480,15 @@ class NativePC:
             inner.setFromOptions()
             inner.setUp()
         except BaseException:
+            if self.native is not None:
+                self.native.destroy()
             inner.destroy()
             self.native = None
             raise
         finally:
             for key, value in hidden.items():
                 db.setValue(key, value)
+                db.getString(key)  # read again: -options_left must not report it unused
         self.setups += 1
 
     def apply(self, pc: Any, x: Any, y: Any) -> None:

@@ -231,3 +231,5 @@ def test_native_pc_rejects_bad_keywords(PETSc):
         NativePC(coarsee="gdsw")
     with pytest.raises(ValueError, match="overlap"):
         NativePC(overlap=-1)
+    with pytest.raises(ValueError, match="'symmetric_restricted': the native route has"):
+        NativePC(variant="symmetric_restricted")

@@ -172,3 +172,31 @@ def test_view_prints_what_was_built(PETSc, poisson, prefix, tmp_path):
     assert "ddops two-level Schwarz" in text and "variant additive" in text
     assert "subdomains: 8" in text and "coarse space: gdsw, dimension" in text
     assert "replicated on every rank" in text
+
+
+class _TwoRanks:
+    """Rank 0 of a two-rank communicator, as far as the checks before any fetch need one."""
+
+    def Get_size(self):  # noqa: N802 - mpi4py's names
+        return 2
+
+    def Get_rank(self):  # noqa: N802
+        return 0
+
+    def allgather(self, value):
+        return [value, value]
+
+
+def test_decomposition_from_rows_checks_its_input(PETSc):
+    from ddops.petsc.decomposition import rank_decomposition_from_rows
+
+    A, _, _ = _cases.problem("poisson2d")
+    half = A[: A.shape[0] // 2].tocsr()
+    with pytest.raises(ValueError, match=r"rows has 10 rows but row_range \(0, 11\) holds 11"):
+        rank_decomposition_from_rows(A[:10], (0, 11))
+    with pytest.raises(ValueError, match="overlap 2 on 2 ranks needs the rows of other ranks"):
+        rank_decomposition_from_rows(half, (0, half.shape[0]), _TwoRanks(), subdomains=4,
+                                     overlap=2)
+    with pytest.raises(ValueError, match=r"fetch_rows returned 0 rows for the \d+ asked for"):
+        rank_decomposition_from_rows(half, (0, half.shape[0]), _TwoRanks(), subdomains=4,
+                                     overlap=2, fetch_rows=lambda wanted: A[:0])
