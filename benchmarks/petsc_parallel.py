@@ -307,6 +307,12 @@ def worker(method: str, name: str, args) -> dict[str, Any]:
         elif native is not None:
             record["coarse_dim"] = int(native.coarse_dim)
             record["subdomains"] = int(native.parts.decomposition.num_subdomains)
+        # PETSc's objects before the interpreter exits (petsc4py 3.18 may crash at exit
+        # otherwise); the KSP first, as it holds the python PC
+        for obj in (ksp, bv, xv, rv, P):
+            obj.destroy()
+        if native is not None:
+            native.destroy()
     record["peak_mb"] = float(comm.allreduce(_status("VmHWM"), op=MPI.MAX))
     record["peak_mb_per_rank"] = comm.allgather(_status("VmHWM"))
     return record if rank == 0 else {}
@@ -351,8 +357,9 @@ def coarse_costs(width: int, parts_list: list[int], repeats: int = 20) -> list[d
     Phi^T A Phi``, then with PETSc on one process the LU factorisation and one
     solve (the coarse solve of the redundant and telescoped routes), GAMG's
     set-up and one V-cycle (``-mg_coarse_pc_type gamg``, inexact), and the
-    one-level work per subdomain (one product with ``A`` and one PCASM
-    application with ddops' local solves) that a rank does per CG iteration.
+    one-level work per subdomain that a rank does per CG iteration (one
+    product with ``A`` and one application of ddops' one-level additive
+    Schwarz, ``TwoLevelSchwarz`` without coarse space).
     """
     import petsc4py
 
@@ -383,7 +390,8 @@ def coarse_costs(width: int, parts_list: list[int], repeats: int = 20) -> list[d
             for _ in range(repeats):
                 pc.apply(x, y)
             row[f"{kind}_apply_seconds"] = (time.perf_counter() - start) / repeats
-            pc.destroy()
+            for obj in (pc, x, y):
+                obj.destroy()
         M = ddops.TwoLevelSchwarz(A, d, coarse_basis=None, coarse=False, variant="additive")
         b = np.ones(A.shape[0])
         start = time.perf_counter()
