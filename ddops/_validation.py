@@ -137,6 +137,31 @@ def as_matrix(A: Any, name: str = "A", *, convert: bool = True):
     return A, np.dtype(dtype)
 
 
+def as_vectors(X: Any, n: int, name: str) -> np.ndarray:
+    """``X`` (``n``, or ``n x k`` with ``k >= 1``; dense or sparse) as a finite float64 ``n x k``.
+
+    Raises
+    ------
+    TypeError
+        Non-real entries.
+    ValueError
+        Another shape, or NaN/inf.
+    """
+    import scipy.sparse as sp
+
+    Z = X.toarray() if sp.issparse(X) else np.asarray(X)
+    if Z.dtype.kind not in "fiub":
+        raise TypeError(f"{name} must be a real array, got dtype {Z.dtype}")
+    if Z.ndim == 1:
+        Z = Z[:, None]
+    if Z.ndim != 2 or Z.shape[0] != n or Z.shape[1] < 1:
+        raise ValueError(f"{name} must have shape ({n},) or ({n}, k) with k >= 1, got "
+                         f"{np.shape(X)}")
+    Z = Z.astype(np.float64)
+    check_finite(name, Z)
+    return Z
+
+
 def check_no_empty_rows(A: Any, name: str = "A") -> None:
     """Raise naming the first row of ``A`` (CSR) without a nonzero entry.
 
@@ -147,9 +172,13 @@ def check_no_empty_rows(A: Any, name: str = "A") -> None:
     zero = np.flatnonzero(A.diagonal() == 0)
     if not zero.size:
         return
-    starts, ends = A.indptr[zero], A.indptr[zero + 1]
-    empty = [int(i) for i, a, b in zip(zero, starts, ends, strict=True)
-             if not np.any(A.data[a:b])]
+    # stored nonzeros per row, read only where the diagonal is zero (no Python loop)
+    counts = np.diff(A.indptr)[zero]
+    rows = np.repeat(np.arange(zero.size), counts)
+    starts = np.repeat(A.indptr[zero], counts)
+    within = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    nonzero = np.bincount(rows[A.data[starts + within] != 0], minlength=zero.size)
+    empty = zero[nonzero == 0].tolist()
     if empty:
         more = f" (and {len(empty) - 1} more)" if len(empty) > 1 else ""
         raise ValueError(f"{name}: row {empty[0]} is empty{more}: {name} is singular (an "

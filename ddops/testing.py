@@ -460,17 +460,6 @@ def _p1_elasticity(points, triangles, rng):
     return _symmetric_csr(rows, cols, Ke.ravel(), 2 * points.shape[0])
 
 
-def _rigid_modes(points):
-    """The translations and the rotation of the nodes, node-major ``(2 m, 3)``."""
-    x = points - points.mean(axis=0)
-    Z = np.zeros((2 * x.shape[0], 3))
-    Z[0::2, 0] = 1.0
-    Z[1::2, 1] = 1.0
-    Z[0::2, 2] = -x[:, 1]
-    Z[1::2, 2] = x[:, 0]
-    return Z
-
-
 def _problems(kinds, max_n: int, singular: bool, min_nodes: int = 1):
     """Strategy of :class:`_Problem`: SPD matrices, or singular ones with their kernel.
 
@@ -506,7 +495,9 @@ def _problems(kinds, max_n: int, singular: bool, min_nodes: int = 1):
         if kind == "fem":
             A, Z = _p1_diffusion(points, triangles, rng), np.ones((points.shape[0], 1))
         else:
-            A, Z = _p1_elasticity(points, triangles, rng), _rigid_modes(points)
+            from .problems.elasticity import rigid_body_modes
+
+            A, Z = _p1_elasticity(points, triangles, rng), rigid_body_modes(points)
         if not singular:  # Dirichlet (clamped) nodes on the side x = 0, removed
             keep_nodes = np.flatnonzero(points[:, 0] > 0)
             keep = (keep_nodes[:, None] * b + np.arange(b)).ravel()

@@ -41,7 +41,7 @@ def hats_apply(decomposition: Decomposition) -> bool:
     d = decomposition
     x = d.coordinates
     one_d = x.ndim == 1 or (x.ndim == 2 and x.shape[1] == 1)
-    return bool(getattr(d, "has_coordinates", True) and one_d and d.interface_nodes.size)
+    return bool(d.has_coordinates and one_d and d.interface_nodes.size)
 
 
 def auto_coarse_basis(decomposition: Decomposition, matrix: bool) -> str:
@@ -242,7 +242,7 @@ def coarse_basis(
     if x.ndim == 2 and x.shape[1] == 1:  # n x 1 points (a 1D grid decomposition) are 1D
         x = x.ravel()
     if kind in ("interface_hats", "grid_hats"):
-        if not getattr(d, "has_coordinates", True):
+        if not d.has_coordinates:
             raise ValueError(f"coarse_basis: {kind!r} needs the unknowns' coordinates, and this "
                              "decomposition has none (Decomposition.from_matrix without "
                              "coordinates=); use 'gdsw' (with A), 'nicolaides' or 'auto'")
@@ -328,7 +328,7 @@ def check_null_space_layout(d: Decomposition, null_space: Any) -> None:
     if not np.all(np.isfinite(Z)):
         return
     k = Z.shape[1]
-    labels = d.owner if d.owner is not None else None
+    labels = d.owner
     if labels is None:
         return
     parts = int(labels.max()) + 1

@@ -87,6 +87,7 @@ import scipy.sparse.csgraph as csgraph
 
 from .._validation import (
     as_matrix,
+    as_vectors,
     check_choice,
     check_finite,
     check_int,
@@ -234,21 +235,8 @@ def _check_owner(owner: Any, n: int) -> np.ndarray:
 
 
 def _check_null_space(null_space: Any, n: int) -> np.ndarray:
-    if null_space is None:
-        return np.ones((n, 1))
-    Z = np.asarray(null_space)
-    if sp.issparse(null_space):
-        Z = null_space.toarray()
-    if Z.dtype.kind not in "fiub":
-        raise TypeError(f"null_space must be a real array, got dtype {Z.dtype}")
-    if Z.ndim == 1:
-        Z = Z[:, None]
-    if Z.ndim != 2 or Z.shape[0] != n or Z.shape[1] < 1:
-        raise ValueError(f"null_space must have shape ({n}, k) with k >= 1, got "
-                         f"{np.shape(null_space)}")
-    Z = Z.astype(np.float64)
-    check_finite("null_space", Z)
-    return Z
+    """The null space as ``n x k`` float64; the constants (``n x 1`` ones) for None."""
+    return np.ones((n, 1)) if null_space is None else as_vectors(null_space, n, "null_space")
 
 
 def _incidence(labels: np.ndarray, num_parts: int) -> sp.csr_matrix:

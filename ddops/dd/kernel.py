@@ -29,7 +29,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .._validation import check_finite
+from .._validation import as_vectors
 
 __all__ = ["KERNEL_RTOL", "KERNEL_RANGE_RTOL", "KERNEL_RHS_RTOL", "check_kernel",
            "coarse_kernel_columns", "ground_basis", "remove_kernel"]
@@ -69,16 +69,9 @@ def check_kernel(kernel: Any, A: sp.csr_matrix, name: str = "kernel") -> np.ndar
         not annihilate (the message gives ``||A z|| / (||A||_1 ||z||)``).
     """
     n = A.shape[0]
-    Z = kernel.toarray() if sp.issparse(kernel) else np.asarray(kernel)
-    if Z.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must be a real array, got dtype {Z.dtype}")
-    if Z.ndim == 1:
-        Z = Z[:, None]
-    if Z.ndim != 2 or Z.shape[0] != n or not 1 <= Z.shape[1] <= n:
-        raise ValueError(f"{name} must have shape ({n},) or ({n}, k) with 1 <= k, got "
-                         f"{np.shape(kernel)}")
-    Z = Z.astype(np.float64)
-    check_finite(name, Z)
+    Z = as_vectors(kernel, n, name)
+    if Z.shape[1] > n:
+        raise ValueError(f"{name}: {Z.shape[1]} columns for {n} unknowns are dependent")
     norms = np.linalg.norm(Z, axis=0)
     if not np.all(norms > 0):
         raise ValueError(f"{name}: column {int(np.argmin(norms))} is zero")
