@@ -44,6 +44,20 @@ def hats_apply(decomposition: Decomposition) -> bool:
     return bool(d.has_coordinates and one_d and d.interface_nodes.size)
 
 
+def resolve_coarse_kind(kind: Any, decomposition: Decomposition, matrix: bool,
+                        name: str = "coarse_basis") -> Any:
+    """A coarse-space name checked, with ``"auto"`` replaced by :func:`auto_coarse_basis`.
+
+    Anything but a string (None, a matrix) is returned as it is: the one place where every
+    entry point (:func:`coarse_basis`, :class:`~ddops.TwoLevelSchwarz`,
+    :class:`~ddops.SchwarzOperator`, the distributed preconditioner) resolves the default.
+    """
+    if not isinstance(kind, str):
+        return kind
+    check_choice(name, kind, ("auto", *ALL_COARSE_BASES))
+    return auto_coarse_basis(decomposition, matrix) if kind == "auto" else kind
+
+
 def auto_coarse_basis(decomposition: Decomposition, matrix: bool) -> str:
     """The coarse basis that ``coarse_basis="auto"`` stands for on a decomposition.
 
@@ -215,8 +229,7 @@ def coarse_basis(
     if not isinstance(decomposition, Decomposition):
         raise TypeError("decomposition must be a ddops Decomposition, got "
                         f"{type(decomposition).__name__}")
-    if kind == "auto":
-        kind = auto_coarse_basis(decomposition, matrix=A is not None)
+    kind = resolve_coarse_kind(kind, decomposition, matrix=A is not None, name="kind")
     if kernel is not None:
         Phi, info = _grounded_basis(decomposition, kind, size, A, null_space, kernel,
                                     dict(threshold=threshold,

@@ -87,9 +87,8 @@ import scipy.sparse as sp
 
 from .._validation import check_choice, check_finite
 from ..dd.coarse import (
-    ALL_COARSE_BASES,
     MATRIX_COARSE_BASES,
-    auto_coarse_basis,
+    resolve_coarse_kind,
     validate_coarse_matrix,
 )
 from ..dd.coarse import coarse_basis as build_coarse_basis
@@ -406,10 +405,8 @@ class DistributedTwoLevelSchwarz:
         check_choice("variant", variant, DISTRIBUTED_VARIANTS)
         if not isinstance(local_basis, (bool, np.bool_)):
             raise TypeError(f"local_basis must be a bool, got {type(local_basis).__name__}")
-        if isinstance(coarse_basis, str):
-            check_choice("coarse_basis", coarse_basis, ("auto", *ALL_COARSE_BASES))
-            if coarse_basis == "auto":  # as TwoLevelSchwarz: the matrix is always known here
-                coarse_basis = auto_coarse_basis(layout.decomposition, matrix=True)
+        # as TwoLevelSchwarz: the matrix is always known here
+        coarse_basis = resolve_coarse_kind(coarse_basis, layout.decomposition, matrix=True)
         n = layout.num_dofs
         self.layout = layout
         self.variant = variant

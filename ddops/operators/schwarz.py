@@ -46,10 +46,9 @@ from scipy.sparse.linalg import LinearOperator
 from .._validation import check_choice, check_dtype, check_finite, check_int, check_memory
 from ..backend import asarray, check_backend, spmm, take_rows, to_numpy
 from ..dd.coarse import (
-    ALL_COARSE_BASES,
     MATRIX_COARSE_BASES,
-    auto_coarse_basis,
     column_rank,
+    resolve_coarse_kind,
     subdomain_blocks,
     validate_coarse_matrix,
 )
@@ -279,10 +278,7 @@ class SchwarzOperator(LowRankOperator):
         named = isinstance(coarse_basis, str)
         # A and null_space are problem data: accepted whatever the coarse basis, used where
         # it is built from them (as by ddops.coarse_basis)
-        if named:
-            check_choice("coarse_basis", coarse_basis, ("auto", *ALL_COARSE_BASES))
-            if coarse_basis == "auto":
-                coarse_basis = auto_coarse_basis(d, matrix=A is not None)
+        coarse_basis = resolve_coarse_kind(coarse_basis, d, matrix=A is not None)
         if coarse_basis is None:
             Phi = None
         elif named:

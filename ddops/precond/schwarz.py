@@ -45,8 +45,7 @@ from .._validation import (
 from ..backend import asarray, check_backend
 from ..dd.coarse import (
     ADAPTIVE_OPTIONS,
-    ALL_COARSE_BASES,
-    auto_coarse_basis,
+    resolve_coarse_kind,
     validate_coarse_matrix,
 )
 from ..dd.coarse import coarse_basis as build_coarse_basis
@@ -436,8 +435,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
         Q = None if kernel is None else check_kernel(kernel, A)
         if null_space is None and kernel is not None:
             null_space = kernel
-        if isinstance(coarse_basis, str) and coarse_basis == "auto":
-            coarse_basis = auto_coarse_basis(d, matrix=True)
+        coarse_basis = resolve_coarse_kind(coarse_basis, d, matrix=True)
         if dtype is None:
             dtype = np.float32 if a_dtype == np.float32 else np.float64
         dt = check_dtype(dtype)
@@ -541,8 +539,6 @@ class TwoLevelSchwarz(BackendLinearOperator):
         is_grid = isinstance(coarse_basis, str) and coarse_basis == "grid_hats"
         if coarse_size is not None and not is_grid:
             raise ValueError("coarse_size is only used with coarse_basis='grid_hats'")
-        if isinstance(coarse_basis, str):
-            check_choice("coarse_basis", coarse_basis, ALL_COARSE_BASES)
         if options is not None:
             if not isinstance(options, dict):
                 raise TypeError("coarse_options must be a dict of keyword arguments of "
