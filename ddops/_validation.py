@@ -137,6 +137,31 @@ def as_matrix(A: Any, name: str = "A", *, convert: bool = True):
     return A, np.dtype(dtype)
 
 
+def _library_dirs() -> tuple[str, ...]:
+    """Directories of ddops and of the libraries that call back into it (scipy's solvers)."""
+    import scipy
+
+    return tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                 for m in (np, scipy)) + (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` attributed to the user's line: the first frame outside ddops.
+
+    The warnings of the set-up and of ``matvec`` are raised at varying depths inside the
+    library (and, under ``scipy.sparse.linalg.cg``, below scipy's frames); a fixed
+    ``stacklevel`` points into ddops or scipy from some entry points.
+    """
+    import sys
+    import warnings
+
+    skip = _library_dirs()
+    frame, level = sys._getframe(1), 2  # level 2: warn's caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skip):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
 def as_vectors(X: Any, n: int, name: str) -> np.ndarray:
     """``X`` (``n``, or ``n x k`` with ``k >= 1``; dense or sparse) as a finite float64 ``n x k``.
 

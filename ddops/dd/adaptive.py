@@ -103,14 +103,13 @@ Gram-Schmidt of :func:`ddops.dd.gdsw.gdsw_basis`) and counted in ``stats``.
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_int, check_memory, check_positive_float
+from .._validation import check_int, check_memory, check_positive_float, warn
 from .gdsw import (
     DEPENDENCE_RTOL,
     EXTENSION_CHUNK_BYTES,
@@ -473,9 +472,9 @@ def _select(lam: np.ndarray, threshold: float, cap: int) -> tuple[np.ndarray, np
 
 def _warn_cap(capped: int, what: str, cap_name: str, cap: int) -> None:
     if capped:
-        warnings.warn(f"{capped} {what} had more eigenvalues below the threshold than "
+        warn(f"{capped} {what} had more eigenvalues below the threshold than "
                       f"{cap_name}={cap}; only the {cap} smallest were kept there (raise "
-                      f"{cap_name} or lower the threshold)", RuntimeWarning, stacklevel=3)
+                      f"{cap_name} or lower the threshold)", RuntimeWarning)
 
 
 # -- AGDSW ---------------------------------------------------------------------------------------
@@ -571,10 +570,10 @@ def agdsw_basis(
         user = (_check_neumann(neumann, sizes_n), np.concatenate(idx),
                 np.concatenate([[0], np.cumsum(sizes_n)]))
     elif _not_dominant_rows(A).size:
-        warnings.warn("agdsw: A is not diagonally dominant, so the algebraic local Neumann "
+        warn("agdsw: A is not diagonally dominant, so the algebraic local Neumann "
                       "matrices are not positive semidefinite and more functions than needed "
                       "may be selected (GenEO with finite-element Neumann matrices is the "
-                      "rigorous alternative)", RuntimeWarning, stacklevel=2)
+                      "rigorous alternative)", RuntimeWarning)
     eig_start = time.perf_counter()
     lam_all, vecs, sizes = _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Z[comps.interface],
                                              user)

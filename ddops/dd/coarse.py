@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_choice, check_finite, check_int, check_memory
+from .._validation import check_choice, check_finite, check_int, check_memory, warn
 from .decomposition import Decomposition
 
 __all__ = ["ADAPTIVE_OPTIONS", "ALL_COARSE_BASES", "COARSE_BASES", "MATRIX_COARSE_BASES",
@@ -327,11 +326,11 @@ def check_null_space_layout(d: Decomposition, null_space: Any) -> None:
     b = d.block_size
     if null_space is None:
         if b > 1:
-            warnings.warn(
+            warn(
                 f"the decomposition has block_size={b} but no null_space was given: the coarse "
                 f"space uses {b} constant vectors (one per component), which leaves out the "
                 "rotations of elasticity; pass null_space= (for elasticity the rigid body "
-                "modes, ddops.problems.rigid_body_modes)", RuntimeWarning, stacklevel=4)
+                "modes, ddops.problems.rigid_body_modes)", RuntimeWarning)
         return
     Z = null_space.toarray() if sp.issparse(null_space) else np.asarray(null_space)
     if Z.ndim == 1:
@@ -359,11 +358,11 @@ def check_null_space_layout(d: Decomposition, null_space: Any) -> None:
     # ordered like the unknowns, only degenerate parts lose rank (all nodes on one line in
     # 3D); a misordered null space loses it on every part inside one half of the numbering
     if parts >= 2 and deficient.sum() * 4 >= parts:
-        warnings.warn(
+        warn(
             f"null_space has rank {full} but lower rank on {int(deficient.sum())} of {parts} "
             f"parts: its rows are probably not ordered like the unknowns (block_size={b} "
             "means interleaved components, node k holding unknowns k*b .. k*b+b-1; a "
-            "field-major null space must be reordered)", RuntimeWarning, stacklevel=4)
+            "field-major null space must be reordered)", RuntimeWarning)
 
 
 def _matrix_basis(d: Decomposition, kind: str, A: Any, null_space: Any, options: dict,

@@ -25,7 +25,6 @@ together.
 from __future__ import annotations
 
 import numbers
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from .._validation import as_matrix, check_int, check_no_empty_rows
+from .._validation import as_matrix, check_int, check_no_empty_rows, warn
 from .decomposition import Decomposition, split_sizes
 
 __all__ = [
@@ -178,11 +177,11 @@ def _node_graph(A: Any, b: int) -> sp.csr_matrix:
     P.sum_duplicates()
     S = (P + P.T).tocsr()
     if S.nnz != P.nnz:
-        warnings.warn(
+        warn(
             f"A: the sparsity pattern is not symmetric ({S.nnz - P.nnz} of {S.nnz} "
             "off-diagonal couplings are one-sided); partitioning and overlap use the "
             "symmetrised pattern of A + A^T",
-            UserWarning, stacklevel=3)
+            UserWarning)
     if b == 1:
         S.sort_indices()
         return S
@@ -252,11 +251,11 @@ def _warn_disconnected(G: sp.csr_matrix, labels: np.ndarray, parts: int,
         shown = ", ".join(map(str, bad[:10].tolist())) + (", ..." if bad.size > 10 else "")
         whole = (f"; the graph of A itself has {graph_components} connected components"
                  if graph_components > 1 else "")
-        warnings.warn(
+        warn(
             f"{bad.size} of {parts} parts are disconnected in the graph of A (parts {shown})"
             f"{whole}; local solves stay exact, but coarse spaces that assume connected "
             "subdomains lose accuracy",
-            UserWarning, stacklevel=4)
+            UserWarning)
 
 
 # -- partitioners ------------------------------------------------------------------------------

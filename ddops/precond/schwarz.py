@@ -41,6 +41,7 @@ from .._validation import (
     check_no_empty_rows,
     fits_in_memory,
     subdomain_matrix_name,
+    warn,
 )
 from ..backend import asarray, check_backend
 from ..dd.coarse import (
@@ -820,12 +821,12 @@ class TwoLevelSchwarz(BackendLinearOperator):
         worst = float(along.max())
         if not self._warned_inconsistent and worst > KERNEL_RHS_RTOL * self._largest_residual:
             self._warned_inconsistent = True
-            warnings.warn(
+            warn(
                 f"the residual has a component of relative size "
                 f"{worst / max(float(norms.max()), 1e-300):.2e} along the kernel of A: the "
                 "right-hand side is inconsistent (not orthogonal to the kernel), so a Krylov "
                 "method cannot converge; solve with b = M.remove_kernel(b) (the least-squares "
-                "right-hand side) instead", RuntimeWarning, stacklevel=4)
+                "right-hand side) instead", RuntimeWarning)
 
     def remove_kernel(self, b: Any) -> Any:
         """``b`` without its components along the kernel (``kernel=``) of ``A``.
@@ -961,11 +962,11 @@ def jacobi(A: Any, dtype: Any = None, backend: str = "numpy") -> JacobiPrecondit
 def _warn_nonsymmetric_for_cg(M: Any) -> None:
     """Warn when CG gets a preconditioner that is not symmetric (CG's theory needs SPD ``M``)."""
     if isinstance(M, TwoLevelSchwarz) and M.variant == "restricted":
-        warnings.warn(
+        warn(
             "solve_with_history: method='cg' with TwoLevelSchwarz(variant='restricted'), which is "
             "not symmetric; CG may stagnate or stop early with a wrong count.  Use "
             "method='gmres', or variant='additive' or 'symmetric_restricted' with CG",
-            UserWarning, stacklevel=3)
+            UserWarning)
 
 
 def solve_with_history(
