@@ -64,6 +64,46 @@ def test_an_empty_row_is_named_by_its_index(name):
     assert re.search(r"\brow 37 is empty\b", str(exc.value)), (name, str(exc.value))
 
 
+def test_the_empty_row_message_counts_the_others():
+    from ddops._validation import check_no_empty_rows
+
+    B = A.tolil()
+    for i in (5, 37, 50):
+        B[i, :] = 0.0
+    B = B.tocsr()
+    C = A.tocsr().copy()  # row 9: stored entries, all explicit zeros (and a zero diagonal)
+    C.data[C.indptr[9]:C.indptr[10]] = 0.0
+    with pytest.raises(ValueError, match=r"^A: row 5 is empty \(and 2 more\): A is singular"):
+        check_no_empty_rows(B)
+    with pytest.raises(ValueError, match=r"^M: row 9 is empty: M is singular"):
+        check_no_empty_rows(C, "M")
+    check_no_empty_rows(A - sp.diags(A.diagonal()))  # zero diagonal, nonzero rows: fine
+
+
+@pytest.mark.parametrize("name", [k for k in entry_points() if k != "inverse_eigenvalues"])
+def test_the_callers_matrix_stays_as_it_is(name):
+    """A non-canonical CSR (duplicate entries, unsorted) with read-only arrays is not changed."""
+    f = entry_points()[name]
+    coo = A.tocoo()
+    half = 0.5 * coo.data
+    rows = np.concatenate([coo.row, coo.row])[::-1]  # every entry twice, reversed order
+    cols = np.concatenate([coo.col, coo.col])[::-1]
+    vals = np.concatenate([half, half])[::-1]
+    B = sp.csr_matrix((vals, (rows, cols)), shape=A.shape)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=A.shape[0]))])
+    order = np.argsort(rows, kind="stable")
+    B = sp.csr_matrix((vals[order], cols[order], indptr), shape=A.shape)  # duplicates kept
+    assert not B.has_canonical_format
+    arrays = [B.data, B.indices, B.indptr]
+    before = [a.copy() for a in arrays]
+    for a in arrays:
+        a.flags.writeable = False
+    f(B)
+    for a, b in zip(arrays, before, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert B.nnz == before[0].size
+
+
 class _Sized:
     """A sampler without num_dofs (checked on its first batch)."""
 

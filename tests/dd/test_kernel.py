@@ -167,6 +167,9 @@ def test_the_kernel_and_consistency_tolerances_are_the_documented_ones(neumann):
 
     A, d = neumann
     n = A.shape[0]
+    # the documented values (the checks below are built from them)
+    assert (kernel.KERNEL_RTOL, kernel.KERNEL_RANGE_RTOL, kernel.KERNEL_RHS_RTOL) == \
+        (1e-8, 1e-6, 1e-6)
     scale = float(abs(A).sum(axis=0).max())
     e = np.zeros(n)
     e[0] = 1.0
@@ -191,3 +194,23 @@ def test_the_kernel_and_consistency_tolerances_are_the_documented_ones(neumann):
             warnings.simplefilter("always")
             M.matvec(r + factor * kernel.KERNEL_RHS_RTOL * q)
         assert any("inconsistent" in str(w.message) for w in caught) == warns, factor
+
+
+def test_a_kernel_vector_counts_as_in_range_phi_up_to_kernel_range_rtol():
+    """``coarse_kernel_columns`` drops a column for a unit kernel vector at distance
+    0.5x KERNEL_RANGE_RTOL from range(Phi), and none at 2x."""
+    from ddops.dd import kernel
+
+    rng = np.random.default_rng(4)
+    n, n0 = 40, 5
+    Phi = sp.csr_matrix(rng.standard_normal((n, n0)))
+    Qphi, _ = np.linalg.qr(Phi.toarray())
+    w = rng.standard_normal(n)
+    w -= Qphi @ (Qphi.T @ w)  # orthogonal to range(Phi)
+    w /= np.linalg.norm(w)
+    u = Qphi @ rng.standard_normal(n0)
+    u /= np.linalg.norm(u)
+    for factor, dropped in ((0.5, 1), (2.0, 0)):
+        eps = factor * kernel.KERNEL_RANGE_RTOL
+        q = (np.sqrt(1 - eps**2) * u + eps * w)[:, None]  # unit, distance eps from range(Phi)
+        assert kernel.coarse_kernel_columns(Phi, q).size == dropped, factor
