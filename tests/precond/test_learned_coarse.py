@@ -239,3 +239,52 @@ def test_the_learned_basis_is_accepted_unchanged_by_every_consumer(problem):
                                rtol=1e-12, atol=1e-14)
     op = ddops.SchwarzOperator(d, coarse_basis=Phi, seed=0)
     np.testing.assert_array_equal(op.coarse_matrix.toarray(), Phi.toarray())
+
+
+def test_pod_start_lr_scale_and_vector_count_are_the_documented_ones(problem):
+    """Defaults and scalings of the docstring, against dense constructions:
+
+    * ``num_vectors`` defaults to ``2 N k`` near-kernel vectors;
+    * with ``steps=0`` each ``Q_i`` spans the ``k`` leading left singular vectors of
+      ``D_i^{1/2} R_i (I - P_base) V`` (``P_base`` the A-orthogonal projector on the base);
+    * ``lr`` is relative to the RMS entry of the initial ``Q``: Adam's first step moves every
+      entry with a nonzero gradient by ``lr * RMS(Q_0)``.
+    """
+    import scipy.linalg as sla
+
+    A, d, Phi_b = problem
+    k = 1
+    _, info = learned_coarse_basis(A, d, extra=k, return_info=True)
+    V = info.near_kernel_vectors
+    assert V.shape == (d.num_dofs, 2 * d.num_subdomains * k)
+    Ad, P = A.toarray(), Phi_b.toarray()
+    E0 = V - P @ np.linalg.solve(P.T @ Ad @ P, P.T @ Ad @ V)
+    count = np.zeros(d.num_dofs)
+    for s in d.subdomains:
+        count[s] += 1
+    for i, s in enumerate(d.subdomains):
+        U, sv, _ = np.linalg.svd(np.sqrt(1.0 / count[s])[:, None] * E0[s], full_matrices=False)
+        assert sv[k - 1] > 1.01 * sv[k]  # a well-defined leading subspace
+        angles = sla.subspace_angles(info.Q[i, :len(s)], U[:, :k])
+        assert angles.max() < 1e-6, (i, angles)
+    lr = 0.05
+    _, one = learned_coarse_basis(A, d, extra=k, steps=1, lr=lr, return_info=True)
+    Q0 = info.Q
+    mask = np.zeros_like(Q0, dtype=bool)
+    for i, s in enumerate(d.subdomains):
+        mask[i, :len(s)] = True
+    rms = np.sqrt(np.mean(Q0[mask] ** 2))
+    step = np.abs(one.Q - Q0)
+    np.testing.assert_allclose(step.max(), lr * rms, rtol=1e-5)
+    assert np.all(step[~mask] == 0.0)
+
+
+def test_near_kernel_vectors_by_richardson_reach_the_small_eigenvalues():
+    A = diffusion_2d(high_contrast_channels(31, 1e6, margin=1))
+    d = ddops.Decomposition.from_grid((31, 31), (2, 2), overlap=1)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw")
+    lam = np.sort(np.linalg.eigvals(M @ A.toarray()).real)
+    V, theta = near_kernel_vectors(A, M, 4, method="richardson", steps=60)
+    assert np.all(lam[:2] * (1 - 1e-6) <= theta[:2])  # Ritz values: upper bounds
+    np.testing.assert_allclose(theta[:2], lam[:2], rtol=5e-2)
+    np.testing.assert_allclose(V.T @ A.toarray() @ V, np.eye(4), atol=1e-8)
