@@ -62,7 +62,8 @@ def test_inconsistent_right_hand_side_warning_points_at_the_caller():
         "M.matvec": lambda M: M.matvec(b),
     }.items():
         M = ddops.TwoLevelSchwarz(A, d, "gdsw", kernel=np.ones(n))
-        caught = [w for w in _caught(lambda: call(M)) if "inconsistent" in str(w.message)]
+        caught = [w for w in _caught(lambda call=call, M=M: call(M))
+                  if "inconsistent" in str(w.message)]
         assert len(caught) == 1, label
         assert caught[0].filename == __file__, (label, caught[0].filename)
 
