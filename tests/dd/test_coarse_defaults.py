@@ -100,6 +100,24 @@ def test_field_major_null_space_is_detected(elasticity):
         ddops.coarse_basis(d, "gdsw", A=A, null_space=Z[:, :2])
 
 
+def test_misordering_warning_needs_a_quarter_of_the_parts(elasticity):
+    """Rank lost on a few parts (degenerate ones) is quiet; on a quarter of them it warns."""
+    from ddops.dd.coarse import check_null_space_layout
+
+    _, Z, d = elasticity
+    assert d.num_subdomains == 16
+    for deficient, warns in ((3, False), (4, True)):
+        Zd = Z.copy()
+        Zd[np.isin(d.owner, np.arange(deficient)), 2] = 0.0  # no rotation on those parts
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check_null_space_layout(d, Zd)
+        found = [w for w in caught if "not ordered like the unknowns" in str(w.message)]
+        assert bool(found) == warns, deficient
+        if warns:
+            assert f"lower rank on {deficient} of 16 parts" in str(found[0].message)
+
+
 def test_two_level_docstring_lists_every_variant():
     from ddops.precond.schwarz import VARIANTS
 
