@@ -300,7 +300,7 @@ EXIT_OUTPUT = 3
 
 
 def run_compare(config: Any, log: Callable[[str], Any] = print,
-                comm: Any = None) -> dict[str, dict[str, Any]]:
+                comm: Any = None, written: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """``ddops compare`` with data-parallel training; call it on every rank.
 
     The experiment of :func:`ddops.experiments.compare.run_compare` with every
@@ -319,6 +319,8 @@ def run_compare(config: Any, log: Callable[[str], Any] = print,
         Where rank 0's progress lines go.
     comm : mpi4py communicator, optional
         Default ``MPI.COMM_WORLD``.
+    written : list, optional
+        Gets the paths of the files rank 0 writes (as in the serial experiment).
 
     Returns
     -------
@@ -371,7 +373,7 @@ def run_compare(config: Any, log: Callable[[str], Any] = print,
     try:
         with _patched(compare, **rescue):
             return compare.run_compare(c, log if root else _nothing, trainer_factory=factory,
-                                       write_results=root)
+                                       write_results=root, written=written)
     except (ValueError, TypeError):
         raise  # settings and checkpoints: raised alike on every rank before any training
     except Exception as exc:  # noqa: BLE001 - one rank cannot raise alone: end the job

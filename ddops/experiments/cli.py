@@ -456,7 +456,7 @@ def _run(args: argparse.Namespace) -> int:
         _check_run_size("compare", [c.validated()], ranks)
         written: list[str] = []
         if ranks > 1:  # mpiexec -n P ddops compare: data-parallel training, rank 0 writes
-            metrics = _mpi_compare(c, written)
+            metrics = _distributed("training").run_compare(c, written=written)
         else:
             metrics = experiments.run_compare(c, written=written)
         for path in written:
@@ -562,25 +562,6 @@ def _check_run_size(command: str, configs: list[Any], ranks: int) -> None:
           f"({what}), far above the documented run times (the default comparison: about 30 "
           f"seconds, the longest documented command: about 20 minutes); fewer --steps or a "
           f"smaller problem shorten it", file=sys.stderr)
-
-
-def _mpi_compare(c: Any, written: list[str]) -> dict[str, Any]:
-    """``ddops compare`` on MPI ranks (rank 0 writes); ``written`` gets rank 0's file names.
-
-    The data-parallel experiment runs the serial :func:`~ddops.experiments.compare.run_compare`
-    with its own trainer; it is looked up on the module at call time, so the file list is
-    asked for there.
-    """
-    import functools
-
-    from . import compare
-
-    serial = compare.run_compare
-    compare.run_compare = functools.partial(serial, written=written)
-    try:
-        return _distributed("training").run_compare(c)
-    finally:
-        compare.run_compare = serial
 
 
 def _print_study_files(prefix: str, command: str, written: list[str]) -> None:
