@@ -363,28 +363,12 @@ def _add_precond_flags(p: argparse.ArgumentParser) -> None:
     except ImportError:  # pragma: no cover - the preconditioning experiment is optional
         return
     add_arguments(p)
-    # --progress beside precond's --no-progress; neither given: bars only on a terminal
-    for group in p._action_groups:
-        for action in group._group_actions:
-            if "--no-progress" in action.option_strings:
-                action.help = "no progress bars (the default when standard error is not a " \
-                              "terminal)"
-        if any("--no-progress" in a.option_strings for a in group._group_actions):
-            group.add_argument("--progress", dest="progress", action="store_true",
-                               help="show progress bars on standard error (default: only "
-                                    "when it is a terminal)")
-    p.set_defaults(progress=None)
 
 
-def _with_progress(c: Any, args: argparse.Namespace) -> Any:
+def _progress(args: argparse.Namespace) -> bool:
     """Progress bars as tqdm users expect: on a terminal only, unless a flag says otherwise."""
-    return replace(c, progress=_stderr_is_terminal()) if args.progress is None else c
-
-
-def _precond_progress(args: argparse.Namespace) -> None:
-    """``ddops precond``'s progress bars: on a terminal unless a flag says otherwise."""
-    if getattr(args, "progress", False) is None:
-        args.progress = _stderr_is_terminal()
+    flag = getattr(args, "progress", None)
+    return _stderr_is_terminal() if flag is None else bool(flag)
 
 
 def _flag_words(parser: argparse.ArgumentParser) -> dict[str, str]:
@@ -452,7 +436,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"ddops {args.command} runs in one process; under mpiexec "
                          f"({ranks} ranks) use 'ddops compare' or 'ddops precond'")
     if args.command == "compare":
-        c = _with_progress(_config_from_args(args, "results/compare"), args)
+        c = replace(_config_from_args(args, "results/compare"), progress=_progress(args))
         _check_run_size("compare", [c.validated()], ranks)
         written: list[str] = []
         if ranks > 1:  # mpiexec -n P ddops compare: data-parallel training, rank 0 writes
@@ -466,7 +450,8 @@ def _run(args: argparse.Namespace) -> int:
             raise _Diverged(_diverged_line(diverged, "") + f"; see {c.save_prefix}_metrics.json")
     elif args.command in ("sweep", "scaling"):
         sweep = args.command == "sweep"
-        c = _with_progress(_config_from_args(args, f"results/{args.command}"), args)
+        c = replace(_config_from_args(args, f"results/{args.command}"),
+                    progress=_progress(args))
         if sweep:
             parts = experiments.sweep_configs(c, tuple(args.lrs) if args.lrs
                                               else experiments.SWEEP_LRS)
@@ -494,10 +479,10 @@ def _run(args: argparse.Namespace) -> int:
                 raise _Diverged(f"{line}; stopped there (--keep-going continues), see {table}")
             print(f"{len(diverged)} diverged run(s), marked in {table}: {line}")
     elif ranks > 1:  # mpiexec -n P ddops precond: the distributed preconditioners
-        _precond_progress(args)
+        args.progress = _progress(args)
         _distributed("cli").run_precond(args)
     else:
-        _precond_progress(args)
+        args.progress = _progress(args)
         from .precond import run_from_args
 
         run_from_args(args)

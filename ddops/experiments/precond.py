@@ -933,8 +933,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     o.add_argument("--no-memory", dest="memory", action="store_false", default=None,
                    help="2D/3D: do not measure peak memory (tracemalloc's hooks slow "
                         "allocation-heavy set-ups slightly; default: measure it)")
-    o.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="no progress bars (default: show them)")
+    o.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="show progress bars on standard error (default: only when it is a "
+                        "terminal)")
+    o.add_argument("--no-progress", dest="progress", action="store_false", default=None,
+                   help="no progress bars (the default when standard error is not a "
+                        "terminal)")
 
 
 def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -969,7 +973,8 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
         local_solver=args.local_solver, extension_solver=args.extension_solver,
         memory=args.memory is not False, rtol=args.rtol,
         maxiter=args.maxiter, seed=args.seed, blas_threads=args.blas_threads or None,
-        save_prefix=args.save_prefix, plots=args.plots, progress=args.progress, **learned)
+        save_prefix=args.save_prefix, plots=args.plots, progress=args.progress is not False,
+        **learned)
     return run_precond(c)
 
 
