@@ -408,13 +408,19 @@ def _diverged_line(diverged: list[tuple[str, dict[str, Any]]], where: str) -> st
     return (f"training of {name}{where} diverged{more}: {message[0] if message else 'stopped'}")
 
 
-def _mpi_ranks() -> int:
-    """Ranks announced by an MPI launcher (read before mpi4py is imported; 1 outside one)."""
-    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+def _launcher_value(names: tuple[str, ...], default: int) -> int:
+    """An integer an MPI launcher announces in the environment (read before mpi4py is
+    imported): the first of ``names`` set (MPICH's, then Open MPI's), else ``default``."""
+    for name in names:
         value = os.environ.get(name, "")
-        if value.isdigit() and int(value) > 0:
+        if value.isdigit():
             return int(value)
-    return 1
+    return default
+
+
+def _mpi_ranks() -> int:
+    """Ranks announced by an MPI launcher (1 outside one)."""
+    return max(_launcher_value(("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"), 1), 1)
 
 
 def _distributed(name: str) -> Any:
@@ -491,11 +497,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _mpi_rank() -> int:
     """This process's rank as announced by an MPI launcher (0 outside one)."""
-    for name in ("PMI_RANK", "OMPI_COMM_WORLD_RANK"):
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 0
+    return _launcher_value(("PMI_RANK", "OMPI_COMM_WORLD_RANK"), 0)
 
 
 def _duration(seconds: float) -> str:
