@@ -1,4 +1,4 @@
-"""Learned coarse enrichment against GDSW, AGDSW, GenEO and exact deflation.
+"""Learned coarse enrichment against GDSW, AGDSW, GenEO, exact deflation and classical AMG.
 
 Run from the repository root::
 
@@ -15,7 +15,9 @@ thresholds; and, with the same number of added functions as learned with ``extra
 and 2: AGDSW with its threshold bisected until it adds about ``N k`` functions to GDSW,
 GenEO capped at ``k`` per subdomain, and (16 boxes only: dense) the exact-deflation
 ceiling, GDSW plus the ``N k`` lowest eigenvectors of the GDSW-preconditioned operator
-(:func:`ddops.precond.learned_coarse.deflation_basis`).  "set-up" is the preconditioner's
+(:func:`ddops.precond.learned_coarse.deflation_basis`); and the strongest peer in the same
+run, pyamg's Ruge-Stuben and smoothed-aggregation AMG (one V-cycle per CG iteration; rows
+skipped without pyamg).  "set-up" is the preconditioner's
 construction including the coarse basis (for the count-matched AGDSW one build at the
 found threshold, not the search); "train" the learned part of it (near-kernel vectors +
 initialisation + Adam).
@@ -23,8 +25,8 @@ initialisation + Adam).
 Amortisation: the channels shift by one cell in ``y`` per matrix (4 matrices).  Learned
 warm-starts the near-kernel filter from the previous matrix's vectors (10 steps instead of
 30), then either continues Q with 10 Adam steps ("learned warm") or recomputes it by POD
-("learned warm, POD"); AGDSW and GenEO are recomputed per matrix.  Total set-up + solve
-time over the sequence.
+("learned warm, POD"); AGDSW, GenEO and pyamg's Ruge-Stuben AMG are recomputed per
+matrix.  Total set-up + solve time over the sequence.
 """
 
 from __future__ import annotations
@@ -61,6 +63,25 @@ def row(A, d, b, name, make):
     its, solve = cg_iterations(A, M, b)
     print(f"| {name:<28} | {M.coarse_dim:5d} | {its:5d} | {setup:7.2f} | {train:6.2f} | "
           f"{solve:6.2f} |", flush=True)
+    return setup + solve
+
+
+def amg_row(A, b, kind):
+    """The strongest peer in the same run: pyamg's classical (Ruge-Stuben) or smoothed-
+    aggregation AMG, one V-cycle as CG's preconditioner; ``None`` without pyamg."""
+    try:
+        import pyamg
+    except ImportError:
+        print(f"| {'pyamg ' + kind:<28} | not installed |", flush=True)
+        return None
+    t = time.perf_counter()
+    ml = pyamg.ruge_stuben_solver(A) if kind == "RS" else pyamg.smoothed_aggregation_solver(A)
+    M = ml.aspreconditioner(cycle="V")
+    setup = time.perf_counter() - t
+    its, solve = cg_iterations(A, M, b)
+    label = "pyamg RS (classical AMG)" if kind == "RS" else "pyamg SA"
+    print(f"| {label:<28} | {'-':>5} | {its:5d} | {setup:7.2f} | {0.0:6.2f} | {solve:6.2f} |",
+          flush=True)
     return setup + solve
 
 
@@ -125,6 +146,8 @@ def table(name, A, d, dense_ok, ks=(1, 2, 4)):
         if dense_ok:
             row(A, d, b, f"GDSW + {N * k} exact eigvecs",
                 lambda k=k: exact_ceiling(A, d, N * k))
+    for kind in ("RS", "SA"):
+        amg_row(A, b, kind)
 
 
 def amortisation(n, P, count=4):
@@ -135,11 +158,22 @@ def amortisation(n, P, count=4):
           f"n = {mats[0].shape[0]}, N = {d.num_subdomains}\n")
     print("| method                         | CG per matrix     | total set-up + solve |")
     print("|--------------------------------|-------------------|----------------------|")
-    for name in ("learned warm", "learned warm, POD", "agdsw", "geneo"):
+    for name in ("learned warm", "learned warm, POD", "agdsw", "geneo", "pyamg RS"):
         total, its, prev = 0.0, [], None
         for A in mats:
             b = np.random.default_rng(0).standard_normal(A.shape[0])
             t = time.perf_counter()
+            if name == "pyamg RS":  # the peer: its set-up per matrix is part of the total
+                try:
+                    import pyamg
+                except ImportError:
+                    break
+                M = pyamg.ruge_stuben_solver(A).aspreconditioner(cycle="V")
+                total += time.perf_counter() - t
+                it, solve = cg_iterations(A, M, b)
+                its.append(it)
+                total += solve
+                continue
             if name.startswith("learned warm"):
                 kw = dict(extra=1)
                 if prev is not None:
