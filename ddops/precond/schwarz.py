@@ -23,7 +23,6 @@ iteration tables (see ``examples/krylov_iterations.py``).
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +33,7 @@ import scipy.sparse.linalg as spla
 
 from .._validation import (
     as_matrix,
+    as_vectors,
     check_choice,
     check_dtype,
     check_finite,
@@ -52,7 +52,13 @@ from ..dd.coarse import (
 from ..dd.coarse import coarse_basis as build_coarse_basis
 from ..dd.decomposition import Decomposition
 from ..dd.gdsw import FACTOR_CHUNK_ROWS, symmetry_defect
-from ..dd.kernel import KERNEL_RHS_RTOL, check_kernel, ground_basis, remove_kernel
+from ..dd.kernel import (
+    KERNEL_RHS_RTOL,
+    KERNEL_RTOL,
+    check_kernel,
+    ground_basis,
+    remove_kernel,
+)
 from ..linalg.local_solvers import (
     SINGULAR_PIVOT_RTOL,
     SPARSE_SOLVERS,
@@ -81,6 +87,8 @@ __all__ = [
     "JacobiPreconditioner",
     "jacobi",
     "solve_with_history",
+    "zero_energy_defects",
+    "SINGULAR_HINT",
 ]
 
 #: Preconditioner variants: how the partition of unity ``D_i`` enters the local sum, and
@@ -191,6 +199,51 @@ def _dense_spd_blocks_ok(blocks: np.ndarray) -> np.ndarray:
     return ok
 
 
+def zero_energy_defects(A: sp.csr_matrix, Z: np.ndarray) -> np.ndarray:
+    """``||A z|| / (||A||_1 ||z||)`` of every column ``z`` of ``Z`` (one product with ``A``).
+
+    At most :data:`ddops.dd.kernel.KERNEL_RTOL` means that ``A`` annihilates ``z`` to
+    rounding: the scale of :func:`ddops.dd.kernel.check_kernel`, so that a vector found
+    here is accepted there as ``kernel=``.  ``||A||_1`` comes from the stored values
+    (no copy of the matrix).
+    """
+    n = A.shape[0]
+    scale = float(np.bincount(A.indices, weights=np.abs(A.data), minlength=n).max()) \
+        if A.nnz else 0.0
+    norms = np.linalg.norm(Z, axis=0)
+    if scale == 0.0:
+        return np.zeros(Z.shape[1])
+    return np.linalg.norm(A @ Z, axis=0) / (scale * np.where(norms > 0, norms, np.inf))
+
+
+#: What the library says to do about a singular ``A`` without ``kernel=``.
+SINGULAR_HINT = ("pass kernel= (the vectors A annihilates: kernel=np.ones(n) for a "
+                 "pure-Neumann Laplacian, the rigid body modes of a floating elastic body, "
+                 "ddops.problems.rigid_body_modes)")
+
+
+def _singular_probe(A: sp.csr_matrix, null_space: Any) -> str | None:
+    """The zero-energy test of a matrix given without ``kernel=``: which test vector
+    (the constants, then the columns of ``null_space``) ``A`` annihilates, or None.
+
+    Cheap (one product with ``A`` per vector) and one-sided: a kernel made of other
+    vectors (a floating part of the domain) is found only by the coarse factorisation.
+    """
+    n = A.shape[0]
+    probes, names = [np.ones((n, 1))], ["the constant vector"]
+    if null_space is not None:
+        Z = as_vectors(null_space, n, "null_space")
+        probes.append(Z)
+        names += [f"column {j} of null_space" for j in range(Z.shape[1])]
+    defects = zero_energy_defects(A, np.hstack(probes))
+    hit = np.flatnonzero(defects <= KERNEL_RTOL)
+    if not hit.size:
+        return None
+    j = int(hit[0])
+    return (f"{names[j]} (||A z|| / (||A||_1 ||z||) = {defects[j]:.1e} <= "
+            f"{KERNEL_RTOL:g})")
+
+
 # -- the two-level Schwarz preconditioner ------------------------------------------------------
 class _SingularCoarse:
     """The error of a failed coarse factorisation, naming the dependent columns when it can."""
@@ -212,10 +265,7 @@ class _SingularCoarse:
             return ValueError(
                 f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is singular because "
                 "A is singular: Phi has independent columns, but A annihilates a combination "
-                "of them (a pure-Neumann problem, a floating body, ...).  Pass the kernel of "
-                "A: TwoLevelSchwarz(A, d, ..., kernel=Z), e.g. Z = np.ones(n) for a "
-                "pure-Neumann Laplacian or the rigid body modes "
-                "(ddops.problems.rigid_body_modes) of a floating elastic body")
+                f"of them (a pure-Neumann problem, a floating body, ...); {SINGULAR_HINT}")
         return ValueError(
             f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is singular or not "
             "positive definite; the coarse basis Phi must have full column rank (no zero or "
@@ -437,6 +487,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
         if null_space is None and kernel is not None:
             null_space = kernel
         coarse_basis = resolve_coarse_kind(coarse_basis, d, matrix=True)
+        if kernel is None:
+            self._check_not_singular(A, coarse and isinstance(coarse_basis, str), null_space)
         if dtype is None:
             dtype = np.float32 if a_dtype == np.float32 else np.float64
         dt = check_dtype(dtype)
@@ -459,9 +511,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
         if Phi is not None and Phi.shape[1] == 0:
             # GenEO with no eigenvalue below its threshold: the one-level method meets the
             # bound already
-            warnings.warn(f"coarse_basis={coarse_basis!r} selected no coarse function (no "
-                          "eigenvalue below the threshold in any subdomain); the "
-                          "preconditioner is one-level", RuntimeWarning, stacklevel=2)
+            warn(f"coarse_basis={coarse_basis!r} selected no coarse function (no eigenvalue "
+                 "below the threshold in any subdomain); the preconditioner is one-level",
+                 RuntimeWarning)
             Phi = None
         self.coarse_stats["kernel_dropped"] = 0
         if Q is not None and Phi is not None:
@@ -534,6 +586,24 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
     # -- set-up ----------------------------------------------------------------------------
     @staticmethod
+    def _check_not_singular(A: sp.csr_matrix, named_coarse: bool, null_space: Any) -> None:
+        """A singular ``A`` without ``kernel=``: refused before a coarse space by name (it
+        holds the constants or the null space, so ``A_0`` would be singular too), a warning
+        otherwise (the one-level operator exists, but CG needs a consistent right-hand side
+        and stalls on any other)."""
+        found = _singular_probe(A, null_space if named_coarse else None)
+        if found is None:
+            return
+        what = f"A is singular: it annihilates {found}"
+        if named_coarse:
+            raise ValueError(f"A is singular; {SINGULAR_HINT}.  The coarse matrix A_0 = "
+                             f"Phi^T A Phi would be singular because A is singular: it "
+                             f"annihilates {found}")
+        warn(f"{what}; {SINGULAR_HINT}, which makes the preconditioner project it out "
+             "(without it CG converges only for a right-hand side orthogonal to the kernel)",
+             RuntimeWarning)
+
+    @staticmethod
     def _coarse_matrix(d: Decomposition, coarse_basis: Any, coarse: bool,
                        coarse_size: int | None, A: sp.csr_matrix, null_space: Any,
                        options: dict | None) -> tuple[sp.csr_matrix | None, Any]:
@@ -587,8 +657,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
                 ": A is singular (kernel=) and this subdomain holds the whole support of a "
                 "kernel vector (one subdomain for everything, or a floating component inside "
                 "a subdomain); use more subdomains, or ground the problem")
-        return ValueError(f"{subdomain_matrix_name(i)} (subdomain {i}, {int(d.sizes[i])} "
-                          f"unknowns) is singular or not positive definite{hint}")
+        # subdomain_matrix_name already names the subdomain; the size follows it once
+        return ValueError(f"{subdomain_matrix_name(i)}, with {int(d.sizes[i])} unknowns, is "
+                          f"singular or not positive definite{hint}")
 
     def _factor_dense(self, blocks: sp.coo_matrix, d: Decomposition) -> None:
         N, p = d.num_subdomains, d.max_size

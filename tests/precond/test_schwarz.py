@@ -1,3 +1,6 @@
+import os
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -210,8 +213,10 @@ def test_dense_input_matrix_and_custom_phi():
 def test_one_level_switches():
     d = Decomposition1D(64, 4, overlap=2)
     A = poisson_1d(64)
-    ref = TwoLevelSchwarz(A, d, coarse_basis=None).to_dense()
-    assert_close(TwoLevelSchwarz(A, d, coarse=False).to_dense(), ref, rtol=1e-14)
+    # sum_i R_i^T A_i^{-1} R_i assembled densely from the index sets (no coarse term)
+    ref = dense_reference(A, subdomains_1d(64, 4, 2, "element"), d.num_dofs, "additive")
+    assert_close(TwoLevelSchwarz(A, d, coarse=False).to_dense(), ref, rtol=1e-12)
+    assert_close(TwoLevelSchwarz(A, d, coarse_basis=None).to_dense(), ref, rtol=1e-12)
     one = Decomposition1D(64, 1)
     assert TwoLevelSchwarz(A, one, coarse=False).coarse_dim == 0  # no interface needed
     assert_close(TwoLevelSchwarz(A, one, coarse=False).to_dense(), np.linalg.inv(A.toarray()))
@@ -379,8 +384,12 @@ def test_bad_input_raises(kwargs, match):
 def test_numerically_singular_subdomain(solver):
     # one subdomain covering a pure-Neumann Laplacian: singular only up to rounding
     A = neumann_1d(40)
-    with pytest.raises(ValueError, match="subdomain 0, .*singular"):
+    with pytest.raises(ValueError, match="subdomain 0, .*singular") as exc, \
+            pytest.warns(RuntimeWarning, match="A is singular: it annihilates the constant"):
         TwoLevelSchwarz(A, Decomposition1D(40, 1, kind="dof"), coarse=False, local_solver=solver)
+    # the subdomain is named once, with its size (it was "subdomain 0 (subdomain 0, ...)")
+    assert str(exc.value).count("subdomain 0") == 1
+    assert "subdomain 0, with 40 unknowns, is singular" in str(exc.value)
 
 
 def test_bad_right_hand_sides_and_types():
@@ -433,3 +442,68 @@ def test_symmetrisation_tolerance_from_both_sides(factor, accepted, solver):
     assert_close(M.to_dense(), ref)
     dense = M.to_dense()
     assert_close(dense, dense.T, rtol=1e-12)  # symmetric although A was not exactly
+
+
+# -- a singular A given without kernel= ---------------------------------------------------------
+
+
+def test_singular_matrix_without_kernel_is_named_before_the_coarse_space(monkeypatch):
+    A = neumann_1d(40)  # a pure-Neumann Laplacian: A 1 = 0 by construction
+    assert np.abs(A @ np.ones(40)).max() == 0.0
+    d = Decomposition1D(40, 4, kind="dof")
+    import ddops.precond.schwarz as schwarz
+
+    built = []
+    monkeypatch.setattr(schwarz, "build_coarse_basis",
+                        lambda *a, **k: built.append(1) or (_ for _ in ()).throw(AssertionError))
+    for basis in ("nicolaides", "pou", "interface_hats"):
+        with pytest.raises(ValueError, match=r"^A is singular; pass kernel=") as exc:
+            TwoLevelSchwarz(A, d, basis)
+        assert "annihilates the constant vector" in str(exc.value)
+    assert not built  # refused before any coarse work
+    monkeypatch.undo()
+    # with kernel= it is the documented positive semidefinite case: no warning, no error
+    M = TwoLevelSchwarz(A, d, "nicolaides", kernel=np.ones(40))
+    assert M.coarse_stats["kernel_dropped"] == 1
+    # an SPD matrix passes the test (its A 1 has the boundary rows)
+    TwoLevelSchwarz(poisson_1d(41, "element"), d, "nicolaides")
+
+
+def test_singular_matrix_found_through_the_null_space():
+    # A = S L S with L the Neumann Laplacian and S = diag(s): ker A = S^{-1} 1, not the constants
+    s = np.linspace(1.0, 3.0, 40)
+    A = (sp.diags(s) @ neumann_1d(40) @ sp.diags(s)).tocsr()
+    z = 1.0 / s
+    assert np.linalg.norm(A @ z) <= 1e-14 * abs(A).sum(axis=0).max() * np.linalg.norm(z)
+    assert np.linalg.norm(A @ np.ones(40)) > 1e-3
+    d = Decomposition1D(40, 4, kind="dof")
+    with pytest.raises(ValueError, match="annihilates column 1 of null_space"):
+        TwoLevelSchwarz(A, d, "nicolaides", null_space=np.column_stack([np.ones(40), z]))
+
+
+def test_one_level_on_a_singular_matrix_warns_at_the_callers_line():
+    A = neumann_1d(40)
+    d = Decomposition1D(40, 4, kind="dof")
+    with pytest.warns(RuntimeWarning, match=r"A is singular: it annihilates the constant "
+                      r"vector .*; pass kernel=") as record:
+        line = sys._getframe().f_lineno + 1
+        TwoLevelSchwarz(A, d, coarse=False)
+    assert record[0].filename == __file__ and record[0].lineno == line
+
+
+def test_the_no_coarse_function_warning_names_the_callers_file():
+    # GenEO on 2 x 2 boxes of Poisson selects nothing (tests/dd/test_adaptive.py); called from
+    # a frame that counts as the library's, the warning must name the first frame outside it
+    # (a fixed stacklevel=2 named that library frame)
+    import ddops
+
+    A = ddops.poisson_2d(15)
+    d = Decomposition.from_grid((15, 15), (2, 2))
+    inside = os.path.join(os.path.dirname(ddops.__file__), "precond", "_caller.py")
+    code = compile("M = TwoLevelSchwarz(A, d, 'geneo')", inside, "exec")
+    scope = {"TwoLevelSchwarz": TwoLevelSchwarz, "A": A, "d": d}
+    with pytest.warns(RuntimeWarning, match="selected no coarse function") as record:
+        line = sys._getframe().f_lineno + 1
+        exec(code, scope)
+    assert record[0].filename == __file__ and record[0].lineno == line
+    assert scope["M"].coarse_dim == 0
