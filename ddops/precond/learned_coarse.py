@@ -51,7 +51,7 @@ from ..dd.coarse import coarse_basis as _coarse_basis
 from ..dd.decomposition import Decomposition
 from ..dd.gdsw import drop_dependent_columns
 
-__all__ = ["BASES", "NEAR_KERNEL_METHODS", "INITS", "DEFLATION_MAX_UNKNOWNS",
+__all__ = ["BASES", "NEAR_KERNEL_METHODS", "INITS", "DEFLATION_MAX_UNKNOWNS", "RIDGE",
            "LearnedCoarseInfo", "deflation_basis", "deflation_objective", "enrichment",
            "learned_coarse_basis", "near_kernel_vectors"]
 
@@ -65,6 +65,9 @@ DEFLATION_MAX_UNKNOWNS = 4096
 NEAR_KERNEL_METHODS = ("chebyshev", "richardson")
 #: Initialisations of ``Q``.
 INITS = ("pod", "random")
+#: Relative ridge of the Gram solves of :func:`deflation_objective` when ``Phi^T A Phi`` is
+#: numerically singular: ``G + RIDGE diag(G)`` is factored instead of ``G``.
+RIDGE = 1e-12
 
 
 @dataclass
@@ -228,14 +231,21 @@ class _Deflation:
 
 
 def _spd_solve(G: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """``G^{-1} B`` for SPD ``G`` with Jacobi scaling (columns of Phi differ in energy)."""
+    """``G^{-1} B`` for SPD ``G`` with Jacobi scaling (columns of Phi differ in energy).
+
+    When the Cholesky factorisation of the scaled ``G`` fails (enrichment columns that
+    became numerically dependent during training), the solve is with
+    ``G + RIDGE diag(G)`` instead: :data:`RIDGE` is relative to the diagonal of ``G``
+    (an identity added to the unit-diagonal scaled matrix), so it does not depend on the
+    scale of ``A`` or of the columns.  Only the training objective sees the ridge; the
+    returned basis is cleaned by :func:`ddops.dd.gdsw.drop_dependent_columns`.
+    """
     s = 1.0 / np.sqrt(np.maximum(np.diag(G), np.finfo(float).tiny))
     Gs = G * s[:, None] * s[None, :]
     try:
         c = sla.cho_factor(Gs, lower=True, check_finite=False)
     except np.linalg.LinAlgError:
-        # Nearly dependent columns during training: a tiny ridge keeps the step defined.
-        c = sla.cho_factor(Gs + 1e-12 * np.eye(G.shape[0]), lower=True, check_finite=False)
+        c = sla.cho_factor(Gs + RIDGE * np.eye(G.shape[0]), lower=True, check_finite=False)
     return s[:, None] * sla.cho_solve(c, s[:, None] * B, check_finite=False)
 
 
@@ -304,15 +314,79 @@ def _rayleigh_ritz(A: sp.csr_matrix, M: Any, X: np.ndarray):
     return X @ (T @ Y), theta
 
 
-def _largest_eigenvalue(A: sp.csr_matrix, M: Any, rng: np.random.Generator,
-                        iterations: int = 12) -> float:
-    """Upper estimate of ``lambda_max(M A)`` by a few power steps (A-inner product)."""
+def _subdomain_colours(A: sp.csr_matrix, d: Decomposition) -> int:
+    """Colours of a greedy colouring of the subdomain coupling graph.
+
+    Subdomains ``i != j`` are coupled when ``R_i A R_j^T != 0`` (they share an unknown, as
+    ``A`` has a positive diagonal, or an entry of ``A`` joins them).  The colouring is the
+    sequential greedy one in subdomain order (4 colours on 2D boxes, 8 on 3D boxes), run as
+    Jones-Plassmann rounds: a subdomain whose lower-numbered neighbours are all coloured
+    takes the smallest colour none of them has; those subdomains are never coupled to each
+    other, so a round colours all of them at once.
+    """
+    N = d.num_subdomains
+    incidence = sp.csr_matrix((np.ones(d.indices.size), d.indices, d.offsets),
+                              shape=(N, d.num_dofs))
+    pattern = sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape)
+    E = (incidence @ pattern @ incidence.T).tocoo()
+    r, c = E.row, E.col
+    r, c = np.concatenate([r, c]), np.concatenate([c, r])
+    below = c < r  # edges to the neighbours coloured first
+    r, c = r[below], c[below]
+    width = int(np.bincount(r, minlength=N).max(initial=0)) + 1
+    colour = np.full(N, -1, dtype=np.int64)
+    while np.any(colour < 0):
+        waiting = np.bincount(r[colour[c] < 0], minlength=N) > 0
+        ready = np.flatnonzero((colour < 0) & ~waiting)
+        pos = np.full(N, -1, dtype=np.int64)
+        pos[ready] = np.arange(ready.size)
+        e = pos[r] >= 0
+        used = np.zeros((ready.size, width), dtype=bool)
+        used[pos[r[e]], colour[c[e]]] = True
+        colour[ready] = np.argmin(used, axis=1)  # first free colour; one always is
+    return int(colour.max()) + 1
+
+
+def _schwarz_eigenvalue_bound(A: sp.csr_matrix, M: Any) -> float | None:
+    """A guaranteed upper bound of ``lambda_max(M A)`` for additive Schwarz, else None.
+
+    For ``M`` the additive :class:`ddops.TwoLevelSchwarz` of ``A`` with exact float64 local
+    solves and no kernel, ``M A = P_0 + sum_i P_i`` with ``P_i = R_i^T A_i^{-1} R_i A``
+    the A-orthogonal projection onto ``range(R_i^T)``.  The projections of one colour of
+    the coupling graph (:func:`_subdomain_colours`) project onto mutually A-orthogonal
+    subspaces, so their sum is a projection, of A-norm at most 1; with ``c`` colours
+    ``lambda_max(M A) = ||M A||_A <= c + 1`` (``c`` without a coarse level): the colouring
+    argument of the abstract Schwarz theory (Toselli and Widlund, Domain Decomposition
+    Methods, Ch. 2).  ``M`` must have been built from this ``A``.  A bound needs this
+    structure: no matrix-free method certifies the largest eigenvalue of a general
+    operator with fewer than ``n`` products (a start vector can miss an eigenvector), so
+    for any other ``M`` the caller falls back to :func:`_largest_eigenvalue_estimate`.
+    """
+    from .schwarz import TwoLevelSchwarz
+
+    if not (isinstance(M, TwoLevelSchwarz) and M.variant == "additive"
+            and M.sparse_solver != "amg" and M.factor_dtype == np.float64
+            and M.kernel is None and M.shape == A.shape):
+        return None
+    return float(_subdomain_colours(A, M.decomposition) + (1 if M.coarse_dim else 0))
+
+
+def _largest_eigenvalue_estimate(A: sp.csr_matrix, M: Any, rng: np.random.Generator,
+                                 iterations: int = 12) -> float:
+    """An estimate of ``lambda_max(M A)``, not a bound: 1.1 times a lower bound.
+
+    ``iterations`` power steps in the A-inner product from a random vector; the quotient
+    ``||M A x||_A^2 / (x, M A x)_A`` is a Rayleigh quotient of ``M A`` (in the inner
+    product ``(M A ., .)_A``) and so at most ``lambda_max``.  The factor 1.1 covers the
+    usual shortfall; a start vector nearly orthogonal to the top eigenvectors with a
+    close second eigenvalue leaves the estimate below ``lambda_max``.
+    """
     x = rng.standard_normal(A.shape[0])
     lam = 1.0
     for _ in range(iterations):
         Ax = A @ x
         y = np.asarray(M @ Ax).ravel()
-        lam = float(y @ (A @ y)) / float(y @ Ax)  # ||MAx||_A^2 / (x, MAx)_A >= Rayleigh
+        lam = float(y @ (A @ y)) / float(y @ Ax)
         x = y / np.linalg.norm(y)
     return 1.1 * lam
 
@@ -335,7 +409,13 @@ def near_kernel_vectors(A: Any, M: Any, num_vectors: int, *, method: str = "cheb
         1/lambda_max``.  ``"chebyshev"``: the Chebyshev polynomial of degree ``steps`` that
         is small on ``[lower lambda_max, lambda_max]`` and 1 at 0 (same cost, much stronger
         damping of the well-conditioned part).  Both end with Rayleigh-Ritz in the
-        A-inner product (``M A`` is A-self-adjoint).
+        A-inner product (``M A`` is A-self-adjoint).  ``lambda_max`` is an upper bound
+        of the largest eigenvalue of ``M A`` when ``M`` is an additive
+        :class:`ddops.TwoLevelSchwarz` of ``A`` with exact float64 local solves and no
+        kernel: the number of colours of the subdomain coupling graph, plus one for the
+        coarse level.  For any other ``M`` it is an estimate, 1.1 times the quotient of
+        12 power steps (a lower bound); it can fall below the largest eigenvalue, which
+        the Chebyshev filter then amplifies above ``(1 + lower) lambda_max``.
     steps : int
         Filter degree (each step costs one block application of ``M A``).
     seed : int
@@ -370,7 +450,9 @@ def near_kernel_vectors(A: Any, M: Any, num_vectors: int, *, method: str = "cheb
         if X.shape[1] != m:
             raise ValueError(f"start must have {m} columns (num_vectors), got {X.shape[1]}")
         X = X.copy()
-    lam_max = _largest_eigenvalue(A, M, rng)
+    lam_max = _schwarz_eigenvalue_bound(A, M)
+    if lam_max is None:
+        lam_max = _largest_eigenvalue_estimate(A, M, rng)
     if method == "richardson" or steps == 0:
         omega = 1.0 / lam_max
         for _ in range(steps):
