@@ -28,6 +28,9 @@ MATRIX_FORMATS = (".mtx", ".npz", ".npy")
 #: File extensions :func:`load_array` reads.
 ARRAY_FORMATS = (".npy", ".mtx")
 
+# The largest magnitude up to which every integer is a float64.
+_EXACT_INT = 2**53
+
 
 def _path(path: str | os.PathLike, what: str, formats: tuple[str, ...]) -> Path:
     p = Path(path)
@@ -89,6 +92,11 @@ def load_array(path: str | os.PathLike, what: str, rows: int | None = None,
                ndim: tuple[int, ...] = (1, 2)) -> np.ndarray:
     """Read a vector or a block of vectors (``.npy``, or a dense ``.mtx`` array) as float64.
 
+    Every real dtype is accepted and converted to float64: floating point as is, integers
+    (signed or unsigned, e.g. an ``.mtx`` with the ``integer`` field) exactly, which needs
+    ``|value| <= 2**53``, and booleans as 0.0 and 1.0 (an indicator vector of a null
+    space).  Complex and other dtypes are refused.
+
     Parameters
     ----------
     path : path-like
@@ -100,10 +108,18 @@ def load_array(path: str | os.PathLike, what: str, rows: int | None = None,
     ndim : tuple of int
         The dimensions allowed.
 
+    Returns
+    -------
+    numpy.ndarray
+        float64, whatever the stored real dtype; an ``(n, 1)`` column is returned as a
+        vector when only vectors are allowed.
+
     Raises
     ------
     ValueError
-        A missing or unreadable file, an unknown extension, a wrong shape, or NaN/inf.
+        A missing or unreadable file, an unknown extension, a wrong shape, NaN/inf, a
+        non-real dtype, or an integer beyond ``2**53`` in magnitude (float64 would round
+        it).
     """
     p = _path(path, what, ARRAY_FORMATS)
     try:
@@ -125,6 +141,9 @@ def load_array(path: str | os.PathLike, what: str, rows: int | None = None,
                          f"{' or '.join(f'{k}-D' for k in ndim)}")
     if rows is not None and X.shape[0] != rows:
         raise ValueError(f"{what}: {str(p)!r} has {X.shape[0]} rows; the matrix has {rows}")
+    if X.dtype.kind in "iu" and X.size and (X.max() > _EXACT_INT or X.min() < -_EXACT_INT):
+        raise ValueError(f"{what}: {str(p)!r} holds integers beyond 2**53 in magnitude, "
+                         "which float64 cannot represent exactly")
     X = X.astype(np.float64)
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{what}: {str(p)!r} contains NaN or inf")

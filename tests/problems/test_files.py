@@ -70,3 +70,31 @@ def test_bad_array_files_are_named(tmp_path, name, write, kwargs, match):
     write(path)
     with pytest.raises(ValueError, match=match):
         load_array(path, "--rhs", **kwargs)
+
+
+@pytest.mark.parametrize("stored", [np.array([3, -1, 0, 7], dtype=np.int32),
+                                    np.array([3, 1, 0, 7], dtype=np.uint8),
+                                    np.array([-(2**53), 2**53 - 1, 5, 0], dtype=np.int64),
+                                    np.array([True, False, True, True])])
+@pytest.mark.parametrize("suffix", [".npy", ".mtx"])
+def test_integer_and_boolean_arrays_are_float64(tmp_path, stored, suffix):
+    path = tmp_path / f"x{suffix}"
+    if suffix == ".npy":
+        np.save(path, stored)
+    else:  # Matrix Market has no boolean field: the integer field, as a user writes it
+        lines = ["%%MatrixMarket matrix array integer general", f"{stored.size} 1"]
+        path.write_text("\n".join(lines + [str(int(v)) for v in stored]) + "\n")
+    X = load_array(path, "--null-space", rows=4)
+    assert X.dtype == np.float64
+    assert X.shape == ((4,) if suffix == ".npy" else (4, 1))  # .mtx arrays are 2-D
+    expected = [float(int(v)) for v in stored]  # exact: every value is below 2**53
+    np.testing.assert_array_equal(X.ravel(), expected)
+
+
+@pytest.mark.parametrize("value", [2**53 + 1, -(2**53) - 1])
+def test_integers_float64_would_round_are_refused(tmp_path, value):
+    np.save(tmp_path / "big.npy", np.array([1, value], dtype=np.int64))
+    with pytest.raises(ValueError, match=r"--rhs: '.*big\.npy' holds integers beyond 2\*\*53"):
+        load_array(tmp_path / "big.npy", "--rhs")
+    np.save(tmp_path / "ok.npy", np.array([1, 2**53], dtype=np.uint64))
+    assert load_array(tmp_path / "ok.npy", "--rhs")[1] == 2.0**53
