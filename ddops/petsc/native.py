@@ -79,6 +79,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._lifetime import track, untrack
 from .decomposition import RankDecomposition, check_ownership, rank_decomposition
 from .options import SchwarzOptions
 from .pc import DEFAULT_NULL_SPACE, near_null_space
@@ -459,6 +460,14 @@ class NativePC:
         self.setups = 0
 
     # -- PETSc's python-context protocol --------------------------------------------------
+    def create(self, pc: Any) -> None:
+        """Record the PC, so that it is released before the interpreter exits (PCPythonSetContext).
+
+        A KSP left to the garbage collector is destroyed by ``PetscFinalize``,
+        after the interpreter is gone (see ``ddops.petsc._lifetime``).
+        """
+        track(pc)
+
     def setUp(self, pc: Any) -> None:  # noqa: N802 - PETSc's method names
         """Build the inner PC from the current operators (again after a change)."""
         from petsc4py import PETSc
@@ -539,8 +548,9 @@ class NativePC:
         self._release()
 
     def destroy(self, pc: Any) -> None:
-        """Drop the inner PC (PCDestroy)."""
+        """Drop the inner PC and forget the PC (PCDestroy, or another context or type)."""
         self._release()
+        untrack(pc)
 
     def _release(self) -> None:
         if self.native is not None:

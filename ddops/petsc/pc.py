@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from ..precond.schwarz import TwoLevelSchwarz
+from ._lifetime import track, untrack
 from .decomposition import RankDecomposition, check_ownership, rank_decomposition
 from .options import SchwarzOptions
 
@@ -110,6 +111,23 @@ class SchwarzPC:
         self.decomposition_seconds = 0.0
 
     # -- PETSc's python-context protocol --------------------------------------------------
+    def create(self, pc: Any) -> None:
+        """Record the PC, so that it is released before the interpreter exits (PCPythonSetContext).
+
+        A KSP left to the garbage collector is destroyed by ``PetscFinalize``,
+        after the interpreter is gone (see ``ddops.petsc._lifetime``).
+        """
+        track(pc)
+
+    def destroy(self, pc: Any) -> None:
+        """Forget the PC (PCDestroy, or another context or type set on it).
+
+        What ``setUp`` built stays readable on the context: it holds no PETSc
+        object (only numpy and scipy arrays and the mpi4py view of the PC's
+        communicator), so nothing here outlives PETSc.
+        """
+        untrack(pc)
+
     def setFromOptions(self, pc: Any) -> None:  # noqa: N802 - PETSc's method names
         """Read ``-<prefix>ddops_*`` from the options database (over the keyword defaults)."""
         self.options = self._defaults.with_database(pc.getOptionsPrefix())

@@ -152,7 +152,7 @@ def petsc_cg(P, b_global, prefix: str, options: dict, context=None):
         ksp.setFromOptions()
         _solve(ksp, P, b_global)
     except BaseException:
-        # a KSP with a Python PC left to PETSc's finalisation can crash the interpreter's exit
+        # freed now: the caller gets no KSP to destroy after a failure
         ksp.destroy()
         raise
     finally:
