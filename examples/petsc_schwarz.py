@@ -62,6 +62,14 @@ def poisson_cg(comm):
     return n, A, ksp
 
 
+def reason_name(ksp) -> str:
+    """``KSPGetConvergedReason`` with its name: ``"converged reason 2, CONVERGED_RTOL"``."""
+    reason = int(ksp.getConvergedReason())
+    names = [k for k, v in vars(PETSc.KSP.ConvergedReason).items()
+             if not k.startswith("_") and v == reason and k != "ITERATING"]
+    return f"converged reason {reason}, {names[0] if names else 'unknown'}"
+
+
 def main() -> None:
     comm = PETSc.COMM_WORLD
     n, A, ksp = poisson_cg(comm)
@@ -80,10 +88,10 @@ def main() -> None:
     A.mult(x, r)
     r.aypx(-1.0, b)
     PETSc.Sys.Print(f"{n * n} unknowns on {comm.getSize()} ranks: {ksp.getIterationNumber()} "
-                    f"iterations ({ksp.getConvergedReason()}), |b - A x| / |b| = "
+                    f"iterations ({reason_name(ksp)}), |b - A x| / |b| = "
                     f"{r.norm() / b.norm():.2e}, set-up + solve {seconds:.2f} s")
-    # destroy before the interpreter exits: a Python PC left to PETSc's finalisation can
-    # crash the exit with petsc4py 3.18
+    # destroyed here rather than left to the garbage collector: PETSc frees them now, not in
+    # PetscFinalize at the interpreter's exit
     for obj in (ksp, A, b, x, r):
         obj.destroy()
 

@@ -87,10 +87,12 @@ def test_example_script_runs_as_documented(variant):
                              "gdsw", "-ddops_variant", variant, "-ksp_view")
         assert "coarse space: gdsw" in stdout
         assert f"Python: ddops.petsc.{pc}" in stdout
-        found = re.search(r"2304 unknowns on 2 ranks: (\d+) iterations \((\d+)\), "
-                          r"\|b - A x\| / \|b\| = (\S+),", stdout)
+        found = re.search(r"2304 unknowns on 2 ranks: (\d+) iterations \(converged reason "
+                          r"(-?\d+), (\w+)\), \|b - A x\| / \|b\| = (\S+),", stdout)
         assert found, stdout[-2000:]
-        assert int(found.group(2)) > 0 and float(found.group(3)) <= 1e-8
+        # the reason's number and its name (KSP_CONVERGED_RTOL is 2 in PETSc's enum)
+        assert (int(found.group(2)), found.group(3)) == (2, "CONVERGED_RTOL")
+        assert float(found.group(4)) <= 1e-8
         iterations[pc] = int(found.group(1))
     # NativePC's -ksp_view shows the inner PCMG (PCDEFLATION)
     assert ("type: mg" if variant == "additive" else "type: deflation") in stdout
