@@ -4,6 +4,7 @@ import itertools
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import ddops.problems
 from ddops.problems import (
@@ -44,6 +45,8 @@ def test_coefficient_contrast():
         ([1.0, 0.0], ValueError, "c must be > 0"),
         ([1.0, -2.0], ValueError, "c must be > 0"),
         ([1.0, np.nan], ValueError, "c contains NaN"),
+        ([1.0, np.inf], ValueError, "c contains NaN or inf"),
+        (sp.csr_matrix(np.ones((2, 2))), TypeError, "c must be a dense array"),
         ([], ValueError, "c must not be empty"),
         (["a"], TypeError, "c must be a real"),
     ],
@@ -299,6 +302,8 @@ def test_layered_coefficient():
         (lambda: stiff_inclusions(np.zeros((5, 4))), ValueError, "centroids must have shape"),
         (lambda: stiff_inclusions(np.full((2, 2), np.nan)), ValueError, "centroids contain"),
         (lambda: stiff_inclusions([["a", "b"]]), TypeError, "centroids must be a real"),
+        (lambda: stiff_inclusions(sp.csr_matrix(np.ones((3, 2)))), TypeError,
+         "centroids must be a dense"),
         (lambda: stiff_inclusions(np.zeros((3, 2)), radius=0), ValueError, "radius must be"),
         (lambda: stiff_inclusions(np.zeros((3, 2)), count=-2), ValueError, "count must be"),
         (lambda: stiff_inclusions(np.zeros((3, 2)), contrast=-1), ValueError, "contrast must"),
