@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 
-from .._validation import check_choice, check_dtype, check_int, check_memory
+from .._validation import check_choice, check_dtype, check_int, check_memory, warn
 from ..backend import to_numpy
 from .lowrank import INITS, LowRankOperator, init_scale
 
@@ -51,8 +50,7 @@ class GlobalLowRankOperator(LowRankOperator):
         self.requested_rank = check_int("rank", rank, minimum=1)
         self.rank = self.requested_rank
         if self.rank > n:
-            warnings.warn(f"rank={self.rank} exceeds num_dofs={n}; truncated to {n}",
-                          stacklevel=2)
+            warn(f"rank={self.rank} exceeds num_dofs={n}; truncated to {n}")
             self.rank = n
         check_choice("init", init, INITS)
         seed = check_int("seed", seed, minimum=0)

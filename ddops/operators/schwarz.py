@@ -36,14 +36,13 @@ of groups, not over subdomains).  One group is exactly the layout above.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from .._validation import check_choice, check_dtype, check_finite, check_int, check_memory
+from .._validation import check_choice, check_dtype, check_finite, check_int, check_memory, warn
 from ..backend import asarray, check_backend, spmm, take_rows, to_numpy
 from ..dd.coarse import (
     MATRIX_COARSE_BASES,
@@ -259,8 +258,8 @@ class SchwarzOperator(LowRankOperator):
         self.requested_local_rank = check_int("local_rank", local_rank, minimum=1)
         self.local_rank = self.requested_local_rank
         if self.local_rank > d.max_size:
-            warnings.warn(f"local_rank={self.local_rank} exceeds the largest subdomain size "
-                          f"p={d.max_size}; truncated to {d.max_size}", stacklevel=2)
+            warn(f"local_rank={self.local_rank} exceeds the largest subdomain size "
+                 f"p={d.max_size}; truncated to {d.max_size}")
             self.local_rank = d.max_size
         check_choice("init", init, INITS)
         seed = check_int("seed", seed, minimum=0)
@@ -307,8 +306,8 @@ class SchwarzOperator(LowRankOperator):
         else:
             r0 = check_int("coarse_rank", coarse_rank, minimum=1)
             if r0 > n0:
-                warnings.warn(f"coarse_rank={r0} exceeds the coarse dimension n0={n0}; "
-                              f"truncated to {n0}", stacklevel=2)
+                warn(f"coarse_rank={r0} exceeds the coarse dimension n0={n0}; "
+                     f"truncated to {n0}")
                 r0 = n0
         self.requested_coarse_rank = coarse_rank
         self.coarse_rank = r0
