@@ -12,7 +12,9 @@ stop there unless ``--keep-going``); 2 invalid input (a bad flag value, an
 unusable ``--save-prefix``, a damaged or mismatched checkpoint), as one line on
 stderr without a traceback; 3 a result could not be written during the run
 (the results computed so far are kept in the directory the message names);
-130 interrupted.
+4 ``ddops precond`` ran, but some rows were refused (a coarse space or solver that
+does not accept the matrix) or failed: the other rows are in the table and the
+JSON file, and one line on stderr names the first; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 from ._argtypes import int_at_least, positive_float
 
-__all__ = ["main", "build_parser", "EXIT_DIVERGED", "EXIT_USAGE", "EXIT_OUTPUT"]
+__all__ = ["main", "build_parser", "EXIT_DIVERGED", "EXIT_USAGE", "EXIT_OUTPUT", "EXIT_ROWS"]
 
 COMMANDS = ("compare", "sweep", "scaling", "precond")
 
@@ -36,11 +38,14 @@ EXIT_DIVERGED = 1
 EXIT_USAGE = 2
 #: Exit status when writing a result failed during the run (results kept elsewhere).
 EXIT_OUTPUT = 3
+#: Exit status of ``ddops precond`` when some rows were refused or failed (the others written).
+EXIT_ROWS = 4
 
 _EXIT_STATUS = """\
 exit status: 0 success, 1 a training run diverged, 2 invalid input (one line on stderr),
 3 a result could not be written during the run (the results are kept in the directory
-the message names), 130 interrupted"""
+the message names), 4 (precond) some rows were refused or failed (the others are
+written), 130 interrupted"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -491,7 +496,12 @@ def _run(args: argparse.Namespace) -> int:
         args.progress = _progress(args)
         from .precond import run_from_args
 
-        run_from_args(args)
+        payload = run_from_args(args)
+        bad = [r for r in payload["rows"] if r.get("status", "ok") != "ok"]
+        if bad:  # the table and the JSON file are written; the status says some rows are not
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise _RowsFailed(f"{bad[0]['label']}: {bad[0]['status']}{more}: "
+                              f"{bad[0]['failed']}; see {payload['files']['results']}")
     return 0
 
 
@@ -568,6 +578,10 @@ class _Diverged(Exception):
     pass
 
 
+class _RowsFailed(Exception):
+    pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ddops`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -595,6 +609,9 @@ def main(argv: list[str] | None = None) -> int:
     except _Diverged as exc:
         print(f"ddops: {exc}", file=sys.stderr)
         return EXIT_DIVERGED
+    except _RowsFailed as exc:
+        print(f"ddops precond: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_ROWS
     except KeyboardInterrupt:
         print("ddops: interrupted", file=sys.stderr)
         return 130

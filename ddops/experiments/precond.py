@@ -103,7 +103,12 @@ from ..precond.learned import (
     learned_schwarz_preconditioner,
     train_preconditioner,
 )
-from ..precond.schwarz import TwoLevelSchwarz, jacobi, solve_with_history
+from ..precond.schwarz import (
+    SingularMatrixError,
+    TwoLevelSchwarz,
+    jacobi,
+    solve_with_history,
+)
 from ..problems.poisson1d import KINDS, poisson_1d
 from ._argtypes import int_at_least, positive_float
 
@@ -598,7 +603,7 @@ def _user_files(c: PrecondConfig) -> dict[str, Any]:
                   for p in key)
     if _USER_FILES.get("key") == (key, stamp):
         return _USER_FILES["files"]
-    A = problems.load_matrix(c.matrix, "matrix")
+    A = _checked_matrix(problems.load_matrix(c.matrix, "matrix"), c.matrix)
     n = A.shape[0]
     b = c.block_size
     if n % b:
@@ -615,10 +620,101 @@ def _user_files(c: PrecondConfig) -> dict[str, Any]:
                              f"({n} unknowns, block_size {b})")
     Z = _named_vectors(c.null_space, "null_space", MATRIX_NULL_SPACES, n, b, X)
     K = _named_vectors(c.kernel, "kernel", MATRIX_KERNELS, n, b, X)
+    if K is None:
+        _check_not_singular(A, b, Z)
     files = {"A": A, "rhs": rhs, "X": X, "Z": Z, "K": K}
     _USER_FILES.clear()
     _USER_FILES.update(key=(key, stamp), files=files)
     return files
+
+
+#: What ``ddops precond`` says to do about a singular matrix (the flag, not ``kernel=``).
+KERNEL_HINT = "pass --kernel constants|FILE (the vectors the matrix annihilates)"
+
+
+def _checked_matrix(A: Any, path: str) -> Any:
+    """The file's matrix checked once, up front, naming ``--matrix`` (``matrix:``): finite,
+    symmetric to rounding (the tolerance of :class:`~ddops.precond.schwarz.TwoLevelSchwarz`),
+    a positive diagonal.  Found later, the same defects were blamed on the first row that
+    met them (``Jacobi: A contains NaN or inf``) after other rows had run."""
+    import scipy.sparse as sp
+
+    from ..dd.gdsw import symmetry_defect
+
+    name = f"matrix: {os.path.basename(path)!r}"
+    A = sp.csr_matrix(A, dtype=np.float64, copy=True)
+    A.sum_duplicates()
+    bad = ~np.isfinite(A.data)
+    if bad.any():
+        rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))[bad]
+        more = f" (and {bad.sum() - 1} more)" if bad.sum() > 1 else ""
+        raise ValueError(f"{name} contains NaN or inf (row {int(rows[0])}{more})")
+    scale = float(np.abs(A.data).max()) if A.nnz else 0.0
+    asym, _ = symmetry_defect(A)
+    if asym > np.sqrt(np.finfo(np.float64).eps) * scale:
+        raise ValueError(f"{name} is not symmetric: max |A - A^T| = {asym:.3e} against "
+                         f"max |A| = {scale:.3e}; the Schwarz preconditioners and CG need a "
+                         "symmetric positive (semi)definite matrix")
+    low = np.flatnonzero(A.diagonal() <= 0)
+    if low.size:
+        more = f" (and {low.size - 1} more)" if low.size > 1 else ""
+        raise ValueError(f"{name}: diagonal entry {int(low[0])} is "
+                         f"{A[int(low[0]), int(low[0])]:g}{more}; a symmetric positive "
+                         "(semi)definite matrix has a positive diagonal (an empty row or a "
+                         "negative-definite sign convention: pass the matrix of -A)")
+    return A
+
+
+def _check_not_singular(A: Any, b: int, Z: np.ndarray | None) -> None:
+    """Refuse a matrix without ``--kernel`` that annihilates the constants (one per
+    component) or a column of the null space: every row would run to the iteration cap
+    (a random right-hand side is inconsistent) and the two-level rows would stop at a
+    singular coarse matrix."""
+    from ..dd.kernel import KERNEL_RTOL
+    from ..precond.schwarz import zero_energy_defects
+
+    n = A.shape[0]
+    probes = [np.kron(np.ones((n // b, 1)), np.eye(b))]
+    names = ["the constant vector" if b == 1 else f"constant component {j}" for j in range(b)]
+    if Z is not None:
+        probes.append(Z)
+        names += [f"column {j} of the null space" for j in range(Z.shape[1])]
+    defects = zero_energy_defects(A, np.hstack(probes))
+    hit = np.flatnonzero(defects <= KERNEL_RTOL)
+    if hit.size:
+        j = int(hit[0])
+        raise ValueError(f"matrix: A is singular: it annihilates {names[j]} "
+                         f"(||A z|| / (||A||_1 ||z||) = {defects[j]:.1e}); {KERNEL_HINT}")
+
+
+def block_structure(A: Any, sizes: tuple[int, ...] = (2, 3)) -> int | None:
+    """The unknowns per node of a vector problem stored without ``--block-size``, or None.
+
+    With ``b`` unknowns per node, interleaved, the rows ``b g, ..., b g + b - 1`` of node
+    ``g`` couple with the same nodes (columns ``j`` read as nodes ``j // b``; exact zeros,
+    such as the cancelled couplings of P1 elasticity, make the entry patterns differ);
+    the largest such ``b`` of ``sizes``.  Whole-array comparisons, no loop over rows.
+    """
+    import scipy.sparse as sp
+
+    n = A.shape[0]
+    row = np.repeat(np.arange(n), np.diff(A.indptr))
+    found = None
+    for b in sizes:
+        if n % b or n // b < 2:
+            continue
+        # the nodes each row couples with: a pattern (n x n/b), sorted, duplicates merged
+        P = sp.csr_matrix((np.ones(A.nnz), (row, A.indices // b)), shape=(n, n // b))
+        P.sum_duplicates()
+        counts = np.diff(P.indptr)
+        groups = counts.reshape(-1, b)
+        if not np.all(groups == groups[:, :1]) or np.all(counts == n // b):
+            continue  # different node counts within a group, or every node everywhere
+        prow = np.repeat(np.arange(n), counts)
+        first = P.indptr[(prow // b) * b] + np.arange(P.nnz) - P.indptr[prow]
+        if np.array_equal(P.indices, P.indices[first]):
+            found = b
+    return found
 
 
 def _named_vectors(value: str | None, name: str, named: tuple[str, ...], n: int, b: int,
@@ -1042,7 +1138,7 @@ def _training_info(t: PreconditionerTraining) -> dict[str, Any]:
 
 def _format_iterations(r: dict[str, Any]) -> str:
     if r.get("failed"):
-        return "failed: " + r["failed"].replace("|", "/")
+        return f"{r.get('status', 'failed')}: " + r["failed"].replace("|", "/")
     if r["converged"]:
         return str(r["iterations"])
     return f"not converged ({r['iterations']})"
@@ -1501,6 +1597,12 @@ def _captured_c_output(lines: list[str]):
                     lines.append(line.strip())
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (a refused row's reason, in full)."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
 def _reason(exc: BaseException, where: str) -> str:
     """One line: where a row failed and why."""
     text = str(exc).strip().splitlines()
@@ -1524,6 +1626,15 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
         along = float(np.linalg.norm(Q.T @ b)) / max(float(np.linalg.norm(b)), 1e-300)
         b = remove_kernel(b, Q)
         log(f"right-hand side projected off the kernel (its kernel part was {along:.2e} of it)")
+    notes_run: list[str] = []
+    if c.problem == "matrix" and config.block_size is None:
+        blocks = block_structure(A)
+        if blocks is not None:  # said once: GDSW on elasticity took 58 iterations, not 44
+            notes_run.append(
+                f"the rows of the matrix come in groups of {blocks} with identical patterns, "
+                f"as in a vector problem with {blocks} unknowns per node; if it is one, pass "
+                f"--block-size {blocks} (and --null-space) for the coarse spaces and METIS")
+            log(f"note: {notes_run[-1]}")
     pyamg = _pyamg()
     if c.partitioner == "metis":  # imported now: the first row's partition time is METIS's
         import pymetis  # noqa: F401
@@ -1618,7 +1729,7 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
         for key, label, build, tolerant in builders:
             memory.start_row()
             notes: list[str] = []
-            failed = None
+            status, failed = "ok", None
             M, split, info = None, {}, {}
             start = time.perf_counter()
             with warnings.catch_warnings(record=True) as caught, \
@@ -1626,14 +1737,14 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                 warnings.simplefilter("always")
                 try:
                     M, split, info = build()
-                except ValueError as exc:  # say which row: with --coarse all there are several
-                    if not tolerant:
-                        raise ValueError(f"{label}: {exc}") from exc
-                    failed = _reason(exc, "set-up")
+                except SingularMatrixError as exc:  # the flag, not the library's kernel=
+                    status, failed = "refused", f"A is singular: {exc.detail}; {KERNEL_HINT}"
+                except ValueError as exc:  # the space refuses this matrix: the run goes on
+                    status, failed = "refused", _first_line(exc)
                 except Exception as exc:  # pyamg's own errors: the row fails, the run goes on
                     if not tolerant:
                         raise
-                    failed = _reason(exc, "set-up")
+                    status, failed = "failed", _reason(exc, "set-up")
                 setup = time.perf_counter() - start
                 if failed is None:
                     try:
@@ -1641,7 +1752,7 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                     except Exception as exc:
                         if not tolerant:
                             raise
-                        failed = _reason(exc, "solve")
+                        status, failed = "failed", _reason(exc, "solve")
                 if failed is not None:
                     result = {"iterations": 0, "converged": False, "final_residual": None,
                               "solve_seconds": time.perf_counter() - start - setup}
@@ -1656,7 +1767,8 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                 histories[label] = result.pop("history")
             two_level = key.startswith("two_level")
             row = {"method": key, "label": label, "krylov": "cg", **result,
-                   "failed": failed, "setup_seconds": setup, "setup": split or None,
+                   "status": status, "failed": failed, "setup_seconds": setup,
+                   "setup": split or None,
                    "coarse_basis": info.pop("coarse_basis", None),
                    "coarse_dim": info.pop("coarse_dim", None),
                    "eigen_seconds": info.pop("eigen_seconds", 0.0 if two_level else None),
@@ -1704,7 +1816,8 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
         "memory": {"measured": c.memory, "method": MEMORY_METHOD,
                    "superlu_bytes_per_nonzero": SUPERLU_BYTES_PER_NONZERO},
         "pyamg": getattr(pyamg, "__version__", "installed") if pyamg is not None else None,
-        "machine": _machine(), "rows": rows, "residual_histories": histories,
+        "machine": _machine(), "notes": notes_run, "rows": rows,
+        "residual_histories": histories,
     }
     size = (os.path.basename(c.matrix) if c.problem == "matrix"
             else f"{c.problem}, n = {c.n}")

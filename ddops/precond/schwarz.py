@@ -89,6 +89,7 @@ __all__ = [
     "solve_with_history",
     "zero_energy_defects",
     "SINGULAR_HINT",
+    "SingularMatrixError",
 ]
 
 #: Preconditioner variants: how the partition of unity ``D_i`` enters the local sum, and
@@ -216,6 +217,18 @@ def zero_energy_defects(A: sp.csr_matrix, Z: np.ndarray) -> np.ndarray:
     return np.linalg.norm(A @ Z, axis=0) / (scale * np.where(norms > 0, norms, np.inf))
 
 
+class SingularMatrixError(ValueError):
+    """``A`` is singular and no ``kernel=`` was given (a ValueError).
+
+    ``detail`` says how it was found, without the advice (which names the Python
+    argument ``kernel=``; the command line names its own flag instead).
+    """
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
 #: What the library says to do about a singular ``A`` without ``kernel=``.
 SINGULAR_HINT = ("pass kernel= (the vectors A annihilates: kernel=np.ones(n) for a "
                  "pure-Neumann Laplacian, the rigid body modes of a floating elastic body, "
@@ -262,10 +275,11 @@ class _SingularCoarse:
             except ValueError:
                 return ValueError(f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) "
                                   f"is singular: {exc}")
-            return ValueError(
-                f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is singular because "
-                "A is singular: Phi has independent columns, but A annihilates a combination "
-                f"of them (a pure-Neumann problem, a floating body, ...); {SINGULAR_HINT}")
+            detail = (f"the coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is "
+                      "singular because A is singular: Phi has independent columns, but A "
+                      "annihilates a combination of them (a pure-Neumann problem, a floating "
+                      "body, ...)")
+            return SingularMatrixError(f"{detail[4:]}; {SINGULAR_HINT}", detail)
         return ValueError(
             f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is singular or not "
             "positive definite; the coarse basis Phi must have full column rank (no zero or "
@@ -596,9 +610,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
             return
         what = f"A is singular: it annihilates {found}"
         if named_coarse:
-            raise ValueError(f"A is singular; {SINGULAR_HINT}.  The coarse matrix A_0 = "
-                             f"Phi^T A Phi would be singular because A is singular: it "
-                             f"annihilates {found}")
+            detail = (f"it annihilates {found}, so the coarse matrix A_0 = Phi^T A Phi "
+                      "would be singular because A is singular")
+            raise SingularMatrixError(f"A is singular; {SINGULAR_HINT}: {detail}", detail)
         warn(f"{what}; {SINGULAR_HINT}, which makes the preconditioner project it out "
              "(without it CG converges only for a right-hand side orthogonal to the kernel)",
              RuntimeWarning)

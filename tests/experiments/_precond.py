@@ -12,10 +12,13 @@ from ddops.experiments.cli import main
 QUIET = ["--no-plots", "--no-progress"]
 
 
-def run(tmp_path, name, *argv):
-    """``ddops precond *argv`` into ``tmp_path``: (payload, rows by method, table text)."""
+def run(tmp_path, name, *argv, status=0):
+    """``ddops precond *argv`` into ``tmp_path``: (payload, rows by method, table text).
+
+    ``status``: the exit status expected (4: some rows refused or failed, the rest written).
+    """
     prefix = str(tmp_path / name)
-    assert main(["precond", *argv, "--save-prefix", prefix, *QUIET]) == 0
+    assert main(["precond", *argv, "--save-prefix", prefix, *QUIET]) == status
     payload = json.loads((tmp_path / f"{name}_results.json").read_text())
     table = (tmp_path / f"{name}_table.md").read_text()
     return payload, {r["method"]: r for r in payload["rows"]}, table

@@ -258,9 +258,9 @@ def test_failing_ruge_stuben_setup_is_a_failed_row(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pyamg, "ruge_stuben_solver", broken)
     payload, rows, table = run(tmp_path, "f", "--problem", "lognormal2d", "--n", "16",
-                               "--subdomains", "4")
+                               "--subdomains", "4", status=4)  # 4: a row failed
     r = rows["pyamg_rs"]
-    assert r["failed"] == "set-up: RuntimeError: no coarse grid"
+    assert r["failed"] == "set-up: RuntimeError: no coarse grid" and r["status"] == "failed"
     assert r["converged"] is False and r["iterations"] == 0 and r["final_residual"] is None
     assert r["label"] not in payload["residual_histories"]
     assert rows["pyamg"]["converged"] and rows["two_level"]["converged"]
@@ -283,7 +283,8 @@ def test_failing_ruge_stuben_solve_is_a_failed_row(tmp_path, monkeypatch):
             return spla.LinearOperator((n, n), matvec=matvec, dtype=float)
 
     monkeypatch.setattr(pyamg, "ruge_stuben_solver", lambda A, **kw: Broken(real(A, **kw)))
-    _, rows, _ = run(tmp_path, "s", "--problem", "poisson2d", "--n", "16", "--subdomains", "4")
+    _, rows, _ = run(tmp_path, "s", "--problem", "poisson2d", "--n", "16", "--subdomains", "4",
+                     status=4)
     assert rows["pyamg_rs"]["failed"] == "solve: ValueError: array must not contain infs or NaNs"
     assert rows["pyamg_rs"]["setup_seconds"] > 0
 

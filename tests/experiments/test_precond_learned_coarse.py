@@ -41,8 +41,9 @@ def test_train_steps_reach_the_learned_row(tmp_path):
 
 def test_the_ceiling_fails_in_its_row_when_too_large(tmp_path, monkeypatch):
     monkeypatch.setattr(learned_coarse, "DEFLATION_MAX_UNKNOWNS", 100)
-    _, rows, _ = run(tmp_path, "big", *ARGS, "--extra", "1")
+    _, rows, _ = run(tmp_path, "big", *ARGS, "--extra", "1", status=4)
     assert "limited to 100 unknowns" in rows["two_level_deflation"]["failed"]
+    assert rows["two_level_deflation"]["status"] == "refused"
     assert rows["two_level_learned"]["converged"]
 
 
