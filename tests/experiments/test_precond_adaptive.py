@@ -8,7 +8,6 @@ of about half (and at least 10 iterations).
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 
@@ -383,15 +382,16 @@ def test_config_checks_name_the_field():
 
 
 def test_mpi_runs_refuse_the_adaptive_spaces():
+    pytest.importorskip("mpi4py")  # ddops.distributed needs the mpi extra (README)
     from ddops.distributed.cli import _config
 
     parser = build_parser()
     ok = parser.parse_args(["precond", "--problem", "channels2d", "--n", "16", "--coarse",
                             "all"])
-    assert _config(ok).coarse == "all"
+    c = _config(ok)
+    assert (c.coarse, c.problem, c.n) == ("all", "channels2d", 16)
     for argv, needle in ((["--coarse", "geneo"], "coarse: 'geneo' runs in one process only"),
                          (["--coarse", "all", "--threshold", "0.2"], "threshold:")):
         args = parser.parse_args(["precond", "--problem", "channels2d", "--n", "16", *argv])
         with pytest.raises(ValueError, match=needle):
             _config(args)
-    assert isinstance(ok, argparse.Namespace)
