@@ -314,37 +314,44 @@ def _rayleigh_ritz(A: sp.csr_matrix, M: Any, X: np.ndarray):
     return X @ (T @ Y), theta
 
 
-def _subdomain_colours(A: sp.csr_matrix, d: Decomposition) -> int:
-    """Colours of a greedy colouring of the subdomain coupling graph.
+def _subdomain_colours(A: sp.csr_matrix, d: Decomposition,
+                       ordered_rounds: int = 64) -> np.ndarray:
+    """A greedy colouring (colour ``0, 1, ...`` per subdomain) of the subdomain coupling graph.
 
     Subdomains ``i != j`` are coupled when ``R_i A R_j^T != 0`` (they share an unknown, as
-    ``A`` has a positive diagonal, or an entry of ``A`` joins them).  The colouring is the
-    sequential greedy one in subdomain order (4 colours on 2D boxes, 8 on 3D boxes), run as
-    Jones-Plassmann rounds: a subdomain whose lower-numbered neighbours are all coloured
-    takes the smallest colour none of them has; those subdomains are never coupled to each
-    other, so a round colours all of them at once.
+    ``A`` has a positive diagonal, or an entry of ``A`` joins them).  Jones-Plassmann
+    rounds: a subdomain whose coupled subdomains of higher priority are all coloured takes
+    the smallest colour none of its coloured neighbours has; two such subdomains are never
+    coupled, so a round colours all of them at once.  The priority is the subdomain order
+    first, which is the sequential greedy colouring (4 colours on 2D boxes, 8 on 3D boxes);
+    what is left after ``ordered_rounds`` rounds (a long chain of subdomains) gets random
+    priorities, which need few rounds.
     """
     N = d.num_subdomains
     incidence = sp.csr_matrix((np.ones(d.indices.size), d.indices, d.offsets),
                               shape=(N, d.num_dofs))
     pattern = sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape)
-    E = (incidence @ pattern @ incidence.T).tocoo()
-    r, c = E.row, E.col
-    r, c = np.concatenate([r, c]), np.concatenate([c, r])
-    below = c < r  # edges to the neighbours coloured first
-    r, c = r[below], c[below]
+    E = sp.coo_matrix(incidence @ pattern @ incidence.T)
+    E = sp.coo_matrix(E + E.T)  # symmetric even for a pattern that is not
+    off = E.row != E.col
+    r, c = E.row[off].astype(np.int64), E.col[off].astype(np.int64)
     width = int(np.bincount(r, minlength=N).max(initial=0)) + 1
+    priority = np.arange(N, 0, -1)
     colour = np.full(N, -1, dtype=np.int64)
+    rounds = 0
     while np.any(colour < 0):
-        waiting = np.bincount(r[colour[c] < 0], minlength=N) > 0
-        ready = np.flatnonzero((colour < 0) & ~waiting)
+        if rounds == ordered_rounds:
+            priority = np.random.default_rng(0).permutation(N)
+        rounds += 1
+        blocked = (colour[c] < 0) & (priority[c] > priority[r])
+        ready = np.flatnonzero((colour < 0) & (np.bincount(r[blocked], minlength=N) == 0))
         pos = np.full(N, -1, dtype=np.int64)
         pos[ready] = np.arange(ready.size)
-        e = pos[r] >= 0
+        e = (pos[r] >= 0) & (colour[c] >= 0)
         used = np.zeros((ready.size, width), dtype=bool)
         used[pos[r[e]], colour[c[e]]] = True
         colour[ready] = np.argmin(used, axis=1)  # first free colour; one always is
-    return int(colour.max()) + 1
+    return colour
 
 
 def _schwarz_eigenvalue_bound(A: sp.csr_matrix, M: Any) -> float | None:
@@ -368,7 +375,8 @@ def _schwarz_eigenvalue_bound(A: sp.csr_matrix, M: Any) -> float | None:
             and M.sparse_solver != "amg" and M.factor_dtype == np.float64
             and M.kernel is None and M.shape == A.shape):
         return None
-    return float(_subdomain_colours(A, M.decomposition) + (1 if M.coarse_dim else 0))
+    colours = int(_subdomain_colours(A, M.decomposition).max()) + 1
+    return float(colours + (1 if M.coarse_dim else 0))
 
 
 def _largest_eigenvalue_estimate(A: sp.csr_matrix, M: Any, rng: np.random.Generator,

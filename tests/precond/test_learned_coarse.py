@@ -359,3 +359,22 @@ def test_no_eigenvalue_bound_for_other_preconditioners(problem, kwargs):
     A, d, Phi_b = problem
     M = ddops.TwoLevelSchwarz(A, d, coarse_basis=Phi_b, **kwargs)
     assert _schwarz_eigenvalue_bound(sp.csr_matrix(A), M) is None
+
+
+@pytest.mark.parametrize("make, ordered_rounds", [
+    (lambda A: ddops.Decomposition.from_matrix(A, 12), 64),
+    (lambda A: ddops.Decomposition.from_grid((12, 12), (4, 3), overlap=2), 64),
+    (lambda A: ddops.Decomposition.from_grid((12, 12), (6, 6), overlap=1), 3)])  # random phase
+def test_subdomain_colouring_separates_coupled_subdomains(make, ordered_rounds):
+    from ddops.precond.learned_coarse import _subdomain_colours
+
+    A = ddops.poisson_2d(12).tocsr()
+    d = make(A)
+    colour = _subdomain_colours(A, d, ordered_rounds=ordered_rounds)
+    Ad = A.toarray()
+    subs = d.subdomains
+    for i in range(d.num_subdomains):
+        for j in range(i):
+            if np.any(Ad[np.ix_(subs[i], subs[j])] != 0):  # R_i A R_j^T != 0
+                assert colour[i] != colour[j], (i, j)
+    assert set(colour.tolist()) == set(range(colour.max() + 1))
