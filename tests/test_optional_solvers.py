@@ -28,11 +28,18 @@ def test_missing_pardiso_names_the_extra(monkeypatch):
     import numpy as np
     import scipy.sparse as sp
 
-    ls._mkl_pardiso.cache_clear()
-    monkeypatch.setattr(ls, "pardiso_available", lambda: False)
+    caches = (ls.pardiso_available, ls._mkl_runtime, ls._pardiso_64)
+    for cached in caches:
+        cached.cache_clear()
+    real = importlib.util.find_spec
+    monkeypatch.setattr(ls.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pypardiso" else real(name, *a))
     try:
+        assert ls.pardiso_available() is False
         with pytest.raises(ImportError, match=r"ddops\[solvers\]"):
             ls.factorize_blocks(sp.identity(3, format="csr"), np.array([0, 3]), "pardiso")
         assert ls.default_exact_solver() == "superlu"
     finally:
-        ls._mkl_pardiso.cache_clear()
+        monkeypatch.undo()
+        for cached in caches:
+            cached.cache_clear()

@@ -13,8 +13,10 @@ per overlapping subdomain) and the interior solves of the GDSW harmonic extensio
     MKL PARDISO's supernodal Cholesky factorisation (matrix type 2, nested-dissection
     ordering from METIS, multithreaded) of the whole block-diagonal matrix, through the
     ``mkl_rt`` library that the optional ``pypardiso`` package locates (extra
-    ``ddops[solvers]``).  In 3D it has a fraction of SuperLU's fill (an upper triangle,
-    and nested dissection instead of minimum degree) and factorises several times faster.
+    ``ddops[solvers]``), called by its 64-bit-integer entry point ``pardiso_64`` (right
+    under either MKL interface layer, LP64 or ILP64).  In 3D it has a fraction of
+    SuperLU's fill (an upper triangle, and nested dissection instead of minimum degree)
+    and factorises several times faster.
 ``"amg"``
     Inexact: ``cycles`` aggregation-AMG V-cycles (pyamg's aggregation hierarchy of ``K``
     with plain aggregation, :data:`AMG_OPTIONS`; extra ``ddops[precond]``) with
@@ -27,17 +29,21 @@ per overlapping subdomain) and the interior solves of the GDSW harmonic extensio
     preconditioner built on it stays SPD and CG applies.
 
 Every solver checks what it factorised and raises :class:`SingularBlockError` naming a
-block that is singular or not positive definite.
+block that is singular or not positive definite.  :func:`thread_limit` limits the threads
+of all of them (PARDISO's MKL threads included) in a ``with`` block.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import glob
 import importlib.util
+import numbers
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -51,6 +57,7 @@ __all__ = [
     "AMG_CYCLES",
     "AMG_OPTIONS",
     "PARDISO_ORDERINGS",
+    "PARDISO_ERRORS",
     "SINGULAR_PIVOT_RTOL",
     "SUPERLU_PANEL_SIZE",
     "SingularBlockError",
@@ -61,6 +68,7 @@ __all__ = [
     "factorize_blocks",
     "pardiso_available",
     "amg_available",
+    "thread_limit",
     "default_exact_solver",
     "chunk_bounds",
     "check_blocks_by_one_solve",
@@ -92,18 +100,39 @@ SUPERLU_PANEL_SIZE = 4
 CAUCHY_SCHWARZ_SLACK = 1e-6
 
 #: Options of pyamg's ``smoothed_aggregation_solver`` for the ``"amg"`` solver besides the
-#: symmetric smoothers: plain (unsmoothed) aggregation.  Against smoothed prolongation it
-#: halves the set-up and the hierarchy's memory for a few more Schwarz iterations, and
-#: less time in all (one BLAS thread; 3D elasticity, 227k unknowns: local set-up 7.8 ->
-#: 3.4 s, hierarchy 397 -> 221 MiB, 47 -> 50 CG iterations; 3D Poisson 60^3: 43 -> 47
-#: iterations, set-up + solve 8.1 -> 5.5 s; 2D Poisson 500^2: 51 -> 62, 5.4 -> 4.6 s).
+#: symmetric smoothers: plain (unsmoothed) aggregation, which also draws no random numbers
+#: (smoothed prolongation estimates a spectral radius from numpy's global generator).
+#: Against smoothed prolongation it halves the set-up and the hierarchy's memory for a
+#: few more Schwarz iterations, and less time in all (one BLAS thread; 3D elasticity,
+#: 227k unknowns: local set-up 7.8 -> 3.4 s, hierarchy 397 -> 221 MiB, 47 -> 50 CG
+#: iterations; 3D Poisson 60^3: 43 -> 47 iterations, set-up + solve 8.1 -> 5.5 s; 2D
+#: Poisson 500^2: 51 -> 62, 5.4 -> 4.6 s).
 AMG_OPTIONS = {"smooth": None}
 
 #: Fill-reducing orderings of :class:`PardisoBlocks`.
 PARDISO_ORDERINGS = ("auto", "nd", "md")
 
-#: PARDISO's error code for a zero or negative pivot of an SPD factorisation.
-_PARDISO_NOT_SPD = -4
+#: PARDISO's error codes and their meaning (oneMKL reference, ``pardiso``).
+PARDISO_ERRORS = {
+    -1: "input inconsistent",
+    -2: "not enough memory",
+    -3: "reordering problem",
+    -4: "zero pivot, numerical factorization or iterative refinement problem",
+    -5: "unclassified (internal) error",
+    -6: "reordering failed",
+    -7: "diagonal matrix is singular",
+    -8: "32-bit integer overflow problem",
+    -9: "not enough memory for out-of-core",
+    -10: "error opening out-of-core files",
+    -11: "read/write error with out-of-core files",
+}
+
+#: The codes that mean a singular or not positive definite matrix: only these start the
+#: block-by-block search for the bad block.
+_PARDISO_SINGULAR = (-4, -7)
+
+#: The codes that mean a failed allocation (raised as MemoryError).
+_PARDISO_NO_MEMORY = (-2, -9)
 
 
 class SingularBlockError(ValueError):
@@ -121,9 +150,112 @@ class SingularBlockError(ValueError):
                          "positive definite")
 
 
+_SOLVERS_EXTRA = "local_solver='pardiso' needs pypardiso and MKL: pip install 'ddops[solvers]'"
+
+
+def _load_mkl_runtime() -> ctypes.CDLL:
+    """Load ``mkl_rt``: where the ``mkl`` wheel puts it, else wherever ``pypardiso`` finds
+    it.  (Importing ``pypardiso`` builds a solver that walks the whole installation for the
+    library, 0.3-0.9 s, so it is imported only when the library is not where the wheel
+    puts it.)  Raises ImportError or OSError when there is none that loads."""
+    if importlib.util.find_spec("pypardiso") is None:
+        raise ImportError(_SOLVERS_EXTRA)
+    for path in sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*"))
+                       + glob.glob(os.path.join(sys.prefix, "Library", "bin", "mkl_rt*.dll"))):
+        try:
+            return ctypes.CDLL(path)
+        except OSError:  # pragma: no cover - a broken file: let pypardiso search
+            pass
+    import pypardiso  # pragma: no cover - other layouts
+
+    return pypardiso.PyPardisoSolver().libmkl  # pragma: no cover
+
+
+@functools.lru_cache(maxsize=1)
+def _mkl_runtime() -> ctypes.CDLL:
+    """The loaded ``mkl_rt`` with the 64-bit-integer ``pardiso_64`` entry point (cached;
+    a failure raises ImportError naming the extra and is not cached)."""
+    try:
+        lib = _load_mkl_runtime()
+    except ImportError:
+        raise
+    except Exception as exc:  # pypardiso or the loader found no library that loads
+        raise ImportError(f"{_SOLVERS_EXTRA} (MKL's runtime does not load: {exc})") from exc
+    if not hasattr(lib, "pardiso_64"):
+        raise ImportError(f"{_SOLVERS_EXTRA} (this MKL has no pardiso_64)")
+    return lib
+
+
+@functools.lru_cache(maxsize=1)
 def pardiso_available() -> bool:
-    """Whether ``pypardiso`` (and the MKL library it loads) is installed."""
-    return importlib.util.find_spec("pypardiso") is not None
+    """Whether ``pypardiso`` is installed and MKL's runtime ``mkl_rt`` loads (cached).
+
+    Decides what ``local_solver="auto"`` and the coarse factorisation of
+    :class:`ddops.TwoLevelSchwarz` use, so an installed ``pypardiso`` whose MKL does not
+    load falls back to SuperLU instead of failing later.
+    """
+    try:
+        _mkl_runtime()
+    except ImportError:
+        return False
+    return True
+
+
+def _check_threads(threads: Any) -> int | None:
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral):
+        raise TypeError(f"threads must be an int >= 1 or None, got {type(threads).__name__}")
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1 or None, got {threads}")
+    return int(threads)
+
+
+@contextlib.contextmanager
+def thread_limit(threads: int | None = None) -> Iterator[None]:
+    """Limit the threads of every local and coarse solver inside a ``with`` block.
+
+    PARDISO runs on MKL's threads and the dense solves on BLAS's (SuperLU's and pyamg's
+    kernels are single-threaded).  ``mkl_rt`` is loaded lazily, at the first PARDISO
+    factorisation, so a :func:`threadpoolctl.threadpool_limits` entered before that does
+    not see it and leaves PARDISO on all cores.  This context manager loads ``mkl_rt``
+    first (when PARDISO is available) and then applies ``threadpool_limits(threads)`` to
+    every thread pool loaded in the process: BLAS (OpenBLAS or MKL), MKL (PARDISO) and
+    the OpenMP runtimes.  The limits hold for calls made from the calling thread and are
+    restored on exit.
+
+    Parameters
+    ----------
+    threads : int or None
+        Threads per pool, at least 1; None leaves every pool as it is.
+
+    Yields
+    ------
+    None
+
+    Raises
+    ------
+    TypeError
+        ``threads`` is not an integer (or None).
+    ValueError
+        ``threads`` is below 1.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from ddops.linalg.local_solvers import factorize_blocks, thread_limit
+    >>> with thread_limit(1):
+    ...     f = factorize_blocks(sp.identity(4, format="csr"), np.array([0, 2, 4]))
+    """
+    threads = _check_threads(threads)
+    if threads is None:
+        yield
+        return
+    pardiso_available()  # loads mkl_rt when it is there, so that the limit covers it
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=threads):
+        yield
 
 
 def amg_available() -> bool:
@@ -328,40 +460,128 @@ class SuperLUBlocks(BlockSolver):
         return Y
 
 
-@functools.lru_cache(maxsize=1)
-def _mkl_pardiso():
-    """The ``pardiso`` entry point of ``mkl_rt``: where the ``mkl`` wheel puts it, else
-    wherever ``pypardiso`` finds it.  (Importing ``pypardiso`` builds a solver that walks
-    the whole installation for the library, 0.3-0.9 s, so it is imported only when the
-    library is not where the wheel puts it.)"""
-    if not pardiso_available():
-        raise ImportError("local_solver='pardiso' needs pypardiso and MKL: pip install "
-                          "'ddops[solvers]'")
-    for path in sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*"))
-                       + glob.glob(os.path.join(sys.prefix, "Library", "bin", "mkl_rt*.dll"))):
-        try:
-            return ctypes.CDLL(path).pardiso
-        except OSError:  # pragma: no cover - a broken file: let pypardiso search
-            pass
-    import pypardiso  # pragma: no cover - other layouts
+_I64P = ctypes.POINTER(ctypes.c_int64)
 
-    return pypardiso.PyPardisoSolver().libmkl.pardiso  # pragma: no cover
+
+@functools.lru_cache(maxsize=1)
+def _pardiso_64():
+    """MKL's ``pardiso_64`` with its prototype declared.
+
+    ``pardiso_64`` takes 64-bit integers whatever MKL's interface layer: plain
+    ``pardiso`` takes 32-bit ones under LP64 and 64-bit ones under ILP64 (chosen by
+    ``MKL_INTERFACE_LAYER`` or by whoever loaded MKL first), so int32 arrays handed to it
+    under ILP64 are read past their end and the process dies.  Switching the layer with
+    ``MKL_Set_Interface_Layer`` instead would change it for every other MKL user in the
+    process, and fails once MKL has been called.  The price is 8-byte indices: 4 bytes more
+    per stored nonzero of the upper triangle, a few percent of the factor.
+    """
+    if not pardiso_available():
+        _mkl_runtime()  # raises the reason
+        raise ImportError(_SOLVERS_EXTRA)
+    fn = _mkl_runtime().pardiso_64
+    # pt, maxfct, mnum, mtype, phase, n, a, ia, ja, perm, nrhs, iparm, msglvl, b, x, error
+    fn.argtypes = [_I64P, _I64P, _I64P, _I64P, _I64P, _I64P, ctypes.c_void_p, _I64P, _I64P,
+                   _I64P, _I64P, _I64P, _I64P, ctypes.c_void_p, ctypes.c_void_p, _I64P]
+    fn.restype = None
+    return fn
+
+
+def _pardiso_error(what: str, code: int) -> Exception:
+    """The exception of a PARDISO error that names no block."""
+    message = (f"PARDISO {what} failed with error {code} "
+               f"({PARDISO_ERRORS.get(code, 'unknown error code')})")
+    return MemoryError(message) if code in _PARDISO_NO_MEMORY else RuntimeError(message)
+
+
+class _PardisoHandle:
+    """One PARDISO instance (real SPD, matrix type 2) of the upper triangle ``upper``.
+
+    Holds the matrix in 64-bit zero-based CSR for as long as the factors live: every
+    phase, the solve included, takes the matrix (MKL reads it there for iterative
+    refinement), so the arrays are released together with the factors, by :meth:`free`,
+    and no call is made with a stand-in array.
+    """
+
+    def __init__(self, upper: sp.csr_matrix, dtype: np.dtype, ordering: str) -> None:
+        self.fn = _pardiso_64()
+        self.dtype = dtype
+        self.m = int(upper.shape[0])
+        self.pt = np.zeros(64, dtype=np.int64)  # PARDISO's 64 opaque pointers
+        self.indptr = upper.indptr.astype(np.int64)
+        self.indices = upper.indices.astype(np.int64)
+        self.data = upper.data.astype(dtype)
+        self.iparm = iparm = np.zeros(64, dtype=np.int64)
+        iparm[0] = 1    # no solver defaults
+        iparm[1] = 3 if ordering == "nd" else 0  # METIS (parallel) or minimum degree
+        iparm[7] = 0    # no iterative refinement
+        iparm[9] = 13   # pivot perturbation (unused for SPD)
+        iparm[17] = -1  # report the factor's nonzeros
+        iparm[26] = 0   # no matrix checker (the CSR is canonical)
+        iparm[27] = 1 if dtype == np.float32 else 0  # single-precision factors
+        iparm[34] = 1   # zero-based indices
+        self.live = False
+
+    @property
+    def nbytes(self) -> int:
+        """The matrix arrays held for PARDISO (0 once freed)."""
+        return sum(0 if a is None else int(a.nbytes)
+                   for a in (self.data, self.indptr, self.indices))
+
+    def call(self, phase: int, B: np.ndarray | None = None) -> tuple[np.ndarray | None, int]:
+        """Run ``phase``; ``B`` (solve phases only) is ``(m,)`` or ``(m, k)``."""
+        if self.data is None:
+            raise RuntimeError("the PARDISO factors were freed")
+        X = b = x = None
+        nrhs = 1
+        if B is not None:
+            B = np.asfortranarray(B, dtype=self.dtype)
+            X = np.zeros_like(B)
+            nrhs = 1 if B.ndim == 1 else B.shape[1]
+            b, x = B.ctypes.data, X.ctypes.data
+        error = ctypes.c_int64(0)
+
+        def i64(value: int) -> Any:
+            return ctypes.byref(ctypes.c_int64(value))
+
+        self.live = phase != -1  # after any other phase pt may hold MKL's memory
+        self.fn(self.pt.ctypes.data_as(_I64P), i64(1), i64(1), i64(2), i64(phase), i64(self.m),
+                self.data.ctypes.data, self.indptr.ctypes.data_as(_I64P),
+                self.indices.ctypes.data_as(_I64P), None, i64(nrhs),
+                self.iparm.ctypes.data_as(_I64P), i64(0), b, x, ctypes.byref(error))
+        return X, int(error.value)
+
+    def free(self) -> None:
+        """Release MKL's memory (phase -1, with the matrix still valid), then the matrix."""
+        if self.live and self.data is not None:
+            self.live = False
+            try:
+                self.call(-1)
+            except Exception:  # pragma: no cover - interpreter shutdown
+                pass
+        self.data = self.indptr = self.indices = None
+
+    def __del__(self) -> None:
+        self.free()
 
 
 class PardisoBlocks(BlockSolver):
     """MKL PARDISO's sparse Cholesky factorisation of the whole block-diagonal matrix.
 
-    The upper triangle of ``K`` in zero-based CSR is handed over once (matrix type 2,
-    real SPD; no iterative refinement), factorised in one analysis-and-factorisation call
-    and solved with all columns at once.  The fill-reducing ordering is METIS nested
-    dissection (``ordering="nd"``) or minimum degree (``"md"``); ``"auto"`` analyses the
-    largest block both ways and keeps the ordering with less fill.  Nested dissection
-    wins on 3D subdomains (3D elasticity: 70 M factor nonzeros against 110 M, a 1.4 s
-    against 3.0 s factorisation), minimum degree on 2D ones (2D Poisson: 3.9 M against
-    4.4 M, and 0.5 s against 0.9 s of analysis).  A zero or negative pivot makes PARDISO
-    stop with error -4; the bad block is then found by factorising the blocks one by
-    one.  A factorisation that succeeds is checked by :func:`check_blocks_by_one_solve`
-    (tiny pivots).  The factors live in MKL's memory until the object is collected.
+    The upper triangle of ``K`` in zero-based CSR with 64-bit indices is handed to
+    ``pardiso_64`` (matrix type 2, real SPD; no iterative refinement), factorised in one
+    analysis-and-factorisation call and solved with all columns at once.  The
+    fill-reducing ordering is METIS nested dissection (``ordering="nd"``) or minimum
+    degree (``"md"``); ``"auto"`` analyses the largest block both ways and keeps the
+    ordering with less fill.  Nested dissection wins on 3D subdomains (3D elasticity:
+    70 M factor nonzeros against 110 M, a 1.4 s against 3.0 s factorisation), minimum
+    degree on 2D ones (2D Poisson: 3.9 M against 4.4 M, and 0.5 s against 0.9 s of
+    analysis).  A zero or negative pivot makes PARDISO stop with error -4 (or -7); only
+    then is the bad block searched, by factorising the blocks one by one.  Every other
+    error is raised as what it is: MemoryError for -2 and -9, RuntimeError otherwise,
+    with PARDISO's code and its meaning (:data:`PARDISO_ERRORS`).  A factorisation that
+    succeeds is checked by :func:`check_blocks_by_one_solve` (tiny pivots).  The factors
+    live in MKL's memory, and the matrix PARDISO points to in ours, until :meth:`free`
+    or the object is collected.
 
     Attributes
     ----------
@@ -377,54 +597,37 @@ class PardisoBlocks(BlockSolver):
             raise ValueError(f"ordering must be one of {PARDISO_ORDERINGS}, got {ordering!r}")
         self.shape = K.shape
         self.dtype = np.dtype(dtype)
-        self._pardiso = _mkl_pardiso()
-        self._pt = np.zeros(64, dtype=np.int64)
-        self._handle_live = False
+        self._handle = None
+        _pardiso_64()  # ImportError naming the extra before any work
         diagonal = K.diagonal()
         if (diagonal <= 0).any():  # not SPD, and PARDISO fails on a missing diagonal entry
             raise SingularBlockError(int(block[np.argmax(diagonal <= 0)]))
         if ordering == "auto":
             ordering = self._less_fill(K, offsets)
         self.ordering = ordering
-        self._iparm = iparm = self._parameters(ordering)
         upper = sp.triu(K, format="csr")
         upper.sum_duplicates()
         upper.sort_indices()
-        self._m = np.int32(K.shape[0])
-        self._indptr = upper.indptr.astype(np.int32)
-        self._indices = upper.indices.astype(np.int32)
-        self._data = upper.data.astype(self.dtype)
-        error = self._call(12, self._data, np.zeros((K.shape[0], 1), dtype=self.dtype))[1]
-        self._handle_live = True
+        self._handle = handle = _PardisoHandle(upper, self.dtype, ordering)
+        del upper
+        error = handle.call(12)[1]
         if error != 0:
             self.free()
-            # -4: a zero or negative pivot; other codes name no block either: find it
+            if error not in _PARDISO_SINGULAR:
+                raise _pardiso_error("factorisation", error)
             bad = _locate_bad_block(K, offsets, np.unique(block), default=None)
-            if error == _PARDISO_NOT_SPD or bad is not None:
-                raise SingularBlockError(int(bad if bad is not None else block[0]))
-            raise RuntimeError(f"PARDISO factorisation failed with error {error}")
-        self.nnz = int(iparm[17])
-        # permanent memory of the analysis + memory of the factorisation and solve, KiB
-        self.nbytes = int(iparm[15] + iparm[16]) * 1024
+            # every block passing alone (SuperLU's pivot rule is the stricter one): the
+            # first, as PARDISO names none
+            raise SingularBlockError(int(bad if bad is not None else block[0]))
+        self.nnz = int(handle.iparm[17])
+        # permanent memory of the analysis + memory of the factorisation and solve (KiB),
+        # and the matrix kept for PARDISO
+        self.nbytes = int(handle.iparm[15] + handle.iparm[16]) * 1024 + handle.nbytes
         x = _test_vector(K.shape[0], self.dtype)
         bad = check_blocks_by_one_solve(K, block, x, self.solve(x))
         if bad.size:
             self.free()
             raise SingularBlockError(int(bad[0]))
-        # only the factor is needed from here on (PARDISO keeps its own copy)
-        self._data = self._data[:0]
-
-    def _parameters(self, ordering: str) -> np.ndarray:
-        iparm = np.zeros(64, dtype=np.int32)
-        iparm[0] = 1    # no solver defaults
-        iparm[1] = 3 if ordering == "nd" else 0  # METIS (parallel) or minimum degree
-        iparm[7] = 0    # no iterative refinement
-        iparm[9] = 13   # pivot perturbation (unused for SPD)
-        iparm[17] = -1  # report the factor's nonzeros
-        iparm[26] = 0   # no matrix checker (the CSR below is canonical)
-        iparm[27] = 1 if self.dtype == np.float32 else 0  # single-precision factors
-        iparm[34] = 1   # zero-based indices
-        return iparm
 
     def _less_fill(self, K: sp.csr_matrix, offsets: np.ndarray) -> str:
         """The ordering with fewer factor nonzeros on the largest block (two analyses of
@@ -434,60 +637,38 @@ class PardisoBlocks(BlockSolver):
         if sizes[i] < 2:
             return "md"
         s = slice(int(offsets[i]), int(offsets[i + 1]))
-        probe = PardisoBlocks.__new__(PardisoBlocks)
-        probe.dtype, probe._pardiso, probe._handle_live = self.dtype, self._pardiso, False
         upper = sp.triu(K[s, s], format="csr")
+        upper.sum_duplicates()
         upper.sort_indices()
-        probe._m = np.int32(upper.shape[0])
-        probe._indptr = upper.indptr.astype(np.int32)
-        probe._indices = upper.indices.astype(np.int32)
-        data = upper.data.astype(self.dtype)
         fill = {}
         for ordering in ("nd", "md"):
-            probe._pt = np.zeros(64, dtype=np.int64)
-            probe._iparm = probe._parameters(ordering)
-            error = probe._call(11, data, np.zeros((upper.shape[0], 1), dtype=self.dtype))[1]
-            probe._handle_live = True
-            probe.free()
-            fill[ordering] = int(probe._iparm[17]) if error == 0 else np.inf
+            probe = _PardisoHandle(upper, self.dtype, ordering)
+            try:
+                error = probe.call(11)[1]
+                fill[ordering] = int(probe.iparm[17]) if error == 0 else np.inf
+            finally:
+                probe.free()
         return "nd" if fill["nd"] <= fill["md"] else "md"
-
-    def _call(self, phase: int, data: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, int]:
-        B = np.asfortranarray(B, dtype=self.dtype)
-        X = np.zeros_like(B)
-        nrhs = 1 if B.ndim == 1 else B.shape[1]
-        error = ctypes.c_int32(0)
-        i32 = ctypes.POINTER(ctypes.c_int32)
-        self._pardiso(
-            self._pt.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
-            ctypes.byref(ctypes.c_int32(1)), ctypes.byref(ctypes.c_int32(1)),
-            ctypes.byref(ctypes.c_int32(2)), ctypes.byref(ctypes.c_int32(phase)),
-            ctypes.byref(ctypes.c_int32(self._m)), data.ctypes.data_as(ctypes.c_void_p),
-            self._indptr.ctypes.data_as(i32), self._indices.ctypes.data_as(i32),
-            None, ctypes.byref(ctypes.c_int32(nrhs)), self._iparm.ctypes.data_as(i32),
-            ctypes.byref(ctypes.c_int32(0)), B.ctypes.data_as(ctypes.c_void_p),
-            X.ctypes.data_as(ctypes.c_void_p), ctypes.byref(error))
-        return X, int(error.value)
 
     def solve(self, X: np.ndarray, trans: str = "N") -> np.ndarray:
         # K is symmetric: the transposed solve is the same solve
         X = np.asarray(X)
         if X.shape[0] == 0 or (X.ndim == 2 and X.shape[1] == 0):
             return np.zeros(X.shape)
-        Y, error = self._call(33, self._data, X)
+        if self._handle is None:
+            raise RuntimeError("the PARDISO factors were freed")
+        Y, error = self._handle.call(33, X)
         if error != 0:  # pragma: no cover - a solve after a good factorisation
-            raise RuntimeError(f"PARDISO solve failed with error {error}")
+            raise _pardiso_error("solve", error)
         return np.ascontiguousarray(Y, dtype=np.float64)
 
     def free(self) -> None:
-        """Release the factors held by MKL (also done when the object is collected)."""
-        if getattr(self, "_handle_live", False):
-            self._handle_live = False
-            empty = np.zeros(1, dtype=self.dtype)
-            try:
-                self._call(-1, empty, np.zeros((0, 1), dtype=self.dtype))
-            except Exception:  # pragma: no cover - interpreter shutdown
-                pass
+        """Release the factors held by MKL and the matrix held for it (also done when the
+        object is collected); a later :meth:`solve` raises RuntimeError."""
+        handle = getattr(self, "_handle", None)
+        self._handle = None
+        if handle is not None:
+            handle.free()
 
     def __del__(self) -> None:
         self.free()
@@ -526,17 +707,15 @@ class AMGBlocks(BlockSolver):
             raise SingularBlockError(int(block[np.argmax(diagonal <= 0)]))
         smoother = ("gauss_seidel", {"sweep": "symmetric"})
         B = None if near_null is None else np.asarray(near_null, dtype=np.float64)
-        # pyamg draws the start vectors of its spectral-radius estimates from numpy's global
-        # generator: seed it for a reproducible hierarchy, and give the caller's state back
-        state = np.random.get_state()  # noqa: NPY002 - pyamg uses the legacy generator
-        np.random.seed(0)  # noqa: NPY002
-        try:
-            self.hierarchy = pyamg.smoothed_aggregation_solver(
-                sp.csr_matrix(K, dtype=np.float64), B=B, symmetry="symmetric",
-                presmoother=smoother, postsmoother=smoother, coarse_solver="splu",
-                max_coarse=max(500, 2 * int(np.unique(block).size)), **AMG_OPTIONS)
-        finally:
-            np.random.set_state(state)  # noqa: NPY002
+        # pyamg draws random vectors (from numpy's global generator, which it offers no way
+        # to replace) only for spectral-radius estimates: Jacobi-smoothed prolongation and
+        # Jacobi/Richardson smoothers.  Plain aggregation, its symmetric strength measure
+        # and Gauss-Seidel draw nothing, so the hierarchy is a function of K alone and the
+        # global generator is neither read nor reseeded (reseeding it is not thread-safe).
+        self.hierarchy = pyamg.smoothed_aggregation_solver(
+            sp.csr_matrix(K, dtype=np.float64), B=B, symmetry="symmetric",
+            presmoother=smoother, postsmoother=smoother, coarse_solver="splu",
+            max_coarse=max(500, 2 * int(np.unique(block).size)), **AMG_OPTIONS)
         levels = self.hierarchy.levels
         self.nnz = sum(int(lv.A.nnz) for lv in levels) + sum(
             int(lv.P.nnz) + int(lv.R.nnz) for lv in levels[:-1])

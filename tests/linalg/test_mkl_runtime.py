@@ -1,0 +1,156 @@
+"""MKL's runtime behind the PARDISO solver: its integer interface, its threads, and whether
+it loads at all (each in a fresh interpreter where the process state matters)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import ddops
+from ddops.linalg import local_solvers as ls
+from tests._optional import need
+
+_FACTOR_AND_SOLVE = """
+import json
+import numpy as np, scipy.sparse as sp
+from ddops.linalg.local_solvers import factorize_blocks
+one = sp.diags([-np.ones(9), 2.0 * np.ones(10), -np.ones(9)], [-1, 0, 1])
+K = sp.block_diag([one, 3 * one + sp.identity(10)], format="csr")
+b = np.arange(20.0)
+x = factorize_blocks(K, [0, 10, 20], "pardiso").solve(b)
+print(json.dumps(float(np.abs(x - np.linalg.solve(K.toarray(), b)).max())))
+"""
+
+
+def _run(code: str, **env: str | None) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in env}
+    environ.update({k: v for k, v in env.items() if v is not None})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=environ, timeout=120)
+
+
+@pytest.mark.parametrize("layer", [None, "LP64", "ILP64"])
+def test_pardiso_factor_and_solve_under_every_interface_layer(layer):
+    """MKL_INTERFACE_LAYER=ILP64 makes plain ``pardiso`` read 64-bit integers: the solver
+    calls ``pardiso_64`` with 64-bit arrays, so the process lives and solves right."""
+    need("pardiso")
+    done = _run(_FACTOR_AND_SOLVE, MKL_INTERFACE_LAYER=layer)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert json.loads(done.stdout.strip().splitlines()[-1]) < 1e-12
+
+
+_THREADS = """
+import ctypes, json
+import threadpoolctl
+from ddops.linalg.local_solvers import thread_limit
+
+def mkl():
+    libs = [i for i in threadpoolctl.threadpool_info() if i["internal_api"] == "mkl"]
+    return libs, ctypes.CDLL(libs[0]["filepath"]) if libs else None
+
+with thread_limit(1):
+    libs, lib = mkl()
+    inside = [i["num_threads"] for i in libs]
+    inside_max = lib.MKL_Get_Max_Threads() if lib else None
+libs, lib = mkl()
+print(json.dumps([inside, inside_max, lib.MKL_Get_Max_Threads()]))
+"""
+
+
+def test_thread_limit_covers_mkl_loaded_after_it_was_entered():
+    """In a fresh process that has not loaded mkl_rt yet, thread_limit(1) limits MKL (the
+    pool PARDISO runs on) to one thread, and gives back the two it had (MKL_NUM_THREADS=2)
+    on exit."""
+    need("pardiso")
+    done = _run(_THREADS, MKL_NUM_THREADS="2", OMP_NUM_THREADS="2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    inside, inside_max, after = json.loads(done.stdout.strip().splitlines()[-1])
+    assert inside == [1] and inside_max == 1
+    assert after == 2  # the limit, not the machine, made it 1
+
+
+@pytest.mark.parametrize("threads,error", [("2", TypeError), (2.0, TypeError),
+                                           (True, TypeError), (0, ValueError),
+                                           (-3, ValueError)])
+def test_thread_limit_refuses_bad_counts(threads, error):
+    with pytest.raises(error, match="threads"):
+        with ls.thread_limit(threads):
+            pass
+
+
+def test_thread_limit_none_leaves_the_pools_alone_and_an_int_is_passed_on(monkeypatch):
+    import contextlib
+
+    import threadpoolctl
+
+    asked = []
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits",
+                        lambda limits=None, **k: (asked.append(limits),
+                                                  contextlib.nullcontext())[1])
+    with ls.thread_limit(None):
+        pass
+    assert asked == []
+    with ls.thread_limit(np.int64(3)):  # numpy integers are integers
+        pass
+    assert asked == [3] and type(asked[0]) is int
+
+
+@pytest.fixture
+def no_mkl_runtime(monkeypatch):
+    """pypardiso importable, but MKL's runtime does not load."""
+    calls = []
+
+    def broken():
+        calls.append(1)
+        raise OSError("libmkl_rt.so.2: cannot open shared object file")
+
+    for cached in (ls.pardiso_available, ls._mkl_runtime, ls._pardiso_64):
+        cached.cache_clear()
+    monkeypatch.setattr(ls.importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "pypardiso" else None)
+    monkeypatch.setattr(ls, "_load_mkl_runtime", broken)
+    yield calls
+    monkeypatch.undo()
+    for cached in (ls.pardiso_available, ls._mkl_runtime, ls._pardiso_64):
+        cached.cache_clear()
+
+
+def test_pardiso_is_unavailable_when_the_runtime_does_not_load(no_mkl_runtime):
+    """pardiso_available() loads the runtime (once: the answer is cached); auto picks
+    SuperLU, and asking for PARDISO by name says why it cannot be had."""
+    assert ls.pardiso_available() is False
+    assert ls.pardiso_available() is False
+    assert no_mkl_runtime == [1]
+    assert ls.default_exact_solver() == "superlu"
+    with pytest.raises(ImportError, match=r"ddops\[solvers\].*does not load"):
+        ls.factorize_blocks(sp.identity(3, format="csr"), np.array([0, 3]), "pardiso")
+
+
+def _auto_schwarz(monkeypatch):
+    import ddops.precond.schwarz as schwarz
+
+    monkeypatch.setattr(schwarz, "DENSE_LOCAL_LIMIT_BYTES", 0)  # auto: a sparse solver
+    A = ddops.poisson_2d(16)
+    d = ddops.Decomposition.from_matrix(A, 4, 1)
+    return ddops.TwoLevelSchwarz(A, d, "gdsw", local_solver="auto")
+
+
+def test_auto_picks_pardiso_when_it_is_installed(monkeypatch):
+    need("pardiso")
+    M = _auto_schwarz(monkeypatch)
+    assert (M.local_solver, M.sparse_solver, M.coarse_factorization) == (
+        "sparse", "pardiso", "pardiso")
+    assert isinstance(M._local_solver, ls.PardisoBlocks)
+
+
+def test_auto_falls_back_to_superlu_when_the_runtime_does_not_load(monkeypatch,
+                                                                  no_mkl_runtime):
+    M = _auto_schwarz(monkeypatch)
+    assert (M.sparse_solver, M.coarse_factorization) == ("superlu", "superlu")
+    assert isinstance(M._local_solver, ls.SuperLUBlocks)
