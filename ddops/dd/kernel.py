@@ -29,7 +29,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .._validation import as_vectors
+from .._validation import as_vectors, warn
 
 __all__ = ["KERNEL_RTOL", "KERNEL_RANGE_RTOL", "KERNEL_RHS_RTOL", "check_kernel",
            "coarse_kernel_columns", "ground_basis", "remove_kernel"]
@@ -98,17 +98,19 @@ def coarse_kernel_columns(Phi: sp.csr_matrix, Q: np.ndarray) -> np.ndarray:
 
     The coarse kernel is ``{c : Phi c in range(Q)}`` (for ``A`` positive semidefinite,
     ``c^T Phi^T A Phi c = 0`` exactly when ``Phi c`` is a kernel vector).  Each unit
-    kernel vector is fitted by least squares, ``C = (Phi^T Phi)^{-1} Phi^T Q``; the
-    combinations whose residual is at most :data:`KERNEL_RANGE_RTOL` lie in
-    ``range(Phi)`` and span the coarse kernel ``K0`` (through ``C``).  A QR factorisation
-    of ``K0^T`` with column pivoting picks one coarse column per kernel dimension, with
-    ``K0`` well conditioned on them: without those columns, ``range(Phi)`` is the same
-    modulo the kernel and ``A_0`` is nonsingular.
+    kernel vector is fitted by least squares, ``min_c ||q - Phi c||``, with LSMR on ``Phi``
+    scaled to unit columns (products with ``Phi`` and ``Phi^T`` only: ``Phi^T Phi``, whose
+    condition number is the square of that of ``Phi``, is never formed, and a
+    rank-deficient ``Phi`` is no failure); the combinations whose residual is at most
+    :data:`KERNEL_RANGE_RTOL` lie in ``range(Phi)`` and span the coarse kernel ``K0``
+    (through ``C``).  A QR factorisation of ``K0^T`` with column pivoting picks one coarse
+    column per kernel dimension, with ``K0`` well conditioned on them: without those
+    columns, ``range(Phi)`` is the same modulo the kernel and ``A_0`` is nonsingular.
 
     Parameters
     ----------
     Phi : scipy.sparse.csr_matrix
-        ``n x n0`` coarse basis of full column rank.
+        ``n x n0`` coarse basis.
     Q : numpy.ndarray
         ``n x k`` orthonormal kernel basis (:func:`check_kernel`).
 
@@ -116,15 +118,34 @@ def coarse_kernel_columns(Phi: sp.csr_matrix, Q: np.ndarray) -> np.ndarray:
     -------
     numpy.ndarray
         Sorted column indices (empty when no kernel vector lies in ``range(Phi)``).
+
+    Warns
+    -----
+    RuntimeWarning
+        When a least-squares fit stops at LSMR's iteration limit (then the residuals
+        decide on the last iterate, and the message gives the fit's optimality measure).
     """
-    Phi = sp.csc_matrix(Phi)
-    G = (Phi.T @ Phi).tocsc()
-    try:
-        lu = spla.splu(G)
-    except RuntimeError:  # Phi is rank deficient: the coarse factorisation will say so
+    Phi = sp.csr_matrix(Phi)
+    n0 = Phi.shape[1]
+    if n0 == 0:
         return np.empty(0, dtype=np.int64)
-    C = lu.solve(np.asarray(Phi.T @ Q))
-    C = C.reshape(Phi.shape[1], Q.shape[1])
+    norms = np.sqrt(np.asarray(Phi.multiply(Phi).sum(axis=0)).ravel())
+    inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    P = (Phi @ sp.diags(inv)).tocsr()
+    k = Q.shape[1]
+    C = np.zeros((n0, k))
+    limit = max(4 * n0, 400)
+    for a in range(k):  # a loop over the few kernel vectors
+        x, istop, its, _, _, normar, normA, _ = spla.lsmr(
+            P, Q[:, a], atol=1e-14, btol=1e-14, maxiter=limit)[:8]
+        if istop == 7:
+            normr = float(np.linalg.norm(Q[:, a] - P @ x))
+            warn(f"coarse_kernel_columns: the least-squares fit of kernel vector {a} in "
+                 f"range(Phi) stopped at {its} LSMR iterations with ||Phi^T r|| / "
+                 f"(||Phi|| ||r||) = {normar / max(normA * normr, 1e-300):.1e}; the coarse "
+                 "kernel found from it may be incomplete (Phi is ill conditioned)",
+                 RuntimeWarning)
+        C[:, a] = x * inv
     E = Q - Phi @ C
     s2, V = np.linalg.eigh(E.T @ E)
     inside = s2 <= KERNEL_RANGE_RTOL ** 2

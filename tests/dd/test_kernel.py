@@ -214,3 +214,107 @@ def test_a_kernel_vector_counts_as_in_range_phi_up_to_kernel_range_rtol():
         eps = factor * kernel.KERNEL_RANGE_RTOL
         q = (np.sqrt(1 - eps**2) * u + eps * w)[:, None]  # unit, distance eps from range(Phi)
         assert kernel.coarse_kernel_columns(Phi, q).size == dropped, factor
+
+
+def _basis_with_condition(rng, n, n0, cond):
+    """A dense ``n x n0`` basis with singular values from 1 down to ``1 / cond``, and ``U``."""
+    U, _ = np.linalg.qr(rng.standard_normal((n, n0)))
+    W, _ = np.linalg.qr(rng.standard_normal((n0, n0)))
+    return U @ np.diag(np.logspace(0, -np.log10(cond), n0)) @ W.T, U
+
+
+@pytest.mark.parametrize("cond", [1e6, 1e7])
+def test_a_kernel_vector_in_range_of_an_ill_conditioned_phi_is_found(cond):
+    """The least-squares fit does not square the condition number of Phi: at cond(Phi) =
+    1e6-1e7 (cond(Phi^T Phi) = 1e12-1e14) a unit vector of range(Phi) still fits to far below
+    KERNEL_RANGE_RTOL, and exactly one column is dropped."""
+    rng = np.random.default_rng(0)
+    Phi, U = _basis_with_condition(rng, 60, 8, cond)
+    q = U @ rng.standard_normal(8)
+    q /= np.linalg.norm(q)
+    # independent: q lies in range(Phi) to rounding (dense SVD)
+    assert np.linalg.norm(q - U @ (U.T @ q)) < 1e-14
+    drop = coarse_kernel_columns(sp.csr_matrix(Phi), q[:, None])
+    assert drop.size == 1
+    kept = np.delete(Phi, drop, axis=1)
+    # without the dropped column q is no longer in the span (dense least squares)
+    c = np.linalg.lstsq(kept, q, rcond=None)[0]
+    assert np.linalg.norm(q - kept @ c) > 1e-3
+
+
+def test_a_rank_deficient_phi_still_gets_its_coarse_kernel():
+    """A repeated column makes Phi^T Phi exactly singular: the kernel column is still found
+    (it used to come back empty, silently)."""
+    rng = np.random.default_rng(1)
+    U, _ = np.linalg.qr(rng.standard_normal((50, 3)))
+    Phi = sp.csr_matrix(np.hstack([U, U[:, :1]]))
+    q = U @ np.array([0.2, 1.0, 0.1])
+    q /= np.linalg.norm(q)
+    np.testing.assert_array_equal(coarse_kernel_columns(Phi, q[:, None]), [1])
+
+
+def test_the_grounding_drops_the_column_the_kernel_leans_on_most():
+    """Pivoted QR of the coarse kernel: with q = Phi c, the dropped column is the one of
+    the largest |c_j| (unit columns), here column 2; with two kernel vectors, the columns of
+    the two dominant coefficients."""
+    rng = np.random.default_rng(2)
+    Phi = rng.standard_normal((40, 5))
+    Phi /= np.linalg.norm(Phi, axis=0)
+    c = np.array([0.1, -0.2, 3.0, 0.3, 0.1])
+    q = Phi @ c
+    q /= np.linalg.norm(q)
+    np.testing.assert_array_equal(coarse_kernel_columns(sp.csr_matrix(Phi), q[:, None]), [2])
+    c2 = np.array([2.0, 0.1, 0.0, 0.2, 0.1])  # a second kernel vector leaning on column 0
+    Z = np.stack([Phi @ c, Phi @ c2], axis=1)
+    Q, _ = np.linalg.qr(Z)
+    np.testing.assert_array_equal(coarse_kernel_columns(sp.csr_matrix(Phi), Q), [0, 2])
+    # the rest spans range(Phi) modulo range(Q): dense ranks
+    kept = np.delete(Phi, [0, 2], axis=1)
+    r = np.linalg.matrix_rank
+    assert r(np.hstack([kept, Q])) == r(Phi) == 5
+
+
+def test_the_kernel_check_scales_by_the_one_norm_of_a():
+    """``||A z|| / (||A||_1 ||z||)`` against KERNEL_RTOL, with ||A||_1 the largest absolute
+    column sum: on a weighted graph Laplacian (kernel: constants) whose 1-norm differs
+    from its 2-norm, max entry and Frobenius norm by more than 25 %, a defect of 0.9x
+    passes and 1.1x is refused."""
+    from ddops.dd import kernel
+
+    rng = np.random.default_rng(3)
+    n = 30
+    W = np.triu(rng.uniform(0.1, 5.0, (n, n)) * (rng.random((n, n)) < 0.2), 1)
+    W[np.arange(n - 1), np.arange(1, n)] += 1.0  # a path: connected
+    W = W + W.T
+    A = sp.csr_matrix(np.diag(W.sum(axis=1)) - W)
+    Ad = A.toarray()
+    one = np.abs(Ad).sum(axis=0).max()
+    for other in (np.linalg.norm(Ad, 2), np.abs(Ad).max(), np.linalg.norm(Ad)):
+        assert not 0.8 < other / one < 1.25
+    z = np.ones(n)
+    e = np.zeros(n)
+    e[0] = 1.0
+    Ae = np.linalg.norm(Ad @ e)
+    for factor, ok in ((0.9, True), (1.1, False)):
+        eps = factor * kernel.KERNEL_RTOL * one * np.linalg.norm(z) / Ae
+        v = z + eps * e
+        # the defect is measured for the unit vector: ||A v|| / (||A||_1 ||v||)
+        assert np.linalg.norm(Ad @ v) / (one * np.linalg.norm(v)) == pytest.approx(
+            factor * kernel.KERNEL_RTOL, rel=1e-6)
+        if ok:
+            check_kernel(v, A)
+        else:
+            with pytest.raises(ValueError, match="not in the kernel"):
+                check_kernel(v, A)
+
+
+def test_an_unfinished_least_squares_fit_warns(monkeypatch):
+    """Never silent: a fit that stops at LSMR's iteration limit says so."""
+    from ddops.dd import kernel
+
+    real = kernel.spla.lsmr
+    monkeypatch.setattr(kernel.spla, "lsmr", lambda *a, **k: real(*a, **{**k, "maxiter": 1}))
+    rng = np.random.default_rng(5)
+    Phi, U = _basis_with_condition(rng, 40, 6, 1e4)
+    with pytest.warns(RuntimeWarning, match="stopped at 1 LSMR iterations"):
+        coarse_kernel_columns(sp.csr_matrix(Phi), U[:, :1])
