@@ -39,6 +39,7 @@ import scipy.sparse as sp
 
 from ..dd.decomposition import Decomposition, split_sizes
 from ..dd.partition import decomposition_from_labels, default_subdomains, partition
+from ._collective import agree
 
 __all__ = ["RankDecomposition", "local_rows", "rank_decomposition", "rank_decomposition_from_rows"]
 
@@ -216,32 +217,18 @@ def rank_decomposition_from_rows(rows: sp.csr_matrix, row_range: tuple[int, int]
     -------
     RankDecomposition
     """
-    rows = sp.csr_matrix(rows)
-    rstart, rend = (int(i) for i in row_range)
-    m = rend - rstart
-    if rows.shape[0] != m:
-        raise ValueError(f"rows has {rows.shape[0]} rows but row_range ({rstart}, {rend}) "
-                         f"holds {m}")
     size = 1 if comm is None else comm.Get_size()
     rank = 0 if comm is None else comm.Get_rank()
     b = int(block_size)
-    if rstart % b or m % b:
-        raise ValueError(f"block size {b} does not divide this rank's rows [{rstart}, {rend}); "
-                         "set the block size of the matrix (MatSetBlockSize) or -ddops_block_size")
-    if m == 0:
-        raise ValueError(f"rank {rank} owns no rows of the matrix; every rank needs at least one "
-                         "subdomain")
-    # -- 1. the rank's own parts from its diagonal block
-    if subdomains is None:
-        parts = default_subdomains(m, b)
-    else:
-        if subdomains < size:
-            raise ValueError(f"-ddops_subdomains {subdomains} is less than the {size} ranks: "
-                             "every rank needs at least one subdomain")
-        parts = int(split_sizes(subdomains, size)[rank])
-    parts = min(parts, m // b)
-    own = rows[:, rstart:rend].tocsr()
-    labels = _local_labels(own, parts, partitioner, b, seed, coordinates)
+    # -- 1. the rank's own parts from its diagonal block (rank-local: a failure on one rank is
+    # agreed on before the first collective, so that every rank raises)
+    try:
+        rows, rstart, rend, parts, labels = _own_parts(rows, row_range, rank, size, subdomains,
+                                                       partitioner, b, seed, coordinates)
+        error = None
+    except Exception as exc:  # noqa: BLE001 - raised again on every rank by agree
+        error = exc
+    agree(comm, error, "the decomposition")
     parts_per_rank = (np.array([parts], dtype=np.int64) if comm is None
                       else np.array(comm.allgather(parts), dtype=np.int64))
     first = int(parts_per_rank[:rank].sum())
@@ -258,9 +245,11 @@ def rank_decomposition_from_rows(rows: sp.csr_matrix, row_range: tuple[int, int]
         ring = np.setdiff1d(_whole_nodes(known_rows.indices, b), known, assume_unique=True)
         # collective: every rank calls, also with no ring
         new_rows = sp.csr_matrix(fetch_rows(ring))
+        error = None
         if new_rows.shape[0] != ring.size:
-            raise ValueError(f"fetch_rows returned {new_rows.shape[0]} rows for the "
-                             f"{ring.size} asked for")
+            error = ValueError(f"fetch_rows returned {new_rows.shape[0]} rows for the "
+                               f"{ring.size} asked for")
+        agree(comm, error, "the decomposition")
         fetched += int(ring.size)
         order = np.argsort(np.concatenate([known, ring]), kind="stable")
         known = np.concatenate([known, ring])[order]
@@ -302,6 +291,35 @@ def rank_decomposition_from_rows(rows: sp.csr_matrix, row_range: tuple[int, int]
     subdomain_ranks = np.repeat(np.arange(size, dtype=np.int64), parts_per_rank)
     return RankDecomposition(decomposition, subdomain_ranks, parts_per_rank, (rstart, rend),
                              rows, fetched)
+
+
+def _own_parts(rows: Any, row_range: tuple[int, int], rank: int, size: int,
+               subdomains: int | None, partitioner: str, b: int, seed: int,
+               coordinates: Any) -> tuple[sp.csr_matrix, int, int, int, np.ndarray]:
+    """``(rows, rstart, rend, parts, labels)``: the checks and the partition of this rank's rows."""
+    rows = sp.csr_matrix(rows)
+    rstart, rend = (int(i) for i in row_range)
+    m = rend - rstart
+    if rows.shape[0] != m:
+        raise ValueError(f"rows has {rows.shape[0]} rows but row_range ({rstart}, {rend}) "
+                         f"holds {m}")
+    if rstart % b or m % b:
+        raise ValueError(f"block size {b} does not divide this rank's rows [{rstart}, {rend}); "
+                         "set the block size of the matrix (MatSetBlockSize) or -ddops_block_size")
+    if m == 0:
+        raise ValueError(f"rank {rank} owns no rows of the matrix; every rank needs at least one "
+                         "subdomain")
+    if subdomains is None:
+        parts = default_subdomains(m, b)
+    else:
+        if subdomains < size:
+            raise ValueError(f"-ddops_subdomains {subdomains} is less than the {size} ranks: "
+                             "every rank needs at least one subdomain")
+        parts = int(split_sizes(subdomains, size)[rank])
+    parts = min(parts, m // b)
+    own = rows[:, rstart:rend].tocsr()
+    labels = _local_labels(own, parts, partitioner, b, seed, coordinates)
+    return rows, rstart, rend, parts, labels
 
 
 def _allgatherv(comm: Any, local: np.ndarray) -> np.ndarray:

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from ..precond.schwarz import TwoLevelSchwarz
+from ._collective import agree
 from ._lifetime import track, untrack
 from .decomposition import RankDecomposition, check_ownership, rank_decomposition
 from .options import SchwarzOptions
@@ -93,6 +94,9 @@ class SchwarzPC:
         From the constructor or ``setFromOptions`` for a bad setting (the
         message names the keyword or the ``-ddops_*`` option); from ``setUp``
         for a matrix that cannot be used (wrong type, too few rows per rank).
+        On several ranks a failure of one rank's own part of the set-up (its
+        partition, block size or subdomain factorisations) raises on every
+        rank, with that rank's message (``ddops.petsc._collective``).
     """
 
     def __init__(self, *, coordinates: Any = None, **options: Any) -> None:
@@ -161,9 +165,20 @@ class SchwarzPC:
             check_ownership(d, parts.subdomain_ranks, P.getOwnershipRanges())
             self.layout = DistributedLayout(d, comm, A=parts.rows,
                                             subdomain_ranks=parts.subdomain_ranks)
-            self.preconditioner = DistributedTwoLevelSchwarz(
-                self.layout, None, coarse, opts.variant, null_space=null_space,
-                local_solver=opts.local_solver)
+            # the local factorisations come last, after every collective: a failure there (a
+            # singular subdomain on one rank) is agreed on, and every rank raises
+            try:
+                self.preconditioner = DistributedTwoLevelSchwarz(
+                    self.layout, None, coarse, opts.variant, null_space=null_space,
+                    local_solver=opts.local_solver)
+                error = None
+            except Exception as exc:  # noqa: BLE001 - raised again on every rank by agree
+                error = exc
+            try:
+                agree(comm, error, "SchwarzPC.setUp")
+            except Exception:
+                self.reset(pc)  # nothing half-built stays on the context
+                raise
         self.setup_seconds = time.perf_counter() - start
 
     def reset(self, pc: Any) -> None:

@@ -186,6 +186,23 @@ class _TwoRanks:
     def allgather(self, value):
         return [value, value]
 
+    # the set-up's agreement on failures (ddops.petsc._collective): rank 1 did not fail
+    def irecv(self, source, tag):
+        return _Done()
+
+    def isend(self, value, dest, tag):
+        return _Done()
+
+
+class _Done:
+    """A request that has completed with no message (rank 1's "no failure")."""
+
+    def wait(self):
+        return None
+
+    def test(self):
+        return True, None
+
 
 def test_decomposition_from_rows_checks_its_input(PETSc):
     from ddops.petsc.decomposition import rank_decomposition_from_rows
