@@ -63,9 +63,9 @@ with the contrast.
 The Schur complements need ``A_II^{-1} A_I Gamma_p`` for every part ``p``:
 one multi-column solve per chunk of parts (as the harmonic extension, with
 one column per interface unknown of a part), the dense ``|Gamma_p|``-square
-matrices of one chunk at a time, batched inverses over the parts of the
-chunk and over its (part, component) pairs, and one batched ``eigh`` per size
-group of components.
+matrices of one chunk at a time, one batched solve with the rest of the part's
+interface per batch of its (part, component) pairs (the Schur complement onto the
+component), and one batched ``eigh`` per size group of components.
 
 GenEO (``"geneo"``)
 -------------------
@@ -110,6 +110,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_int, check_memory, check_positive_float, warn
+from ..linalg.local_solvers import superlu_chunk
 from .gdsw import (
     DEPENDENCE_RTOL,
     EXTENSION_CHUNK_BYTES,
@@ -196,10 +197,13 @@ GENEO_BOUNDARY_RTOL = 1e-2
 #: not used (the shifted Neumann solves leave such vectors about 1e-7 away from the span).
 EIGEN_DEPENDENCE_RTOL = 1e-4
 
-#: Relative shift of the Neumann Schur complement of a part before its inversion (a floating
-#: part has the constants in its kernel).  With the cancellation in the inverse of the
-#: inverse, the eigenvalues come out to about 1e-5 relative: ample for a threshold.
-NEUMANN_SHIFT = 1e-10
+#: Relative shift of the rest ``S_rr`` of a part's Neumann Schur complement when it is
+#: eliminated onto a component ``e`` (``S_ee - S_er S_rr^{-1} S_re``) and found exactly
+#: singular: a rounding-size guard (a kernel vector of the part that vanishes on ``e``,
+#: e.g. a rotation about a one-node vertex); the constants of a floating part do not vanish
+#: on ``e``, so ``S_rr`` is nonsingular there.  A larger shift costs accuracy at high contrast
+#: (1e-10 of the largest diagonal entry: 6e-3 relative error in ``S_e^N`` at contrast 1e6).
+NEUMANN_SHIFT = 1e-15
 
 
 @dataclass
@@ -409,10 +413,15 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
     factors = []
     for c in range(bounds.size - 1):  # a loop over chunks of blocks
         r0, r1 = int(bounds[c]), int(bounds[c + 1])
-        lu = _spd_factor(K[r0:r1, r0:r1])
-        piv = lu.U.diagonal()[lu.perm_c]  # the pivot of original column j sits at perm_c[j]
-        if not np.all(piv > 0):
-            bad = np.unique((r0 + np.flatnonzero(~(piv > 0))) // width)
+        # the local solvers' SPD test: diagonal pivots only (an off-diagonal one, perm_r !=
+        # perm_c, marks an indefinite block whose U can still have a positive diagonal) and
+        # Cholesky pivots safely positive against their diagonal
+        labels = np.arange(r0, r1) // width
+        lu, bad = superlu_chunk(K[r0:r1, r0:r1], labels, True, np.float64)
+        if lu is None:  # exactly singular: find the blocks one by one (the error path only)
+            bad = [int(b) for b in np.unique(labels) if _not_spd(K, int(b) * width, width)]
+            bad = bad or [int(labels[0])]
+        if len(bad):
             raise _NotPositive([int(b) for b in bad], "N + tau B")
         factors.append((r0, r1, lu))
     rng = np.random.default_rng(0)
@@ -421,6 +430,8 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
     lam = np.zeros((m, block))
     previous = None
     its = 0
+    pending = np.zeros(m, dtype=bool)
+    drift = np.zeros(m)
     while its < GENEO_MAX_ITERATIONS:
         its += 1
         BX = Bs @ X
@@ -451,6 +462,7 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
         boundary = change[np.arange(m), first_above] <= np.maximum(
             GENEO_BOUNDARY_RTOL * theta, 0.5 * (theta - tau))
         if can_grow and np.any((lam < tau).sum(axis=1) > wanted):
+            pending[:] = False  # the caller grows the subspace and iterates again
             break
         capped = lam[:, cap - 1] < tau if cap <= block else np.zeros(m, dtype=bool)
         # pairs close below tau converge slowest and matter least: they are selected whatever
@@ -459,7 +471,18 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
         pending = ~capped & (np.any(need & ~settled, axis=1) | ~boundary)
         if its >= 2 and not pending.any():
             break
-    return lam, X.reshape(m, width, block), its
+        # the last change of the Ritz values that decide the selection, relative to tau
+        drift = np.where(need, change, 0.0).max(axis=1) / tau
+        drift = np.maximum(drift, change[np.arange(m), first_above] / tau)
+    drift = np.where(pending, drift, 0.0)
+    return lam, X.reshape(m, width, block), its, drift
+
+
+def _not_spd(K: sp.csr_matrix, r0: int, width: int) -> bool:
+    """Whether the diagonal block of ``K`` at rows ``r0:r0 + width`` fails the SPD test."""
+    Kb = K[r0:r0 + width, r0:r0 + width]
+    lu, bad = superlu_chunk(Kb, np.zeros(width, dtype=np.int64), True, np.float64)
+    return lu is None or bool(bad.size)
 
 
 def _select(lam: np.ndarray, threshold: float, cap: int) -> tuple[np.ndarray, np.ndarray]:
@@ -642,6 +665,53 @@ def agdsw_basis(
     return Phi, info
 
 
+def _schur_onto_blocks(S: np.ndarray, real: np.ndarray, scale: np.ndarray, bp: np.ndarray,
+                       sl: np.ndarray, valid: np.ndarray, chunk_bytes: int) -> np.ndarray:
+    """Schur complements ``S_ee - S_er S_rr^{-1} S_re`` of padded stacked matrices onto blocks.
+
+    Block ``b`` is the set of slots ``sl[b][valid[b]]`` of the matrix ``S[bp[b]]`` (``real``
+    marks its real slots, ``scale`` its largest diagonal entry); ``r`` is the rest of that
+    matrix's real slots.  One batched solve with ``S_rr`` (the other slots made identity)
+    and ``|e|`` right-hand sides per batch of blocks, instead of the inverse of the block
+    of an inverse, ``(S^{-1})_ee^{-1}``, which at high contrast loses about as many digits as
+    the contrast has (the shifted floating ``S`` is nearly singular).  A batch whose
+    ``S_rr`` is exactly singular is solved again with the rounding-size relative shift
+    :data:`NEUMANN_SHIFT` on it.  Padding rows and columns of the result are the identity.
+    """
+    nb, bw = sl.shape
+    width = S.shape[1]
+    in_e = np.zeros((nb, width), dtype=bool)
+    bi, ri = np.nonzero(valid)
+    in_e[bi, sl[bi, ri]] = True
+    out = in_e | ~real[bp]  # rows and columns outside r
+    per_block = 8 * (3 * width * width + 3 * width * bw)
+    batch = max(1, int(chunk_bytes) // per_block)
+    check_memory(f"the AGDSW Schur complements of {min(batch, nb)} (part, component) blocks "
+                 f"of up to {width} interface unknowns", min(batch, nb) * per_block,
+                 "more, smaller parts have smaller interfaces")
+    SB = np.empty((nb, bw, bw))
+    idx = np.arange(width)
+    both = valid[:, :, None] & valid[:, None, :]
+    for q0 in range(0, nb, batch):  # a loop over memory-bounded batches of blocks
+        q = slice(q0, min(q0 + batch, nb))
+        o = out[q]
+        M = S[bp[q]]  # a copy (fancy index)
+        M[o[:, :, None] | o[:, None, :]] = 0.0
+        d = np.einsum("bii->bi", M)
+        M[:, idx, idx] = np.where(o, 1.0, d)
+        Se = S[bp[q][:, None, None], idx[None, :, None], sl[q][:, None, :]]  # (b, width, bw)
+        Se = np.where(valid[q][:, None, :], Se, 0.0)  # the columns of e
+        R = np.where(o[:, :, None], 0.0, Se)  # S_re on the rows of r
+        try:
+            X = np.linalg.solve(M, R)
+        except np.linalg.LinAlgError:  # an exactly singular S_rr: the rounding-size shift
+            M[:, idx, idx] += np.where(o, 0.0, NEUMANN_SHIFT * scale[bp[q], None])
+            X = np.linalg.solve(M, R)
+        See = np.take_along_axis(Se, sl[q][:, :, None], axis=1)  # S_ee: rows e of columns e
+        SB[q] = np.where(both[q], See - np.swapaxes(R, 1, 2) @ X, np.eye(bw)[None])
+    return SB
+
+
 def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None):
     """Eigenpairs of ``S_e^N tau = lambda S_e^D tau`` for every component, batched by size.
 
@@ -756,6 +826,10 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None):
         if width == 0:
             continue
         nparts = p1 - p0
+        # W_p and the Neumann Schur complement, dense, and a temporary of their size
+        check_memory(f"the AGDSW Schur complements of {nparts} parts of up to {width} "
+                     "interface unknowns", 3 * nparts * width * width * 8,
+                     "more, smaller parts have smaller interfaces")
         # W_p = A_{Gamma_p I_p} A_{I_p}^{-1} A_{I_p Gamma_p}, padded (nparts, width, width)
         Wp = np.zeros((nparts, width, width))
         if r1 > r0:
@@ -784,15 +858,14 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None):
         ps = slice(int(goff[p0]), int(goff[p1]))
         SN[pair_p[ps] - p0, pair_slot[ps], pair_slot[ps]] -= pair_cut[ps]
         SN = 0.5 * (SN + np.swapaxes(SN, 1, 2))
-        # pad to identity, shift (floating parts are singular), invert
+        # pad to identity; the shift goes on the rest of the interface only (below)
         real = np.arange(width)[None, :] < gsize[p0:p1, None]
         diag = np.einsum("pii->pi", SN)
-        scale = np.where(real, np.abs(diag), 0.0).max(axis=1, keepdims=True)
+        scale = np.where(real, np.abs(diag), 0.0).max(axis=1)
         scale = np.where(scale > 0, scale, 1.0)
         idx = np.arange(width)
-        SN[:, idx, idx] = np.where(real, diag + NEUMANN_SHIFT * scale, 1.0)
-        T = np.linalg.inv(SN)
-        # (part, component) blocks: T_p[e, e]^{-1} and W_p[e, e]
+        SN[:, idx, idx] = np.where(real, diag, 1.0)
+        # (part, component) blocks: the Schur complement of S_p onto e and W_p[e, e]
         b0, b1 = int(pc_off[p0]), int(pc_off[p1])
         if b1 == b0:
             continue
@@ -807,12 +880,9 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None):
         valid = slots >= 0
         sl = np.where(valid, slots, 0)
         bp = pc_part[b0:b1] - p0
-        TB = T[bp[:, None, None], sl[:, :, None], sl[:, None, :]]
         WB = Wp[bp[:, None, None], sl[:, :, None], sl[:, None, :]]
         both = valid[:, :, None] & valid[:, None, :]
-        eye = np.eye(bw)[None]
-        TB = np.where(both, TB, eye)
-        SB = np.linalg.inv(TB)
+        SB = _schur_onto_blocks(SN, real, scale, bp, sl, valid, chunk_bytes)
         # accumulate on the components (real entries only)
         bi, ri, ci = np.nonzero(both)
         comp_b = pc_comp[b0:b1][bi]
@@ -989,6 +1059,7 @@ def geneo_basis(
     n_order = np.argsort(rank[nm_sub], kind="stable")
     n_off = np.searchsorted(rank[nm_sub][n_order], np.arange(N + 1))
     iterations = 0
+    unconverged, worst_drift = [], 0.0  # subdomains whose iteration hit its limit
     for width in ladder:  # a loop over size groups, each in memory-bounded chunks
         members_all = np.flatnonzero(padded == width)
         width = int(width)
@@ -1028,8 +1099,8 @@ def geneo_basis(
                 while True:  # grow the subspace while a subdomain fills it below tau
                     block = min(wanted + max(GENEO_EXTRA_VECTORS, wanted // 4), smallest_size)
                     grow = wanted < cap and block < smallest_size
-                    lam, V, its = _subspace_eigh(Ns, Bs, m, width, block, tau, real,
-                                                 max(cap, 1), grow, wanted)
+                    lam, V, its, drift = _subspace_eigh(Ns, Bs, m, width, block, tau, real,
+                                                        max(cap, 1), grow, wanted)
                     if not (grow and np.any((lam < tau).sum(axis=1) > wanted)):
                         break
                     wanted = min(2 * wanted, cap)
@@ -1037,10 +1108,14 @@ def geneo_basis(
                 i = int(members[exc.bad[0]])
                 raise ValueError(f"neumann: the matrix of subdomain {i} is not positive "
                                  "semidefinite (its shifted matrix N_i + tau D_i A_i D_i has "
-                                 "a non-positive pivot)" if neumann is not None else
+                                 "a non-positive or an off-diagonal pivot)"
+                                 if neumann is not None else
                                  f"geneo: the local matrices of subdomain {i} are not positive "
                                  "definite; A must be symmetric positive definite") from None
             iterations = max(iterations, its)
+            stalled = np.flatnonzero(drift > 0)
+            unconverged.extend(members[stalled].tolist())
+            worst_drift = max(worst_drift, float(drift.max()) if drift.size else 0.0)
             if neumann is not None:
                 neg = lam[:, 0] < -1e-8 * np.maximum(1.0, np.abs(lam[:, :1]))[:, 0]
                 if neg.any():
@@ -1065,6 +1140,15 @@ def geneo_basis(
             row = np.arange(rep.size) - np.repeat(np.cumsum(sz) - sz, sz)
             kept_vals.append((members[g][rep], row, slot[g, j][rep], V[g[rep], row, j[rep]]))
     _warn_cap(capped, "subdomains", "max_per_subdomain", cap)
+    if unconverged:  # once for the whole set-up
+        shown = ", ".join(str(i) for i in sorted(unconverged)[:10])
+        warn(f"geneo: the subspace iteration stopped at its limit of {GENEO_MAX_ITERATIONS} "
+             f"iterations before its Ritz values settled on {len(unconverged)} subdomain(s) "
+             f"({shown}{', ...' if len(unconverged) > 10 else ''}): the last iteration still "
+             f"changed them by up to {worst_drift:.1e} times the threshold, so the selected "
+             "functions there are unconverged Ritz vectors and may miss eigenvectors below "
+             "the threshold (a threshold inside a cluster of eigenvalues converges slowest; "
+             "move it away from the cluster)", RuntimeWarning)
     eigen_seconds = time.perf_counter() - eig_start
     # values on the packed entries: [D Z, D v_1, D v_2, ...]
     extra = max((int(s.max()) + 1 for _, _, s, _ in kept_vals if s.size), default=0)

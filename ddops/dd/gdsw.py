@@ -210,6 +210,7 @@ def _check_matrix(A: Any, rows: bool = True) -> sp.csr_matrix:
     A, _ = as_matrix(A, "A")
     if rows:
         check_no_empty_rows(A, "A")
+        _check_positive_diagonal(A)
     if A.nnz and not np.all(A.data):  # explicit zeros: dropped on a copy (A may share arrays)
         A = A.copy()
         A.eliminate_zeros()
@@ -219,6 +220,23 @@ def _check_matrix(A: Any, rows: bool = True) -> sp.csr_matrix:
         raise ValueError(f"A is not symmetric: max |A - A^T| = {asym:.3e} against max |A| = "
                          f"{scale:.3e}; the GDSW coarse spaces need an SPD matrix")
     return A
+
+
+def _check_positive_diagonal(A: sp.csr_matrix) -> None:
+    """Refuse a non-positive diagonal entry: ``A`` is then not positive (semi)definite.
+
+    The one-line test where ``A`` enters the coarse-space construction, so that ``-A``
+    is named as not positive definite instead of as a singular interior matrix later
+    (a zero diagonal of a positive semidefinite matrix means an empty row, refused before).
+    """
+    diag = A.diagonal()
+    bad = np.flatnonzero(~(diag > 0))
+    if bad.size:
+        i = int(bad[0])
+        more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
+        raise ValueError(f"A is not positive definite: its diagonal entry A[{i}, {i}] = "
+                         f"{diag[i]:.3e} is not positive{more}; the coarse spaces need a "
+                         "symmetric positive definite A")
 
 
 def _check_owner(owner: Any, n: int) -> np.ndarray:
@@ -729,9 +747,12 @@ def harmonic_extension(
             lu = factorize_blocks(K, part_offsets[p0:p1 + 1] - r0, solver,
                                   exact_check=False, near_null=near)
         except SingularBlockError as exc:
-            raise ValueError("the interior matrix A_II is singular (the interior of part "
-                             f"{int(np.flatnonzero(rank == p0 + exc.block)[0])}); A must be "
-                             "symmetric positive definite") from exc
+            # SuperLU and PARDISO report a non-positive (or vanishing) Cholesky pivot: an
+            # indefinite block as much as a singular one
+            raise ValueError("A is not positive definite: the interior matrix A_II of part "
+                             f"{int(np.flatnonzero(rank == p0 + exc.block)[0])} has a "
+                             "non-positive or vanishing pivot (it is indefinite or singular); "
+                             "A must be symmetric positive definite") from exc
         e0, e1 = int(entry_bounds[c]), int(entry_bounds[c + 1])
         e_row, e_slot, e_val = B.row[e0:e1] - r0, entry_slot[e0:e1], B.data[e0:e1]
         c_width = int(e_slot.max()) + 1 if e1 > e0 else 0
@@ -938,7 +959,8 @@ def gdsw_basis(
     Raises
     ------
     ValueError
-        Bad arguments, a single part (no interface), or a singular ``A_II``.
+        Bad arguments, a single part (no interface), or an ``A`` that is not positive
+        definite (a non-positive diagonal entry, or a non-positive pivot of ``A_II``).
 
     Notes
     -----
