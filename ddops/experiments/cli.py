@@ -262,11 +262,11 @@ def _config_from_args(args: argparse.Namespace, default_prefix: str):
 
 
 def _stderr_is_terminal() -> bool:
-    """Whether standard error is a terminal (progress bars go there)."""
-    try:
-        return bool(sys.stderr.isatty())
-    except (AttributeError, ValueError):  # replaced by an object without it, or closed
-        return False
+    """Whether standard error is a terminal (progress bars go there): the one rule of the
+    commands and of :class:`~ddops.learning.training.TrainingConfig`'s default."""
+    from ..learning.training import stderr_is_terminal
+
+    return stderr_is_terminal()
 
 
 #: What the per-model lines of compare, sweep and scaling say (their help's "output:").
@@ -449,6 +449,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "compare":
         c = replace(_config_from_args(args, "results/compare"), progress=_progress(args))
         _check_run_size("compare", [c.validated()], ranks)
+        _warn_overwrite(c)
         written: list[str] = []
         if ranks > 1:  # mpiexec -n P ddops compare: data-parallel training, rank 0 writes
             metrics = _distributed("training").run_compare(c, written=written)
@@ -561,6 +562,26 @@ def _check_run_size(command: str, configs: list[Any], ranks: int) -> None:
           f"smaller problem shorten it", file=sys.stderr)
 
 
+def _warn_overwrite(c: Any) -> None:
+    """One line on stderr, before training, when the prefix holds an earlier comparison's
+    files that this run replaces (``--resume`` continues that run instead).
+
+    A warning rather than a refusal: re-running a command into its default prefix is
+    the common case, and scripts that do it keep working; the line says how to keep
+    the old results before any of them is replaced.
+    """
+    from .compare import earlier_outputs
+
+    if c.resume or _mpi_rank() != 0:
+        return
+    old = earlier_outputs(c)
+    if old:
+        more = f" and {len(old) - 1} more" if len(old) > 1 else ""
+        print(f"ddops compare: warning: --save-prefix {c.save_prefix} holds the results of "
+              f"an earlier run ({old[0]}{more}); this run replaces them (another "
+              f"--save-prefix keeps them, --resume continues that run)", file=sys.stderr)
+
+
 def _print_study_files(prefix: str, command: str, written: list[str]) -> None:
     """The files of a sweep or scaling study: its own by name, its comparisons' by count."""
     own = [p for p in written if p.startswith(f"{prefix}_{command}")]
@@ -596,10 +617,15 @@ def main(argv: list[str] | None = None) -> int:
                               f"'ddops compare {argv[0]} ...'")
         args = parser.parse_args(argv)
         words = _flag_words(parser._subparsers._group_actions[0].choices[args.command])
+        from ..learning.training import ChangedSettingsError
+
         try:
             return _run(args)
         except (ValueError, TypeError) as exc:
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if isinstance(exc, ChangedSettingsError):  # the flag, not the Python argument
+                text = (f"{exc.differences}; --allow-changed-settings continues anyway and "
+                        "records the changes")
             raise _UsageError(f"ddops {args.command}: error: {_with_flags(text, words)}") from exc
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else 0

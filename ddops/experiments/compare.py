@@ -47,6 +47,7 @@ from .grid import (
 
 __all__ = ["ExperimentConfig", "OutputError", "PRESETS", "PROBLEMS", "SWEEP_LRS", "SCALING_NS",
            "MIN_SUBDOMAIN_UNKNOWNS", "STEP_COST", "LONG_RUN_SECONDS", "check_output_prefix",
+           "earlier_outputs",
            "checkpoint_path", "model_names", "num_unknowns", "unknowns_per_subdomain",
            "estimate_cost", "summary_legend", "run_compare", "run_sweep", "run_scaling",
            "sweep_configs", "scaling_configs"]
@@ -606,6 +607,14 @@ def _compare_suffixes(c: ExperimentConfig) -> list[str]:
         out += [f"_{m}.npz", f"_{m}_checkpoint.npz", f"_{m}_solutions.png",
                 f"_{m}_matrices.png", f"_{m}_rows.png"]
     return out
+
+
+def earlier_outputs(config: ExperimentConfig) -> list[Path]:
+    """The files of an earlier comparison that a run of ``config`` would replace (metrics,
+    history, operators, checkpoints, figures at its ``save_prefix``), in output order."""
+    c = config.validated()
+    return [Path(c.save_prefix + s) for s in _compare_suffixes(c)
+            if Path(c.save_prefix + s).is_file()]
 
 
 def checkpoint_path(prefix: str, model: str) -> Path:

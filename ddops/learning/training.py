@@ -18,6 +18,7 @@ import contextlib
 import inspect
 import json
 import math
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -44,6 +45,7 @@ from .initialisation import LR_SCALINGS, lr_scales
 from .optim import Adam, AdamW, ReduceLROnPlateau
 
 __all__ = ["OPTIMIZERS", "TrainingConfig", "TrainingResult", "Trainer", "LOSS_ALIASES",
+           "ChangedSettingsError", "stderr_is_terminal",
            "RESUME_SETTINGS", "INIT_SETTINGS", "CHECKPOINT_FORMAT"]
 
 OPTIMIZERS = ("adamw", "adam")
@@ -58,8 +60,9 @@ CHECKPOINT_FORMAT = 2
 #: The :class:`TrainingConfig` fields that a resumed run must share with its
 #: checkpoint (they change the result), besides ``train_seed``, the sampler
 #: and the operator's architecture.  ``val_every``, ``checkpoint_every``,
-#: ``progress`` and ``blas_threads`` may change freely.  The plateau constants
-#: count only when either run uses the scheduler.
+#: ``progress`` and ``blas_threads`` may change freely, and ``steps`` may grow
+#: (a longer run continues the shorter one).  The plateau constants count only
+#: when either run uses the scheduler.
 RESUME_SETTINGS = ("steps", "batch_size", "lr", "loss", "optimizer", "weight_decay", "betas",
                    "eps", "scheduler", "plateau_factor", "plateau_patience", "log_every",
                    "workers", "divergence_factor", "divergence_window", "lr_scaling")
@@ -76,6 +79,27 @@ _DEFAULT_IF_UNRECORDED = {"lr_scaling": "none", "coarse_init": "random", "local_
 _PLATEAU = ("plateau_factor", "plateau_patience")
 _MISSING = object()  # a setting that a checkpoint does not record
 _ABSENT = object()  # a recorded setting that this run does not have (another operator class)
+
+
+def stderr_is_terminal() -> bool:
+    """Whether standard error is a terminal: progress bars go there only then by default
+    (in a log file or a pipe a bar is a stream of carriage returns)."""
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return False
+
+
+class ChangedSettingsError(ValueError):
+    """A checkpoint written with other settings (a ValueError).
+
+    ``differences`` names each setting with its old and new value, without the
+    advice, which the command line words with its own flag.
+    """
+
+    def __init__(self, message: str, differences: str) -> None:
+        super().__init__(message)
+        self.differences = differences
 
 
 @dataclass
@@ -117,8 +141,11 @@ class TrainingConfig:
         resumed at such a multiple continues exactly as an uninterrupted one).
     checkpoint_every : int
         Write a checkpoint every this many steps (0: never, except on request).
-    progress : bool
-        Show a tqdm progress bar.
+    progress : bool or None
+        Show a tqdm progress bar on standard error; None (the default): only when
+        standard error is a terminal (:func:`stderr_is_terminal`, the rule of the
+        command line's ``--progress``/``--no-progress``), so that a log file or a
+        pipe gets no bars.
     blas_threads : int or None
         BLAS threads during training (``None``: leave the library's setting).
         The products of one step are small or memory-bound; on a few shared
@@ -176,7 +203,7 @@ class TrainingConfig:
     val_every: int = 50
     log_every: int = 1
     checkpoint_every: int = 0
-    progress: bool = True
+    progress: bool | None = None
     blas_threads: int | None = 1
     workers: int = 1
     divergence_factor: float | None = 1e4
@@ -203,6 +230,11 @@ class TrainingConfig:
         c.plateau_patience = check_int("plateau_patience", c.plateau_patience, minimum=0)
         if c.blas_threads is not None:
             c.blas_threads = check_int("blas_threads", c.blas_threads, minimum=1)
+        if c.progress is None:
+            c.progress = stderr_is_terminal()
+        elif not isinstance(c.progress, (bool, np.bool_)):
+            raise TypeError(f"progress must be a bool or None, got {type(c.progress).__name__}")
+        c.progress = bool(c.progress)
         c.workers = check_int("workers", c.workers, minimum=1)
         if c.workers > c.batch_size:
             raise ValueError(f"workers ({c.workers}) must not exceed batch_size "
@@ -601,7 +633,8 @@ class Trainer:
         """Restore a checkpoint written by :meth:`save_checkpoint` (validated, no pickle).
 
         The checkpoint must have been written with this run's settings: every
-        field of :data:`RESUME_SETTINGS` (``steps`` included), the operator's
+        field of :data:`RESUME_SETTINGS` (``steps`` only when it is smaller than the
+        checkpoint's: a larger one continues the run), the operator's
         :data:`INIT_SETTINGS`, ``train_seed``,
         the sampler (its ``repr``, or its class when it has none) and the
         operator's architecture (:func:`~ddops.io.describe_operator`: class,
@@ -616,9 +649,12 @@ class Trainer:
         (a changed ``lr`` restarts at this run's rate, a changed ``train_seed``
         restarts the training stream from this run's seed, changed optimiser
         and scheduler constants replace the stored ones; the parameters always
-        come from the checkpoint).  A larger ``steps`` continues a run:
-        with the same ``log_every`` and ``val_every`` dividing the old
-        ``steps``, the result equals an uninterrupted run of the new length.
+        come from the checkpoint).  A larger ``steps`` continues a run without
+        ``allow_changes`` and is not recorded as a change (nothing depends on the
+        total: the scheduler watches plateaus of the loss): the parameters and the
+        training losses equal those of an uninterrupted run of the new length (with
+        the same ``log_every``; the validation history also holds the old run's
+        final evaluation when ``val_every`` does not divide its ``steps``).
         Changes accepted by an earlier resume, which the checkpoint records,
         are kept (``[first old value, newest value]``).
 
@@ -641,8 +677,9 @@ class Trainer:
             One line naming the file: it is missing, damaged or not a checkpoint
             (see :func:`ddops.io.read_npz`), its contents are inconsistent, it
             was written with other settings (naming each, with the old and new
-            value) and ``allow_changes`` is false, it holds a different number
-            of parameter values, or it is past this run's ``steps``.
+            value; a :class:`ChangedSettingsError`) and ``allow_changes`` is false,
+            it holds a different number of parameter values, or it is past this
+            run's ``steps``.
         """
         name = f"checkpoint {str(path)!r}"
         meta, data = read_npz(path, "checkpoint", required=("theta",),
@@ -663,8 +700,9 @@ class Trainer:
                              + (": " + _differences("it", arch) if arch else ""))
         check_parameter_vector(theta, self.op.theta.shape, name)
         if diffs and not allow_changes:
-            raise ValueError(_differences(name, diffs)
-                             + " (allow changed settings to continue anyway)")
+            text = _differences(name, diffs)
+            raise ChangedSettingsError(text + " (allow changed settings to continue anyway)",
+                                       text)
         if step > self.config.steps:
             raise ValueError(f"{name} is at step {step}, beyond this run's "
                              f"steps={self.config.steps}; ask for at least {step} steps")
@@ -707,6 +745,13 @@ class Trainer:
             saved[key] = meta.get(key, _DEFAULT_IF_UNRECORDED[key])
         for key in ("train_seed", "sampler", "operator"):
             saved[key] = meta.get(key, _MISSING)
+        if (isinstance(saved["steps"], int) and not isinstance(saved["steps"], bool)
+                and mine["steps"] >= saved["steps"]):
+            # a larger total continues the run: nothing depends on the total (the scheduler
+            # watches plateaus, validation and checkpoints keep their own intervals); a
+            # smaller one ends it before the end it was started for
+            saved.pop("steps")
+            mine.pop("steps")
         if not (mine["scheduler"] or saved["scheduler"] is True):
             for key in _PLATEAU:  # without a scheduler its constants do not matter
                 saved.pop(key)

@@ -76,13 +76,15 @@ def test_checkpoint_and_resume(tmp_path, capsys):
               "--no-plots", "--no-progress", "--save-prefix", prefix, "--checkpoint-every", "10"]
     assert main(["compare", "--steps", "20", *common]) == 0
     assert (tmp_path / "r_schwarz_checkpoint.npz").exists()
-    # continuing for more steps is a changed setting: refused without the flag ...
     capsys.readouterr()
-    assert main(["compare", "--steps", "30", "--resume", *common]) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "steps" in err and "r_schwarz_checkpoint" in err
-    # ... accepted with it, and recorded
-    assert main(["compare", "--steps", "30", "--resume", "--allow-changed-settings", *common]) == 0
+    # another learning rate changes the run: refused, naming the flag that accepts it
+    assert main(["compare", "--steps", "30", "--resume", "--lr", "0.01", *common]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--lr=0.01" in err and "r_schwarz_checkpoint" in err
+    assert err.endswith("; --allow-changed-settings continues anyway and records the changes")
+    assert "allow changed settings to" not in err
+    # --steps is the total: more steps continue the run, without the flag and no change
+    assert main(["compare", "--steps", "30", "--resume", *common]) == 0
     assert "resumed from" in capsys.readouterr().out
     resumed = json.loads((tmp_path / "r_metrics.json").read_text())["models"]
     assert main(["compare", "--steps", "30", *common, "--save-prefix", str(tmp_path / "s")]) == 0
@@ -90,7 +92,7 @@ def test_checkpoint_and_resume(tmp_path, capsys):
     for name in ("schwarz", "global_r5"):
         assert resumed[name]["steps"] == 30
         assert resumed[name]["resumed_from_step"] == 20
-        assert resumed[name]["changed_settings"] == {"steps": [20, 30]}
+        assert resumed[name]["changed_settings"] == {}
         assert straight[name]["resumed_from_step"] is None
         assert straight[name]["changed_settings"] == {}
         assert resumed[name]["final_train_loss"] == straight[name]["final_train_loss"]

@@ -109,7 +109,31 @@ def test_precond_progress_follows_the_terminal(monkeypatch, terminal, flag, expe
 
     seen = {}
     monkeypatch.setattr("sys.stderr", _Terminal() if terminal else io.StringIO())
-    monkeypatch.setattr("ddops.experiments.precond.run_from_args",
-                        lambda args: seen.setdefault("progress", args.progress))
+    def run_from_args(args):
+        seen["progress"] = args.progress
+        return {"rows": []}
+
+    monkeypatch.setattr("ddops.experiments.precond.run_from_args", run_from_args)
     assert cli.main(["precond", "--n", "64", *flag]) == 0
     assert seen["progress"] is expected
+
+
+def test_a_second_run_into_the_same_prefix_warns_once(tmp_path, capsys):
+    # an earlier run's results are replaced with a warning, before training; --resume
+    # continues that run and a new prefix keeps it, both without one
+    common = [*TINY, "--no-progress", "--no-plots", "--checkpoint-every", "3"]
+    prefix = str(tmp_path / "c")
+    assert main(["compare", *common, "--save-prefix", prefix]) == 0
+    assert "warning" not in capsys.readouterr().err
+    before = (tmp_path / "c_metrics.json").stat().st_mtime_ns
+    assert main(["compare", *common, "--save-prefix", prefix]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"ddops compare: warning: --save-prefix {prefix} holds the "
+                             f"results of an earlier run ({prefix}_metrics.json and ")
+    assert err[0].endswith("--resume continues that run)")
+    assert (tmp_path / "c_metrics.json").stat().st_mtime_ns >= before
+    assert main(["compare", *common, "--save-prefix", prefix, "--resume"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert main(["compare", *common, "--save-prefix", str(tmp_path / "d")]) == 0
+    assert "warning" not in capsys.readouterr().err

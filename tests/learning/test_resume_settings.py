@@ -38,8 +38,8 @@ def ckpt(tmp_path):
     return trainer.save_checkpoint(tmp_path / "run.npz")
 
 
-CHANGES = {  # setting -> (old, new) for a config field
-    "steps": (20, 30), "batch_size": (16, 8), "lr": (1e-2, 1e-3), "loss": ("wmse", "mse"),
+CHANGES = {  # setting -> (old, new) for a config field; steps: fewer (more continue the run)
+    "steps": (20, 10), "batch_size": (16, 8), "lr": (1e-2, 1e-3), "loss": ("wmse", "mse"),
     "optimizer": ("adamw", "adam"), "weight_decay": (0.0, 1e-4),
     "betas": ([0.9, 0.999], [0.8, 0.99]), "eps": (1e-8, 1e-7), "scheduler": (True, False),
     "plateau_factor": (0.5, 0.25), "plateau_patience": (1, 10), "log_every": (1, 2),
@@ -73,12 +73,23 @@ def test_changed_setting_is_accepted_and_recorded(ckpt, setting):
     old, new = CHANGES[setting]
     value = tuple(new) if setting == "betas" else new
     trainer = make(**{setting: value})
+    if setting == "steps":  # the checkpoint is at step 20: 10 steps cannot continue it
+        with pytest.raises(ValueError, match="is at step 20, beyond this run's steps=10"):
+            trainer.load_checkpoint(ckpt, allow_changes=True)
+        return
     changed = trainer.load_checkpoint(ckpt, allow_changes=True)
     assert changed == {setting: [old, new]} == trainer.changed_settings
     assert trainer.step == 20
-    if setting == "steps":
-        result = trainer.run()
-        assert result.steps == 30 and result.changed_settings == {"steps": [20, 30]}
+
+
+def test_fewer_steps_than_planned_are_a_change(tmp_path):
+    first = make(steps=20)
+    first.run(10)  # stopped half-way: a checkpoint at step 10 of a 20-step run
+    path = first.save_checkpoint(tmp_path / "half.npz")
+    with pytest.raises(ValueError) as info:
+        make(steps=15).load_checkpoint(path)
+    assert str(info.value) == expected_refusal(path, "steps", 20, 15)
+    assert make(steps=15).load_checkpoint(path, allow_changes=True) == {"steps": [20, 15]}
 
 
 def test_other_seed_sampler_and_architecture_are_refused(ckpt):
@@ -228,13 +239,13 @@ def test_continuing_with_more_steps_equals_the_longer_run(ckpt):
     full = make(steps=30)
     full_result = full.run()
     resumed = make(steps=30)
-    resumed.load_checkpoint(ckpt, allow_changes=True)
+    assert resumed.load_checkpoint(ckpt) == {}  # a longer total is no changed setting
     result = resumed.run()
     np.testing.assert_array_equal(resumed.op.theta, full.op.theta)
     np.testing.assert_array_equal(result.history["train"], full_result.history["train"])
     np.testing.assert_array_equal(result.history["lr"], full_result.history["lr"])
-    assert result.changed_settings == {"steps": [20, 30]}
-    assert full_result.changed_settings == {}
+    assert result.changed_settings == {} == full_result.changed_settings
+    assert full_result.history["lr"].min() < BASE["lr"]  # the scheduler acted in both
 
 
 def test_fewer_steps_than_done_is_refused_even_when_allowed(ckpt):
@@ -248,11 +259,11 @@ def test_recorded_changes_survive_a_later_resume(tmp_path, ckpt):
     second.run()
     path = second.save_checkpoint(tmp_path / "second.npz")
     third = make(steps=30, lr=1e-3)
-    assert third.load_checkpoint(path) == {"steps": [20, 30], "lr": [1e-2, 1e-3]}
-    fourth = make(steps=40, lr=1e-3)
-    assert fourth.load_checkpoint(path, allow_changes=True) == {"steps": [20, 40],
-                                                                 "lr": [1e-2, 1e-3]}
-    assert fourth.run().changed_settings == {"steps": [20, 40], "lr": [1e-2, 1e-3]}
+    # the earlier change is kept; the longer totals are no change
+    assert third.load_checkpoint(path) == {"lr": [1e-2, 1e-3]}
+    fourth = make(steps=40, lr=1e-4)
+    assert fourth.load_checkpoint(path, allow_changes=True) == {"lr": [1e-2, 1e-4]}
+    assert fourth.run().changed_settings == {"lr": [1e-2, 1e-4]}
 
 
 def test_checkpoint_records_the_architecture(ckpt):

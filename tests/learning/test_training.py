@@ -430,3 +430,39 @@ def test_paper_settings_never_trigger_the_default_test():
         cfg = TrainingConfig(steps=c.steps, batch_size=c.batch_size, lr=c.lr, progress=False)
         result = Trainer(op, prob.sampler, cfg, train_seed=c.train_seed).run()
         assert result.status == "finished", (name, result.message)
+
+
+class _Terminal:
+    """A standard error that is (or is not) a terminal, keeping what is written."""
+
+    def __init__(self, terminal):
+        self.terminal, self.text = terminal, []
+
+    def isatty(self):
+        return self.terminal
+
+    def write(self, text):
+        self.text.append(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("terminal, progress, bars", [
+    (False, None, False), (True, None, True), (False, True, True), (True, False, False)])
+def test_progress_bars_only_on_a_terminal_by_default(monkeypatch, terminal, progress, bars):
+    # the README's training snippet run into a log: no bar unless asked for
+    err = _Terminal(terminal)
+    monkeypatch.setattr("sys.stderr", err)
+    op, sampler, _, _ = small_setup()
+    cfg = {} if progress is None else {"progress": progress}
+    trainer = Trainer(op, sampler, TrainingConfig(steps=3, batch_size=4, **cfg))
+    assert trainer.config.progress is bars
+    trainer.run()
+    assert ("SchwarzOperator" in "".join(err.text)) == bars, err.text
+
+
+def test_progress_must_be_a_bool_or_none():
+    with pytest.raises(TypeError, match="progress must be a bool or None, got str"):
+        TrainingConfig(progress="yes").validated()
