@@ -82,7 +82,7 @@ import scipy.sparse as sp
 from ._lifetime import track, untrack
 from .decomposition import RankDecomposition, check_ownership, rank_decomposition
 from .options import SchwarzOptions
-from .pc import DEFAULT_NULL_SPACE, near_null_space
+from .pc import DEFAULT_NULL_SPACE, near_null_space, null_space_rows
 
 __all__ = ["DEFLATION_COARSE_SOLVER", "DEFLATION_DEFAULTS", "NATIVE_DEFAULTS", "NativePC",
            "NativeSchwarz", "owned_coarse_rows", "setup_native"]
@@ -379,9 +379,12 @@ def setup_native(ksp_or_pc: Any, *, coordinates: Any = None, **options: Any) -> 
                                seed=opts.seed, coordinates=coordinates)
     if comm is not None:
         check_ownership(parts.decomposition, parts.subdomain_ranks, P.getOwnershipRanges())
-    null_space, source = near_null_space(P, comm, opts.null_space)
-    if opts.coarse == "none":
-        source = DEFAULT_NULL_SPACE
+    if opts.coarse == "none":  # one level reads no null space (checked all the same)
+        near_null_space(P, None, opts.null_space)
+        null_space, source = None, DEFAULT_NULL_SPACE
+    else:  # only the rows the coarse basis reads (see null_space_rows)
+        wanted = None if comm is None else null_space_rows(parts, comm, opts.coarse)
+        null_space, source = near_null_space(P, comm, opts.null_space, wanted)
     rows = owned_coarse_rows(parts, comm, opts.coarse, null_space)
     subdomains, subdomains_local = _subdomain_sets(parts, rank)
     Phi = None

@@ -22,10 +22,13 @@ What ``setUp`` does, on every rank of the operator's communicator:
    itself (owner labels and subdomain indices, O(n) integers) is replicated
    on every rank, as :class:`ddops.distributed.DistributedLayout` requires;
 3. takes the near-null space set with ``MatSetNearNullSpace`` (the rigid body
-   modes PETSc users give GAMG) as the coarse space's null space; its
-   vectors are gathered on every rank (``n x k`` values), as
-   :class:`ddops.distributed.DistributedTwoLevelSchwarz` expects a global
-   null space;
+   modes PETSc users give GAMG) as the coarse space's null space.
+   :class:`ddops.distributed.DistributedTwoLevelSchwarz` takes it as a global
+   ``n x k`` array; for GDSW/RGDSW each rank fetches only the rows it reads
+   (its own rows, subdomains and ghosts, and the interface:
+   :func:`null_space_rows`), the other rows stay zero; the other coarse bases
+   gather the whole vectors (their serial construction reads every row); one
+   level reads none;
 4. on one rank, builds the serial :class:`ddops.TwoLevelSchwarz`; on several,
    a :class:`ddops.distributed.DistributedLayout` with
    ``subdomain_ranks`` from step 2 and
@@ -49,10 +52,16 @@ import numpy as np
 from ..precond.schwarz import TwoLevelSchwarz
 from ._collective import agree
 from ._lifetime import track, untrack
-from .decomposition import RankDecomposition, check_ownership, rank_decomposition
+from .decomposition import (
+    RankDecomposition,
+    _allgatherv,
+    _whole_nodes,
+    check_ownership,
+    rank_decomposition,
+)
 from .options import SchwarzOptions
 
-__all__ = ["DEFAULT_NULL_SPACE", "SchwarzPC"]
+__all__ = ["DEFAULT_NULL_SPACE", "NOT_USED", "SchwarzPC", "near_null_space", "null_space_rows"]
 
 #: :attr:`SchwarzPC.null_space_source` without a near-null space: ddops' own default.
 DEFAULT_NULL_SPACE = "ddops default (the constants, one per component of a node)"
@@ -84,7 +93,13 @@ class SchwarzPC:
     parts : RankDecomposition or None
         The decomposition and its map to the ranks.
     null_space_source : str
-        ``"near-null space of the matrix (k vectors)"`` or :data:`DEFAULT_NULL_SPACE`.
+        ``"near-null space of the matrix (k vectors)"``, :data:`DEFAULT_NULL_SPACE`
+        or :data:`NOT_USED` (one level).
+    null_space_rows : int
+        Rows of the near-null space this rank holds (``n`` on one rank and for
+        the coarse bases that need all of them; for GDSW/RGDSW on several ranks
+        its own rows, subdomains and ghosts and the interface, see
+        :func:`null_space_rows`; 0 without one).
     setup_seconds : float
         Wall time of this rank's last ``setUp``.
 
@@ -111,6 +126,7 @@ class SchwarzPC:
         self.layout: Any = None
         self.parts: RankDecomposition | None = None
         self.null_space_source = DEFAULT_NULL_SPACE
+        self.null_space_rows = 0
         self.setup_seconds = 0.0
         self.decomposition_seconds = 0.0
 
@@ -149,8 +165,8 @@ class SchwarzPC:
             partitioner=opts.partitioner, block_size=block_size, seed=opts.seed,
             coordinates=self.coordinates)
         self.decomposition_seconds = time.perf_counter() - start
-        null_space = self._null_space(P, comm, opts.null_space)
         coarse = None if opts.coarse == "none" else opts.coarse
+        null_space = self._null_space(P, comm, opts.null_space, coarse)
         d = parts.decomposition
         if comm is None:
             self.layout = None
@@ -234,18 +250,72 @@ class SchwarzPC:
         return lines
 
     # -- helpers --------------------------------------------------------------------------
-    def _null_space(self, P: Any, comm: Any, choice: str) -> np.ndarray | None:
-        """The near-null space of ``P`` as a global ``n x k`` array (or None: the constants)."""
-        Z, self.null_space_source = near_null_space(P, comm, choice)
+    def _null_space(self, P: Any, comm: Any, choice: str, coarse: str | None) -> Any:
+        """The near-null space of ``P`` as a global ``n x k`` array (or None: the constants).
+
+        Only the rows the coarse space reads hold values (:func:`null_space_rows`).
+        """
+        if coarse is None:  # one level reads no null space (checked all the same, no messages)
+            near_null_space(P, None, choice)
+            self.null_space_rows = 0
+            self.null_space_source = NOT_USED
+            return None
+        rows = None if comm is None else null_space_rows(self.parts, comm, coarse)
+        Z, self.null_space_source = near_null_space(P, comm, choice, rows)
+        self.null_space_rows = 0 if Z is None else (Z.shape[0] if rows is None else rows.size)
         return Z
 
 
-def near_null_space(P: Any, comm: Any, choice: str) -> tuple[np.ndarray | None, str]:
+#: The coarse bases whose rank-local construction reads the null space on the interface only.
+LOCAL_NULL_SPACE_BASES = ("gdsw", "rgdsw")
+
+#: :attr:`SchwarzPC.null_space_source` of one level (no coarse space reads a null space).
+NOT_USED = "not used (no coarse space)"
+
+
+def null_space_rows(parts: RankDecomposition, comm: Any, coarse: str) -> np.ndarray | None:
+    """The rows of the near-null space this rank needs for ``coarse``, or None for all of them.
+
+    GDSW and RGDSW (:data:`LOCAL_NULL_SPACE_BASES`), built rank-locally by
+    :func:`ddops.distributed.precond.rank_local_gdsw_rows`, read the null space
+    on the interface only (the pieces ``Z[interface]`` of every component,
+    replicated: every rank classifies the whole interface).  So the rank takes
+    its own rows, its overlapping subdomains, the columns of its rows (its
+    ghosts) and the interface candidates of every rank: the rows with a column
+    in another part and those columns, whole nodes, found by each rank in its
+    own rows and exchanged as indices (one ``Allgatherv`` of integers).  A
+    superset of the interface whatever the overlap, also for a pattern that
+    is not symmetric.  Every other coarse basis builds Phi with the serial
+    code from the whole null space (None: all rows).  Collective.
+    """
+    if coarse not in LOCAL_NULL_SPACE_BASES:
+        return None
+    d = parts.decomposition
+    rows = parts.rows
+    rstart, rend = parts.row_range
+    row_of = rstart + np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr))
+    other = d.owner[rows.indices] != d.owner[row_of]
+    cross = np.unique(np.concatenate([row_of[other], rows.indices[other]]).astype(np.int64))
+    interface = np.unique(_allgatherv(comm, cross))
+    rank = comm.Get_rank()
+    first = int(parts.parts_per_rank[:rank].sum())
+    region = d.indices[d.offsets[first]:d.offsets[first + int(parts.parts_per_rank[rank])]]
+    shared = (np.zeros(0, np.int64) if d.shared_nodes is None
+              else np.asarray(d.shared_nodes, dtype=np.int64))
+    needed = np.concatenate([np.arange(rstart, rend), region, rows.indices, interface, shared])
+    return _whole_nodes(needed.astype(np.int64), d.block_size)
+
+
+def near_null_space(P: Any, comm: Any, choice: str,
+                    rows: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
     """``(Z, source)``: the near-null space of ``P`` as a global ``n x k`` array, or None.
 
     ``choice`` is ``-ddops_null_space``: ``constant`` ignores the near-null
     space, ``near`` requires one, ``auto`` takes it when there is one.  On
-    several ranks (``comm`` not None) the vectors are gathered on every rank.
+    several ranks (``comm`` not None) the vectors' rows ``rows`` (sorted
+    global indices; None: all) are fetched from their owners with a PETSc
+    scatter; the other rows of ``Z`` are zero.  The constant vector
+    (``MatNullSpaceCreate`` with ``has_cnst``) needs no communication.
     ``source`` says where the null space came from (:data:`DEFAULT_NULL_SPACE`
     for None).
     """
@@ -257,18 +327,44 @@ def near_null_space(P: Any, comm: Any, choice: str) -> tuple[np.ndarray | None, 
             raise ValueError("-ddops_null_space near: the matrix has no near-null space "
                              "(set one with MatSetNearNullSpace)")
         return None, DEFAULT_NULL_SPACE
-    m = P.getOwnershipRange()[1] - P.getOwnershipRange()[0]
-    columns = [np.ones(m)] if nsp.hasConstant() else []
-    columns += [np.array(v.getArray(readonly=True), dtype=np.float64)
-                for v in nsp.getVecs()]
-    if not columns:
+    vectors = list(nsp.getVecs())
+    k = int(nsp.hasConstant()) + len(vectors)
+    if not k:
         return None, DEFAULT_NULL_SPACE
-    Z = np.stack(columns, axis=1)
-    if comm is not None:  # the distributed preconditioner takes a global null space
-        k = Z.shape[1]
-        counts = np.array(comm.allgather(Z.size), dtype=np.int64)
-        out = np.empty((int(counts.sum()) // k, k))
-        comm.Allgatherv(np.ascontiguousarray(Z),
-                        [out, (counts, np.concatenate([[0], np.cumsum(counts)[:-1]]))])
-        Z = out
-    return Z, f"near-null space of the matrix ({Z.shape[1]} vectors)"
+    source = f"near-null space of the matrix ({k} vectors)"
+    rstart, rend = P.getOwnershipRange()
+    if comm is None:
+        columns = [np.ones(rend - rstart)] if nsp.hasConstant() else []
+        columns += [np.array(v.getArray(readonly=True), dtype=np.float64) for v in vectors]
+        return np.stack(columns, axis=1), source
+    n = P.getSize()[0]
+    rows = np.arange(n, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    Z = np.zeros((n, k))
+    if nsp.hasConstant():
+        Z[rows, 0] = 1.0
+    if vectors:
+        Z[rows, int(nsp.hasConstant()):] = _scatter_rows(vectors, rows)
+    return Z, source
+
+
+def _scatter_rows(vectors: list, rows: np.ndarray) -> np.ndarray:
+    """``len(rows) x len(vectors)``: the entries ``rows`` of distributed PETSc vectors.
+
+    One ``VecScatter`` (collective) from the vectors' layout to a sequential
+    vector of the rows, used for every vector.
+    """
+    from petsc4py import PETSc
+
+    wanted = PETSc.IS().createGeneral(rows.astype(PETSc.IntType), comm=PETSc.COMM_SELF)
+    local = PETSc.Vec().createSeq(rows.size, comm=PETSc.COMM_SELF)
+    scatter = PETSc.Scatter().create(vectors[0], wanted, local, None)
+    out = np.empty((rows.size, len(vectors)))
+    try:
+        for j, v in enumerate(vectors):
+            scatter.scatter(v, local, addv=PETSc.InsertMode.INSERT_VALUES,
+                            mode=PETSc.ScatterMode.FORWARD)
+            out[:, j] = local.getArray(readonly=True)
+    finally:
+        for obj in (scatter, local, wanted):
+            obj.destroy()
+    return out

@@ -64,6 +64,26 @@ def test_near_null_space_is_used(results):
     assert near["petsc_iterations"] < constant["petsc_iterations"]
 
 
+@pytest.mark.parametrize("case", ["elasticity2d/gdsw/1/additive/metis/auto",
+                                  "elasticity2d/rgdsw/2/additive/metis/auto"])
+def test_near_null_space_rows_held_per_rank(results, case):
+    """GDSW/RGDSW read the null space on the interface only: on several ranks every rank
+    holds its own rows, subdomains and ghosts and the interface, fewer than n rows, with the
+    values of the global null space (the iterations above equal the serial library's)."""
+    r = results["cases"][case]["null_space"]
+    if results["size"] == 1:
+        assert r["rows"] == [r["n"]]
+        return
+    assert r["covers"] and r["values"]
+    assert all(0 < rows < r["n"] for rows in r["rows"]), r
+
+
+def test_one_level_reads_no_null_space(results):
+    r = results["cases"]["poisson2d/none/1/additive/metis/auto"]
+    assert r["null_space_source"].startswith("not used") and r["null_space"]["rows"] == \
+        [0] * results["size"]
+
+
 def test_view_reports_the_setup(results):
     lines = "\n".join(results["cases"]["poisson2d/gdsw/1/additive/metis/auto"]["view"])
     assert "coarse space: gdsw" in lines and "subdomains: 8" in lines

@@ -62,7 +62,8 @@ def run_case(case: str, k: int, comm, out: str) -> dict:
     from_rows_ok = bool(np.array_equal(again.decomposition.owner, d.owner)
                         and np.array_equal(again.decomposition.indices, d.indices)
                         and np.array_equal(again.decomposition.sizes, d.sizes))
-    record = {"petsc_iterations": its, "petsc_reason": reason,
+    null_space = _null_space_record(ctx, P, A, Z, coarse, comm)
+    record = {"petsc_iterations": its, "petsc_reason": reason, "null_space": null_space,
               "from_rows_equal": bool(comm.allreduce(from_rows_ok, op=MPI.LAND)),
               "owned_equals_petsc_range": bool(comm.allreduce(owned_ok, op=MPI.LAND)),
               "num_subdomains": d.num_subdomains,
@@ -90,6 +91,38 @@ def run_case(case: str, k: int, comm, out: str) -> dict:
         record.update(serial_iterations=s_its, serial_info=s_info,
                       serial_coarse_dim=int(M.coarse_dim),
                       apply_error=float(np.linalg.norm(y - My) / np.linalg.norm(My)))
+    return record
+
+
+def _null_space_record(ctx, P, A, Z, coarse: str, comm) -> dict:
+    """The rows of the near-null space each rank holds, against the global arrays.
+
+    ``rows``: how many on every rank (``ctx.null_space_rows``); ``covers``: they
+    include the rank's own rows and the interface of the PC's partition, found
+    by ``interface_components`` on the global matrix; ``values``: the fetched
+    rows equal the global null space, the others are zero.
+    """
+    from ddops.dd.gdsw import interface_components
+    from ddops.petsc.pc import near_null_space, null_space_rows
+
+    record = {"rows": comm.allgather(int(ctx.null_space_rows)), "n": int(A.shape[0])}
+    if Z is None or comm.Get_size() == 1 or coarse == "none":
+        return record
+    d = ctx.parts.decomposition
+    rows = null_space_rows(ctx.parts, comm, coarse)
+    held = None if rows is None else np.zeros(A.shape[0], dtype=bool)
+    covers = values = True
+    if rows is not None:
+        held[rows] = True
+        rstart, rend = P.getOwnershipRange()
+        interface = interface_components(A, d.owner, block_size=d.block_size).interface
+        covers = bool(held[rstart:rend].all() and held[interface].all()
+                      and rows.size == ctx.null_space_rows)
+        got, _ = near_null_space(P, comm, "auto", rows)
+        values = bool(np.allclose(got[held], Z[held], rtol=1e-14, atol=0.0)
+                      and not got[~held].any())
+    record.update(covers=bool(comm.allreduce(covers, op=MPI.LAND)),
+                  values=bool(comm.allreduce(values, op=MPI.LAND)))
     return record
 
 
