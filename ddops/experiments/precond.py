@@ -47,8 +47,10 @@ elasticity problems and the algebraic ones of :mod:`ddops.dd.adaptive`
 otherwise.  Every row reports its set-up split into partition, overlap, local
 factorisation, coarse space (of which the eigenproblems of the adaptive
 spaces) and coarse factorisation, its solve time and its peak memory (see
-:data:`MEMORY_METHOD`); a pyamg row that fails is reported as failed, with the
-reason, and the other rows still run.
+:data:`MEMORY_METHOD`); a row whose set-up refuses the matrix (a ValueError: GenEO on a
+matrix that is not diagonally dominant, a singular coarse matrix) is reported as
+refused, and a pyamg row that fails as failed, each with its reason, and the other rows
+still run (``ddops precond`` then exits with status 4).
 
 ``--matrix FILE`` runs the same rows on a user's matrix (Matrix Market ``.mtx``, scipy
 ``.npz`` or dense ``.npy``; :mod:`ddops.problems.files`) with a METIS (or, with
@@ -56,7 +58,11 @@ reason, and the other rows still run.
 (one row per node or per unknown), ``--block-size`` (unknowns per node, interleaved),
 ``--null-space constants|rigid|FILE`` (``rigid``: the rigid body modes of the
 coordinates) and ``--kernel constants|FILE`` for a singular matrix (the right-hand side
-is then projected off the kernel, and the Schwarz rows get ``kernel=``).
+is then projected off the kernel, and the Schwarz rows get ``kernel=``).  The matrix is
+checked once, before any row (finite, symmetric to rounding, a positive diagonal, and,
+without ``--kernel``, not annihilating the constants or the null space); a matrix whose
+rows come in groups of 2 or 3 coupling the same nodes, given without ``--block-size``,
+gets a one-line hint (:func:`block_structure`).
 
 It prints and writes ``<prefix>_table.md``, ``<prefix>_results.json``, a
 residual-history plot ``<prefix>_residuals.png`` and, when some methods need
@@ -114,8 +120,8 @@ from ._argtypes import int_at_least, positive_float
 
 __all__ = ["PrecondConfig", "METHODS", "ND_METHODS", "PROBLEMS", "COARSE_SPACES",
            "ADAPTIVE_COARSE_SPACES", "COARSE_CHOICES", "PARTITIONER_CHOICES", "NULL_SPACES",
-           "FACTOR_DTYPES", "MEMORY_METHOD", "box_grid", "add_arguments", "run_from_args",
-           "run_precond"]
+           "FACTOR_DTYPES", "MEMORY_METHOD", "box_grid", "block_structure", "add_arguments",
+           "run_from_args", "run_precond"]
 
 #: Method keys in table order: ``key -> (Krylov method, label)`` (``--problem poisson1d``;
 #: the rows of the 2D/3D problems are :data:`ND_METHODS`).
