@@ -82,7 +82,7 @@ import scipy.sparse as sp
 from ._lifetime import track, untrack
 from .decomposition import RankDecomposition, check_ownership, rank_decomposition
 from .options import SchwarzOptions
-from .pc import DEFAULT_NULL_SPACE, near_null_space, null_space_rows
+from .pc import DEFAULT_NULL_SPACE, RANK_LOCAL_BASES, near_null_space, null_space_rows
 
 __all__ = ["DEFLATION_COARSE_SOLVER", "DEFLATION_DEFAULTS", "NATIVE_DEFAULTS", "NativePC",
            "NativeSchwarz", "owned_coarse_rows", "setup_native"]
@@ -209,11 +209,12 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
     from ..distributed.precond import rank_local_gdsw_rows
 
     layout = DistributedLayout(d, comm, A=rows, subdomain_ranks=parts.subdomain_ranks)
-    if coarse in MATRIX_COARSE_BASES and d.owner is not None:
+    # rank-locally for GDSW/RGDSW only: rank_local_gdsw_rows builds no other basis
+    if coarse in RANK_LOCAL_BASES and d.owner is not None:
         Phi_ext, _ = rank_local_gdsw_rows(layout, sp.csr_matrix(rows, dtype=np.float64),
                                            coarse, null_space)
         return sp.csr_matrix(Phi_ext[: layout.num_owned], dtype=np.float64)
-    if coarse in MATRIX_COARSE_BASES:  # pragma: no cover - rank_decomposition sets owner
+    if coarse in MATRIX_COARSE_BASES:  # AGDSW, GenEO: the serial basis on the gathered matrix
         A = layout.allgather_rows(rows)
         Phi = build_coarse_basis(d, coarse, A=((A + A.T) * 0.5).tocsr(), null_space=null_space)
     else:

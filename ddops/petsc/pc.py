@@ -184,9 +184,12 @@ class SchwarzPC:
             # the local factorisations come last, after every collective: a failure there (a
             # singular subdomain on one rank) is agreed on, and every rank raises
             try:
+                # the rank-local construction exists for GDSW/RGDSW only; AGDSW and GenEO get
+                # the serial one (on the gathered matrix), not RGDSW under their name
                 self.preconditioner = DistributedTwoLevelSchwarz(
                     self.layout, None, coarse, opts.variant, null_space=null_space,
-                    local_solver=opts.local_solver)
+                    local_solver=opts.local_solver,
+                    local_basis=coarse is None or coarse in RANK_LOCAL_BASES)
                 error = None
             except Exception as exc:  # noqa: BLE001 - raised again on every rank by agree
                 error = exc
@@ -266,8 +269,9 @@ class SchwarzPC:
         return Z
 
 
-#: The coarse bases whose rank-local construction reads the null space on the interface only.
-LOCAL_NULL_SPACE_BASES = ("gdsw", "rgdsw")
+#: The coarse bases built rank-locally on several ranks (rank_local_gdsw_rows), which read the
+#: null space on the interface only; AGDSW and GenEO have no rank-local construction.
+RANK_LOCAL_BASES = ("gdsw", "rgdsw")
 
 #: :attr:`SchwarzPC.null_space_source` of one level (no coarse space reads a null space).
 NOT_USED = "not used (no coarse space)"
@@ -276,7 +280,7 @@ NOT_USED = "not used (no coarse space)"
 def null_space_rows(parts: RankDecomposition, comm: Any, coarse: str) -> np.ndarray | None:
     """The rows of the near-null space this rank needs for ``coarse``, or None for all of them.
 
-    GDSW and RGDSW (:data:`LOCAL_NULL_SPACE_BASES`), built rank-locally by
+    GDSW and RGDSW (:data:`RANK_LOCAL_BASES`), built rank-locally by
     :func:`ddops.distributed.precond.rank_local_gdsw_rows`, read the null space
     on the interface only (the pieces ``Z[interface]`` of every component,
     replicated: every rank classifies the whole interface).  So the rank takes
@@ -288,7 +292,7 @@ def null_space_rows(parts: RankDecomposition, comm: Any, coarse: str) -> np.ndar
     is not symmetric.  Every other coarse basis builds Phi with the serial
     code from the whole null space (None: all rows).  Collective.
     """
-    if coarse not in LOCAL_NULL_SPACE_BASES:
+    if coarse not in RANK_LOCAL_BASES:
         return None
     d = parts.decomposition
     rows = parts.rows

@@ -26,6 +26,7 @@ CASES = [
     "poisson2d/gdsw/1/additive/metis/auto",
     "poisson2d/rgdsw/1/additive/metis/auto",
     "poisson2d/nicolaides/1/additive/metis/auto",
+    "poisson2d/agdsw/1/additive/metis/auto",
     "poisson2d/none/1/additive/metis/auto",
     "poisson2d/gdsw/2/additive/metis/auto",
     "poisson2d/gdsw/3/additive/contiguous/auto",
@@ -186,6 +187,7 @@ def rhs(n: int) -> np.ndarray:
 NATIVE_CASES = [
     "poisson2d/gdsw/1/default",
     "poisson2d/nicolaides/1/default",
+    "poisson2d/agdsw/1/default",
     "poisson2d/none/1/default",
     "poisson2d/gdsw/2/default",
     "poisson3d/gdsw/1/default",
