@@ -353,10 +353,9 @@ def _local_factors(A: sp.csr_matrix, d: Decomposition, rank: int) -> np.ndarray:
         bad = ~(first > np.finfo(np.float64).eps * 1e4 * np.maximum(largest, 0))
         if bad.any():
             i = start + int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{subdomain_matrix_name(i)} (subdomain {i}, "
-                             f"{int(d.sizes[i])} unknowns) is singular or not positive "
-                             f"definite (smallest eigenvalue {first[i - start]:.3e}); "
-                             "A must be SPD")
+            raise ValueError(f"{subdomain_matrix_name(i)}, with {int(d.sizes[i])} "
+                             "unknowns, is singular or not positive definite (smallest "
+                             f"eigenvalue {first[i - start]:.3e}); A must be SPD")
         valid = k[None, :] < sizes[:, None]  # rank above n_i: extra columns stay zero
         idx = np.minimum(npad[:, None] + k[None, :], p - 1)
         lam_sel = np.take_along_axis(lam, idx, axis=1)

@@ -347,3 +347,16 @@ def test_indefinite_subdomain_is_named():
     B[3, 3] = 1e-3  # positive diagonal, indefinite block
     with pytest.raises(ValueError, match=r"R_0 A R_0\^T of subdomain 0"):
         classical_init(ddops.SchwarzOperator(d, tied=True), B.tocsr())
+
+
+def test_singular_subdomain_is_named_once():
+    """A singular local matrix names its subdomain once, with its size."""
+    A, d = _problem()
+    A = A.tolil()
+    A[1, 2] = A[2, 1] = -10.0 * A[1, 1]  # an indefinite 2 x 2 block inside subdomain 0
+    op = ddops.SchwarzOperator(d, local_rank=4)
+    with pytest.raises(ValueError, match="singular or not positive definite") as exc:
+        classical_init(op, A.tocsr())
+    message = str(exc.value)
+    assert message.count("subdomain 0") == 1, message
+    assert f"with {int(d.sizes[0])} unknowns" in message
