@@ -320,9 +320,13 @@ def _not_dominant_rows(A: sp.csr_matrix) -> np.ndarray:
 def local_neumann_matrices(A: Any, decomposition: Any) -> list[sp.csr_matrix]:
     """Algebraic local Neumann matrices ``N_i = A_i - diag(sum_{l not in i} |a_kl|)``.
 
-    One per subdomain of ``decomposition``, in the order of its unknowns (see the module
-    notes: positive semidefinite when ``A`` is weakly diagonally dominant).  Mainly for
-    inspection and tests; :func:`geneo_basis` computes them batched.
+    One per subdomain of ``decomposition``, in the order of its unknowns: ``A_i = R_i A
+    R_i^T`` with the absolute couplings that leave the subdomain taken off its diagonal
+    (the couplings are cut, module notes).  When ``A`` is weakly diagonally dominant every
+    ``N_i`` is symmetric positive semidefinite, and the constants are in the kernel of the
+    ``N_i`` of a floating subdomain (one whose rows all have zero sums, away from any
+    Dirichlet boundary).  :func:`geneo_basis` computes the same matrices batched; these
+    are for inspection, or to modify and pass back as ``neumann=``.
 
     Parameters
     ----------
@@ -334,6 +338,13 @@ def local_neumann_matrices(A: Any, decomposition: Any) -> list[sp.csr_matrix]:
     Returns
     -------
     list of scipy.sparse.csr_matrix
+        ``N_i``, ``n_i x n_i`` in the order of ``decomposition.subdomains[i]``.
+
+    Raises
+    ------
+    ValueError
+        ``A`` is not square, finite and symmetric, or not positive definite (see
+        :func:`ddops.dd.gdsw.gdsw_basis`).
     """
     A = _check_matrix(A)
     d = decomposition
@@ -395,10 +406,10 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
     ``Y = (N + tau B)^{-1} B X`` by one SuperLU solve per chunk of blocks (block-diagonal
     factors), then one batched ``block x block`` generalized ``eigh``.  Padding rows
     (``real`` False) carry ``N = 1``, ``B = 0`` and stay zero.  A block whose ``cap``
-    smallest Ritz values are below ``tau`` is done: the cap bites there, and Ritz values
-    bound the eigenvalues from above, so its ``cap`` Ritz vectors are valid functions
-    (within a cluster of eigenvalues larger than the subspace the single pairs would
-    converge slowly, and need not).  With ``can_grow``, the iteration stops as soon as a
+    smallest Ritz values are below ``tau`` (the cap bites there) is done when those have
+    settled: the smallest ``cap`` eigenpairs are kept, as documented (the Ritz values of a
+    cluster of eigenvalues larger than the subspace settle although its single vectors
+    would converge slowly, and need not).  With ``can_grow``, the iteration stops as soon as a
     block has more Ritz values below ``tau`` than ``wanted`` (then it has at least that
     many eigenvalues there, and the caller doubles the subspace).
 
@@ -468,12 +479,17 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
         # pairs close below tau converge slowest and matter least: they are selected whatever
         # their last digits (Ritz values only decrease), so they settle at a looser level
         settled = change <= tau * np.where(lam < 0.5 * tau, GENEO_RESIDUAL_RTOL, 1e-3)
-        pending = ~capped & (np.any(need & ~settled, axis=1) | ~boundary)
+        # where the cap bites, the cap smallest are kept: those must settle (not any cap
+        # Ritz values below tau, which after a few iterations can miss the kernel of a
+        # floating N_i), and nothing decides at the boundary
+        kept = need & (np.arange(block)[None, :] < cap)
+        pending = np.where(capped, np.any(kept & ~settled, axis=1),
+                           np.any(need & ~settled, axis=1) | ~boundary)
         if its >= 2 and not pending.any():
             break
         # the last change of the Ritz values that decide the selection, relative to tau
-        drift = np.where(need, change, 0.0).max(axis=1) / tau
-        drift = np.maximum(drift, change[np.arange(m), first_above] / tau)
+        drift = np.where(kept, change, 0.0).max(axis=1) / tau
+        drift = np.where(capped, drift, np.maximum(drift, change[np.arange(m), first_above] / tau))
     drift = np.where(pending, drift, 0.0)
     return lam, X.reshape(m, width, block), its, drift
 
@@ -972,8 +988,8 @@ def geneo_basis(
     threshold : float, optional
         Keep ``lambda < threshold`` (default :data:`GENEO_THRESHOLD`).
     max_per_subdomain : int, optional
-        At most this many eigenvectors per subdomain (default
-        :data:`MAX_PER_SUBDOMAIN`); a ``RuntimeWarning`` says where it bites.
+        At most this many eigenvectors per subdomain, those of the smallest eigenvalues
+        (default :data:`MAX_PER_SUBDOMAIN`); a ``RuntimeWarning`` says where it bites.
     dependence_rtol : float
         Relative tolerance of the dependent-function removal.
     return_info : bool
