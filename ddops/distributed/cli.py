@@ -189,9 +189,9 @@ def run_precond(args: argparse.Namespace, comm: Any = None) -> dict[str, Any]:
             sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - until the process exits
         raise
     if c.blas_threads is not None:
-        from threadpoolctl import threadpool_limits
+        from ..linalg.local_solvers import thread_limit
 
-        limiter = threadpool_limits(c.blas_threads)
+        limiter = thread_limit(c.blas_threads)  # BLAS and PARDISO's MKL threads
     else:
         limiter = None
     try:

@@ -89,7 +89,6 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .._validation import check_choice, check_int, check_positive_float
 from ..dd.adaptive import (
@@ -102,6 +101,7 @@ from ..dd.decomposition import Decomposition, Decomposition1D
 from ..dd.partition import TARGET_SUBDOMAIN_UNKNOWNS, default_subdomains
 from ..io import atomic_write_json, atomic_write_text
 from ..learning.training import Trainer, TrainingConfig
+from ..linalg.local_solvers import thread_limit
 from ..precond.learned import (
     BASES,
     OBJECTIVES,
@@ -440,7 +440,9 @@ class PrecondConfig:
         Seed of the right-hand sides, of the model initialisations, of METIS and of the
         random coefficients.
     blas_threads : int or None
-        BLAS threads for the whole run (``None``: the library's setting); the
+        Threads of BLAS and of the local solvers (PARDISO's MKL threads, through
+        :func:`ddops.linalg.local_solvers.thread_limit`) for the whole run
+        (``None``: the library's setting); the
         products are small, and on a few shared cores one thread is fastest
         (see :class:`~ddops.learning.training.TrainingConfig`).
     save_prefix : str
@@ -936,7 +938,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="seed of the right-hand sides, initialisations, METIS and the "
                         "random coefficients; default %(default)s")
     g.add_argument("--blas-threads", type=nonneg, default=d.blas_threads,
-                   help="BLAS threads; 0 leaves the library's setting; default %(default)s")
+                   help="threads of BLAS and of the local solvers (PARDISO's MKL threads); "
+                        "0 leaves the library's setting; default %(default)s")
     dd = parser.add_argument_group("decomposition and coarse space")
     dd.add_argument("--partitioner", choices=PARTITIONER_CHOICES,
                     help="2D/3D: boxes of the grid (Decomposition.from_grid), METIS or "
@@ -1185,9 +1188,8 @@ def run_precond(config: PrecondConfig, log: Callable[[str], Any] = print) -> dic
 
     c = config.validated()
     check_output_prefix(c.save_prefix, _OUTPUTS)
-    limits = (threadpool_limits(limits=c.blas_threads, user_api="blas")
-              if c.blas_threads is not None else contextlib.nullcontext())
-    with limits:
+    # thread_limit, not a BLAS-only threadpool_limits: it also covers PARDISO's MKL threads
+    with thread_limit(c.blas_threads):
         if c.problem == "poisson1d":
             return _run(c, log)
         return _run_nd(c, config, log)

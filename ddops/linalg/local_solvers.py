@@ -68,6 +68,7 @@ __all__ = [
     "factorize_blocks",
     "pardiso_available",
     "amg_available",
+    "check_threads",
     "thread_limit",
     "default_exact_solver",
     "chunk_bounds",
@@ -201,7 +202,8 @@ def pardiso_available() -> bool:
     return True
 
 
-def _check_threads(threads: Any) -> int | None:
+def check_threads(threads: Any) -> int | None:
+    """``threads`` as an int >= 1 or None, or a TypeError/ValueError naming it."""
     if threads is None:
         return None
     if isinstance(threads, bool) or not isinstance(threads, numbers.Integral):
@@ -247,11 +249,13 @@ def thread_limit(threads: int | None = None) -> Iterator[None]:
     >>> with thread_limit(1):
     ...     f = factorize_blocks(sp.identity(4, format="csr"), np.array([0, 2, 4]))
     """
-    threads = _check_threads(threads)
+    threads = check_threads(threads)
     if threads is None:
         yield
         return
-    pardiso_available()  # loads mkl_rt when it is there, so that the limit covers it
+    if pardiso_available():  # load mkl_rt, so that the limit covers it, and ask it for its
+        # thread count, which loads its threading layer (libiomp5) for the limit to see too
+        _mkl_runtime().MKL_Get_Max_Threads()
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=threads):

@@ -30,6 +30,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from threadpoolctl import ThreadpoolController
 
 from .._validation import (
     as_matrix,
@@ -65,10 +66,12 @@ from ..linalg.local_solvers import (
     BlockSolver,
     SingularBlockError,
     _bad_pivots,
+    check_threads,
     default_exact_solver,
     factorize_blocks,
     pardiso_available,
     superlu_chunk,
+    thread_limit,
 )
 from ..operators.linop import DENSE_LIMIT_BYTES, BackendLinearOperator
 
@@ -410,6 +413,13 @@ class TwoLevelSchwarz(BackendLinearOperator):
         :func:`ddops.coarse_basis`: ``threshold``, ``max_per_component`` and
         ``neumann`` (one local Neumann matrix per subdomain) for ``"agdsw"``;
         ``threshold``, ``max_per_subdomain`` and ``neumann`` for ``"geneo"``.
+    threads : int, optional
+        Threads of the set-up and of every application: BLAS (the dense local
+        solves and eigenproblems), MKL (PARDISO's factorisations and solves) and
+        the OpenMP runtimes, through
+        :func:`ddops.linalg.local_solvers.thread_limit`.  SuperLU and pyamg are
+        single-threaded.  None (default) leaves the process's settings, including
+        a :func:`threadpoolctl.threadpool_limits` the caller entered.
 
     Attributes
     ----------
@@ -477,7 +487,23 @@ class TwoLevelSchwarz(BackendLinearOperator):
         factor_dtype: Any = np.float64,
         coarse_options: dict | None = None,
         kernel: Any = None,
+        threads: int | None = None,
     ) -> None:
+        self.threads = check_threads(threads)
+        # the whole set-up (factorisations, eigenproblems, BLAS) under one limit; mkl_rt is
+        # loaded first so that PARDISO's threads are covered too
+        with thread_limit(self.threads):
+            self._setup(A, decomposition, coarse_basis, variant, coarse, coarse_size, dtype,
+                        local_solver, backend, null_space, factor_dtype, coarse_options,
+                        kernel)
+        # every application under the same limit: a controller that found its libraries once
+        # costs tens of microseconds per product instead of a scan of the process
+        self._thread_pools = None if self.threads is None else ThreadpoolController()
+
+    def _setup(self, A: Any, decomposition: Decomposition, coarse_basis: Any, variant: str,
+               coarse: bool, coarse_size: int | None, dtype: Any, local_solver: str,
+               backend: str, null_space: Any, factor_dtype: Any, coarse_options: dict | None,
+               kernel: Any) -> None:
         start = time.perf_counter()
         if not isinstance(decomposition, Decomposition):
             raise TypeError("decomposition must be a ddops Decomposition, got "
@@ -884,6 +910,12 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
     # -- application -----------------------------------------------------------------------
     def _apply(self, X: Any, adjoint: bool) -> Any:
+        if self._thread_pools is None:
+            return self._apply_unlimited(X, adjoint)
+        with self._thread_pools.limit(limits=self.threads):
+            return self._apply_unlimited(X, adjoint)
+
+    def _apply_unlimited(self, X: Any, adjoint: bool) -> Any:
         if self._kernel is None:
             return self._apply_spd(X, adjoint)
         # P M P with P = I - Q Q^T: symmetric, positive definite on range(A) = ker(A)^perp
