@@ -692,7 +692,7 @@ def _check_not_singular(A: Any, b: int, Z: np.ndarray | None) -> None:
     if hit.size:
         j = int(hit[0])
         raise ValueError(f"matrix: A is singular: it annihilates {names[j]} "
-                         f"(||A z|| / (||A||_1 ||z||) = {defects[j]:.1e}); {KERNEL_HINT}")
+                         f"(max_i |A z|_i / (|A| |z|)_i = {defects[j]:.1e}); {KERNEL_HINT}")
 
 
 def block_structure(A: Any, sizes: tuple[int, ...] = (2, 3)) -> int | None:

@@ -507,3 +507,20 @@ def test_the_no_coarse_function_warning_names_the_callers_file():
         exec(code, scope)
     assert record[0].filename == __file__ and record[0].lineno == line
     assert scope["M"].coarse_dim == 0
+
+
+def test_a_nonsingular_high_contrast_matrix_is_not_called_singular():
+    """Dirichlet rows in a soft layer, a stiff interior at contrast 1e8: the constants have a
+    tiny normwise defect (||A 1|| / (||A||_1 ||1||) ~ 1e-9) but the boundary rows do not
+    annihilate them, so the set-up goes on and CG converges (the matrix is nonsingular)."""
+    n = 199  # unknowns; n + 1 elements, two soft ones at each end
+    k = np.full(n + 1, 1e8)
+    k[:2] = k[-2:] = 1.0
+    A = sp.diags([-k[1:-1], k[:-1] + k[1:], -k[1:-1]], [-1, 0, 1], format="csr")
+    ones = np.ones(n)
+    assert np.linalg.norm(A @ ones) / (abs(A).sum(axis=0).max() * np.linalg.norm(ones)) < 1e-8
+    M = TwoLevelSchwarz(A, Decomposition1D(n, 8, overlap=2, kind="dof"))
+    b = np.random.default_rng(0).standard_normal(n)
+    x, info = spla.cg(A, b, rtol=1e-10, M=M, maxiter=200)
+    assert info == 0
+    np.testing.assert_allclose(A @ x, b, rtol=0, atol=1e-8 * np.linalg.norm(b) * 1e8)
