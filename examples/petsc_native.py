@@ -23,7 +23,7 @@ import petsc4py
 petsc4py.init(sys.argv)
 
 from petsc4py import PETSc  # noqa: E402
-from petsc_schwarz import poisson_cg  # noqa: E402  (the script's folder is on sys.path)
+from petsc_schwarz import poisson_cg, reason_name  # noqa: E402  (the script's folder is on sys.path)
 
 from ddops.petsc import setup_native  # noqa: E402
 
@@ -47,7 +47,7 @@ def main() -> None:
         PETSc.Sys.Print(line)
     coarse = ksp.getPC().getMGCoarseSolve().getPC().getType() if native.coarse_dim else "none"
     PETSc.Sys.Print(f"{n * n} unknowns on {comm.getSize()} ranks, coarse solver {coarse}: "
-                    f"{ksp.getIterationNumber()} iterations ({ksp.getConvergedReason()}), "
+                    f"{ksp.getIterationNumber()} iterations ({reason_name(ksp)}), "
                     f"|b - A x| / |b| = {r.norm() / b.norm():.2e}, set-up + solve "
                     f"{seconds:.2f} s")
     for obj in (ksp, A, b, x, r):

@@ -176,9 +176,11 @@ def test_native_example_runs_as_documented():
                          "-mg_coarse_telescope_pc_type", "lu")
     assert "coarse space: gdsw" in stdout
     found = re.search(r"2304 unknowns on 2 ranks, coarse solver telescope: (\d+) iterations "
-                      r"\((\d+)\), \|b - A x\| / \|b\| = (\S+),", stdout)
+                      r"\(converged reason (\d+), (\w+)\), \|b - A x\| / \|b\| = (\S+),",
+                      stdout)
     assert found, stdout[-2000:]
-    assert int(found.group(2)) > 0 and float(found.group(3)) <= 1e-8
+    assert int(found.group(2)) > 0 and found.group(3).startswith("CONVERGED_")
+    assert float(found.group(4)) <= 1e-8
 
 
 def test_native_pc_from_the_options_database(poisson, PETSc):
