@@ -192,6 +192,7 @@ def run_precond(args: argparse.Namespace, comm: Any = None) -> dict[str, Any]:
         from ..linalg.local_solvers import thread_limit
 
         limiter = thread_limit(c.blas_threads)  # BLAS and PARDISO's MKL threads
+        limiter.__enter__()
     else:
         limiter = None
     try:
@@ -236,5 +237,5 @@ def run_precond(args: argparse.Namespace, comm: Any = None) -> dict[str, Any]:
                 print(f"wrote {c.save_prefix}_distributed.md and {c.save_prefix}_distributed.json")
     finally:
         if limiter is not None:
-            limiter.restore_original_limits()
+            limiter.__exit__(None, None, None)
     return payload

@@ -104,6 +104,10 @@ from .comm import mpi
 from .layout import DistributedLayout
 from .matrix import DistributedMatrix
 
+#: The coarse bases built from each rank's own rows (GDSW, RGDSW); the adaptive ones (AGDSW,
+#: GenEO) are built from the gathered matrix, as their serial construction reads every row.
+RANK_LOCAL_BASES = ("gdsw", "rgdsw")
+
 __all__ = ["DISTRIBUTED_VARIANTS", "DistributedTwoLevelSchwarz", "allreduce_sparse",
            "rank_local_gdsw_rows"]
 
@@ -149,6 +153,7 @@ def _rank_local_gdsw(layout: DistributedLayout, A: sp.csr_matrix,
     """
     from ..dd.gdsw import harmonic_extension, interface_components
 
+    check_choice("kind", kind, RANK_LOCAL_BASES)
     d = layout.decomposition
     n = d.num_dofs
     comps = interface_components(A, d.owner, interface=d.shared_nodes,
@@ -249,6 +254,8 @@ def rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: s
         interface_components,
     )
 
+    # an adaptive kind here would silently get the RGDSW-like construction below
+    check_choice("kind", kind, RANK_LOCAL_BASES)
     d = layout.decomposition
     n = d.num_dofs
     Z = _check_null_space(null_space, n)
@@ -494,7 +501,7 @@ class DistributedTwoLevelSchwarz:
         if coarse_basis is None:
             pass
         elif (local_basis and isinstance(coarse_basis, str)
-                and coarse_basis in MATRIX_COARSE_BASES and d.owner is not None):
+                and coarse_basis in RANK_LOCAL_BASES and d.owner is not None):
             self.coarse_construction = "rank-local"
             rows_ext = layout.local_rows(rows)
             Phi_ext, known = rank_local_gdsw_rows(layout, rows, coarse_basis, null_space,
@@ -535,7 +542,7 @@ class DistributedTwoLevelSchwarz:
             return None, None
         d = layout.decomposition
         if (local_basis and null_space is None and isinstance(coarse_basis, str)
-                and coarse_basis in MATRIX_COARSE_BASES and d.owner is not None):
+                and coarse_basis in RANK_LOCAL_BASES and d.owner is not None):
             self.coarse_construction = "rank-local"
             return _rank_local_gdsw(layout, A, coarse_basis)
         self.coarse_construction = "serial"

@@ -84,7 +84,10 @@ def run(comm) -> dict:
         # 1e-12 measures the construction, not the conditioning); the gathered fallback
         Z2 = np.stack([np.ones(n), np.cos(np.arange(n))], axis=1)
         given = {"gdsw-ones": ("gdsw", np.ones(n), True), "gdsw-Z2": ("gdsw", Z2, True),
-                 "rgdsw-Z2": ("rgdsw", Z2, True), "gdsw-serial": ("gdsw", None, False)}
+                 "rgdsw-Z2": ("rgdsw", Z2, True), "gdsw-serial": ("gdsw", None, False),
+                 # an adaptive space asked for rank-local: built from the gathered matrix,
+                 # never silently as RGDSW
+                 "agdsw-local": ("agdsw", None, True)}
         for key, (basis, Z, _) in given.items():
             S = TwoLevelSchwarz(A, d, coarse_basis=basis, null_space=Z)
             ref[key, "additive"] = (S.matvec(X), S.rmatvec(X), S.coarse_dim)

@@ -52,6 +52,16 @@ def test_apply_from_local_rows_equals_serial(results, case):
     assert r["setup_exchanges"] > 0  # the region's ghost rows were exchanged
 
 
+@pytest.mark.parametrize("mesh", MESHES)
+def test_an_adaptive_space_is_not_built_rank_locally(results, mesh):
+    """AGDSW with local_basis=True: the rank-local construction exists only for GDSW/RGDSW,
+    so it is built from the gathered rows and equals the serial AGDSW preconditioner."""
+    r = results["apply"][f"{mesh}/agdsw-local/additive"]
+    assert r["construction"] != "rank-local"
+    assert r["coarse_dim"] == r["serial_coarse_dim"]
+    assert r["err"] <= 1e-10 and r["err_adjoint"] <= 1e-10
+
+
 @pytest.mark.parametrize("case", [f"{m}/{z}" for m in MESHES
                                   for z in ("gdsw-ones", "gdsw-Z2", "rgdsw-Z2")])
 def test_given_null_space_from_local_rows(results, case):

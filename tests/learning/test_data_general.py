@@ -286,9 +286,7 @@ def test_trainer_resume_records_the_sampler(tmp_path):
     op_full, t_full = _grid_setup(steps=6)
     t_full.run()
     op2, t2 = _grid_setup(steps=6, checkpoint=path)
-    with pytest.raises(ValueError, match="steps"):
-        t2.load_checkpoint(path)
-    t2.load_checkpoint(path, allow_changes=True)
+    t2.load_checkpoint(path)  # a larger total of steps is no changed setting
     t2.run()
     np.testing.assert_array_equal(op2.theta, op_full.theta)
     # another matrix behind the same grid sampler is a different sampler
