@@ -92,13 +92,13 @@ from ..dd.coarse import (
     validate_coarse_matrix,
 )
 from ..dd.coarse import coarse_basis as build_coarse_basis
+from ..linalg.local_solvers import _bad_pivots
+from ..precond.corrections import sparse_spd_factor as _sparse_spd_factor
 from ..precond.schwarz import (
     COARSE_DENSE_MAX,
     TwoLevelSchwarz,
-    _bad_pivots,
     _check_matrix,
     _check_symmetric,
-    _sparse_spd_factor,
 )
 from .comm import mpi
 from .layout import DistributedLayout

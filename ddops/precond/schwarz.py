@@ -27,7 +27,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from threadpoolctl import ThreadpoolController
@@ -38,42 +37,47 @@ from .._validation import (
     check_choice,
     check_dtype,
     check_finite,
-    check_memory,
     check_no_empty_rows,
-    fits_in_memory,
-    subdomain_matrix_name,
     warn,
 )
 from ..backend import asarray, check_backend
-from ..dd.coarse import (
-    ADAPTIVE_OPTIONS,
-    resolve_coarse_kind,
-    validate_coarse_matrix,
-)
-from ..dd.coarse import coarse_basis as build_coarse_basis
+from ..dd.coarse import resolve_coarse_kind
 from ..dd.decomposition import Decomposition
-from ..dd.gdsw import FACTOR_CHUNK_ROWS, symmetry_defect
+from ..dd.gdsw import symmetry_defect
 from ..dd.kernel import (
     KERNEL_RHS_RTOL,
     KERNEL_RTOL,
     check_kernel,
-    ground_basis,
     remove_kernel,
 )
 from ..linalg.local_solvers import (
     SINGULAR_PIVOT_RTOL,
-    SPARSE_SOLVERS,
     BlockSolver,
-    SingularBlockError,
-    _bad_pivots,
     check_threads,
-    default_exact_solver,
-    factorize_blocks,
     pardiso_available,
-    superlu_chunk,
     thread_limit,
 )
 from ..operators.linop import DENSE_LIMIT_BYTES, BackendLinearOperator
+from .corrections import (
+    COARSE_DENSE_MAX,
+    DENSE_LOCAL_LIMIT_BYTES,
+    EXACT_PIVOT_CHECK_ROWS,
+    LOCAL_CHUNK_ROWS,
+    SINGULAR_HINT,
+    CoarseCorrection,
+    HybridCorrection,
+    OverlappingCorrection,
+    SingularMatrixError,
+    SumCorrection,
+)
+from .options import (
+    COARSE_SPACES,
+    LOCAL_SOLVERS,
+    VARIANTS,
+    SchwarzOptions,
+    coarse_options_from_dict,
+)
+from .options import FACTOR_DTYPES as _FACTOR_DTYPE_NAMES
 
 __all__ = [
     "VARIANTS",
@@ -95,47 +99,12 @@ __all__ = [
     "SingularMatrixError",
 ]
 
-#: Preconditioner variants: how the partition of unity ``D_i`` enters the local sum, and
-#: ``"hybrid"``: the additive local sum with the coarse correction applied multiplicatively,
-#: ``M = P_0 + (I - P_0 A) M_1 (I - A P_0)`` with ``P_0 = Phi A_0^{-1} Phi^T`` (symmetric).
-VARIANTS = ("additive", "restricted", "symmetric_restricted", "hybrid")
-
-#: Local solvers: ``"dense"`` (batched inverses, one batched GEMM per
-#: application), the sparse solvers of :mod:`ddops.linalg.local_solvers` applied to the
-#: block-diagonal matrix of all subdomain matrices (``"superlu"``, alias ``"sparse"``;
-#: ``"pardiso"``; the inexact ``"amg"``), or ``"auto"``.
-LOCAL_SOLVERS = ("auto", "dense", "sparse", *SPARSE_SOLVERS)
-
 #: Precisions of the local solves (``factor_dtype``): float64, or float32 factors applied to
 #: the float64 residual (cast in, solve, cast back; the rest stays in float64).
-FACTOR_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+FACTOR_DTYPES = tuple(np.dtype(name) for name in _FACTOR_DTYPE_NAMES)
 
 #: Krylov methods of :func:`solve_with_history`.
 SOLVERS = ("cg", "gmres")
-
-#: ``local_solver="auto"`` picks the dense solver when the padded inverses
-#: ``N * p * p`` (``p`` the largest subdomain size) take at most this many bytes
-#: in float64; the set-up peak is about four times this.
-DENSE_LOCAL_LIMIT_BYTES = 2**26
-
-#: Largest coarse dimension ``n0`` factorised densely (``scipy.linalg.cho_factor``);
-#: above it the sparse Galerkin matrix is factorised with SuperLU.
-COARSE_DENSE_MAX = 2000
-
-#: The sparse local solver factorises the block-diagonal matrix of the ``A_i``
-#: in chunks of consecutive subdomains of about this many rows (a loop over
-#: chunks, each one SuperLU factorisation and one batched solve per
-#: application; see :func:`ddops.dd.gdsw.chunk_bounds`).
-LOCAL_CHUNK_ROWS = FACTOR_CHUNK_ROWS
-
-#: Up to this many rows in all local blocks, the sparse local solver checks
-#: the pivots themselves (reading ``lu.U``, whose CSC copies scipy then keeps:
-#: at most a few tens of MiB here); above it, the one-solve test of
-#: :func:`ddops.linalg.local_solvers.check_blocks_by_one_solve`, which keeps nothing
-#: (310 MiB less at 10^6 unknowns in 2D) but is a necessary condition only.
-EXACT_PIVOT_CHECK_ROWS = 2**17
-
-
 
 
 # -- validation helpers ----------------------------------------------------------------------
@@ -158,23 +127,6 @@ def _check_symmetric(A: sp.csr_matrix, name: str = "A") -> bool:
     return exact
 
 
-def _sparse_spd_factor(K: sp.spmatrix) -> tuple[Any, np.ndarray | None]:
-    """SuperLU factorisation of a symmetric matrix with its pivots checked (the coarse matrix).
-
-    Every unknown is its own block of :func:`ddops.linalg.local_solvers.superlu_chunk`, which
-    reads the ``LDL^T`` pivots of SuperLU's symmetric mode.
-
-    Returns
-    -------
-    lu : SuperLU or None
-        The factorisation, or None when SuperLU hit an exactly zero pivot.
-    bad : array of int or None
-        Original indices of non-positive, tiny or off-diagonal pivots (empty when SPD).
-    """
-    K = sp.csc_matrix(K)
-    return superlu_chunk(K, np.arange(K.shape[0]), True, np.float64)
-
-
 def _check_factor_dtype(factor_dtype: Any) -> np.dtype:
     """``factor_dtype`` as float32 or float64, or a TypeError naming it."""
     if isinstance(factor_dtype, (bool, int, float, complex)) or factor_dtype is None:
@@ -188,19 +140,6 @@ def _check_factor_dtype(factor_dtype: Any) -> np.dtype:
     if dt not in FACTOR_DTYPES:
         raise TypeError(f"factor_dtype must be numpy.float32 or numpy.float64, got {dt}")
     return dt
-
-
-def _dense_spd_blocks_ok(blocks: np.ndarray) -> np.ndarray:
-    """Which dense blocks are numerically SPD (used only to name a failing block)."""
-    ok = np.ones(blocks.shape[0], dtype=bool)
-    for i, block in enumerate(blocks):
-        try:
-            L = np.linalg.cholesky(block)
-        except np.linalg.LinAlgError:
-            ok[i] = False
-            continue
-        ok[i] = not _bad_pivots(np.diagonal(L) ** 2, np.diagonal(block)).any()
-    return ok
 
 
 def zero_energy_defects(A: sp.csr_matrix, Z: np.ndarray) -> np.ndarray:
@@ -225,24 +164,6 @@ def zero_energy_defects(A: sp.csr_matrix, Z: np.ndarray) -> np.ndarray:
     return ratio.max(axis=0) if ratio.shape[0] else np.zeros(Z.shape[1])
 
 
-class SingularMatrixError(ValueError):
-    """``A`` is singular and no ``kernel=`` was given (a ValueError).
-
-    ``detail`` says how it was found, without the advice (which names the Python
-    argument ``kernel=``; the command line names its own flag instead).
-    """
-
-    def __init__(self, message: str, detail: str) -> None:
-        super().__init__(message)
-        self.detail = detail
-
-
-#: What the library says to do about a singular ``A`` without ``kernel=``.
-SINGULAR_HINT = ("pass kernel= (the vectors A annihilates: kernel=np.ones(n) for a "
-                 "pure-Neumann Laplacian, the rigid body modes of a floating elastic body, "
-                 "ddops.problems.rigid_body_modes)")
-
-
 def _singular_probe(A: sp.csr_matrix, null_space: Any) -> str | None:
     """The zero-energy test of a matrix given without ``kernel=``: which test vector
     (the constants, then the columns of ``null_space``) ``A`` annihilates, or None.
@@ -265,35 +186,65 @@ def _singular_probe(A: sp.csr_matrix, null_space: Any) -> str | None:
             f"{KERNEL_RTOL:g})")
 
 
+# the keyword arguments of TwoLevelSchwarz that are options, with their defaults
+_OPTION_KEYWORDS = {"coarse_basis": "auto", "variant": "additive", "coarse": True,
+                    "coarse_size": None, "local_solver": "auto", "null_space": None,
+                    "factor_dtype": np.float64, "coarse_options": None, "kernel": None,
+                    "threads": None}
+
+
+def _is_default(name: str, value: Any) -> bool:
+    default = _OPTION_KEYWORDS[name]
+    if name == "factor_dtype":
+        try:
+            return np.dtype(value) == np.float64
+        except TypeError:
+            return False
+    return value is default or (isinstance(value, str) and value == default)
+
+
+def _resolve_options(options: Any, given: dict, decomposition: Any) -> SchwarzOptions:
+    """The options of a TwoLevelSchwarz: ``options=`` or its keyword arguments (not both)."""
+    if options is not None:
+        if not isinstance(options, SchwarzOptions):
+            raise TypeError(f"options must be a ddops.SchwarzOptions, got "
+                            f"{type(options).__name__}")
+        both = [k for k, v in given.items() if not _is_default(k, v)]
+        if both:
+            raise TypeError(f"give the settings either as options= or as keyword arguments, "
+                            f"not both: {both} given beside options=")
+        return options
+    check_choice("variant", given["variant"], VARIANTS)
+    check_choice("local_solver", given["local_solver"], LOCAL_SOLVERS)
+    coarse, coarse_basis = given["coarse"], given["coarse_basis"]
+    if not isinstance(coarse, (bool, np.bool_)):
+        raise TypeError(f"coarse must be a bool, got {type(coarse).__name__}")
+    coarse_size = given["coarse_size"]
+    is_grid = isinstance(coarse_basis, str) and coarse_basis == "grid_hats"
+    if coarse_size is not None and not is_grid:
+        raise ValueError("coarse_size is only used with coarse_basis='grid_hats'")
+    if isinstance(coarse_basis, str) and coarse_basis not in COARSE_SPACES:
+        check_choice("coarse_basis", coarse_basis, [c for c in COARSE_SPACES if c != "none"])
+    factor_dtype = _check_factor_dtype(given["factor_dtype"]).name
+    sub = {}
+    if given["coarse_options"] is not None:
+        kind = coarse_basis
+        if isinstance(kind, str) and isinstance(decomposition, Decomposition):
+            kind = resolve_coarse_kind(kind, decomposition, matrix=True)
+        sub = coarse_options_from_dict(kind, given["coarse_options"])
+        if sub:
+            what = ", ".join(f"{k}={type(v).__name__}(...)" for k, v in sub.items())
+            warn(f"coarse_options= is deprecated; use options=SchwarzOptions({what}) (or "
+                 "the coarse space's options object)", DeprecationWarning)
+    if not coarse or coarse_basis is None:
+        coarse_basis, coarse_size = "none", None
+    return SchwarzOptions(variant=given["variant"], coarse=coarse_basis,
+                          coarse_size=coarse_size, local_solver=given["local_solver"],
+                          factor_dtype=factor_dtype, null_space=given["null_space"],
+                          kernel=given["kernel"], threads=given["threads"], **sub)
+
+
 # -- the two-level Schwarz preconditioner ------------------------------------------------------
-class _SingularCoarse:
-    """The error of a failed coarse factorisation, naming the dependent columns when it can."""
-
-    def __init__(self, A: sp.csr_matrix, Phi: sp.csr_matrix, n0: int) -> None:
-        self.A, self.Phi, self.n0 = A, Phi, n0
-
-    def error(self) -> ValueError:
-        from ..dd.gdsw import coarse_matrix_checked
-
-        try:  # a rank-revealing pass: its message lists the dependent or zero columns
-            coarse_matrix_checked(self.A, self.Phi)
-        except ValueError as exc:
-            try:  # the same pass in the Euclidean inner product: is Phi itself rank deficient?
-                coarse_matrix_checked(sp.identity(self.A.shape[0], format="csr"), self.Phi)
-            except ValueError:
-                return ValueError(f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) "
-                                  f"is singular: {exc}")
-            detail = (f"the coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is "
-                      "singular because A is singular: Phi has independent columns, but A "
-                      "annihilates a combination of them (a pure-Neumann problem, a floating "
-                      "body, ...)")
-            return SingularMatrixError(f"{detail[4:]}; {SINGULAR_HINT}", detail)
-        return ValueError(
-            f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is singular or not "
-            "positive definite; the coarse basis Phi must have full column rank (no zero or "
-            "repeated columns) and A must be SPD")
-
-
 class TwoLevelSchwarz(BackendLinearOperator):
     r"""Classical two-level overlapping Schwarz preconditioner ``M ~ A^{-1}``.
 
@@ -493,143 +444,195 @@ class TwoLevelSchwarz(BackendLinearOperator):
         coarse_options: dict | None = None,
         kernel: Any = None,
         threads: int | None = None,
+        options: SchwarzOptions | None = None,
     ) -> None:
-        self.threads = check_threads(threads)
+        given = {"coarse_basis": coarse_basis, "variant": variant, "coarse": coarse,
+                 "coarse_size": coarse_size, "local_solver": local_solver,
+                 "null_space": null_space, "factor_dtype": factor_dtype,
+                 "coarse_options": coarse_options, "kernel": kernel, "threads": threads}
+        self.options = opts = _resolve_options(options, given, decomposition)
+        self.threads = check_threads(opts.threads)
         # the whole set-up (factorisations, eigenproblems, BLAS) under one limit; mkl_rt is
         # loaded first so that PARDISO's threads are covered too
         with thread_limit(self.threads):
-            self._setup(A, decomposition, coarse_basis, variant, coarse, coarse_size, dtype,
-                        local_solver, backend, null_space, factor_dtype, coarse_options,
-                        kernel)
+            start = time.perf_counter()
+            A = self._symbolic(A, decomposition, opts, dtype, backend)
+            self.symbolic_seconds = time.perf_counter() - start
+            self._numeric(A, reuse_coarse=False)
+            self.setup_seconds = time.perf_counter() - start
         # every application under the same limit: a controller that found its libraries once
         # costs tens of microseconds per product instead of a scan of the process
         self._thread_pools = None if self.threads is None else ThreadpoolController()
 
-    def _setup(self, A: Any, decomposition: Decomposition, coarse_basis: Any, variant: str,
-               coarse: bool, coarse_size: int | None, dtype: Any, local_solver: str,
-               backend: str, null_space: Any, factor_dtype: Any, coarse_options: dict | None,
-               kernel: Any) -> None:
-        start = time.perf_counter()
+    # -- set-up: the symbolic phase -------------------------------------------------------------
+    def _symbolic(self, A: Any, decomposition: Decomposition, opts: SchwarzOptions,
+                  dtype: Any, backend: str) -> sp.csr_matrix:
+        """Everything that depends on the pattern of ``A`` and the options only; returns
+        ``A`` checked, symmetrised and canonical."""
         if not isinstance(decomposition, Decomposition):
             raise TypeError("decomposition must be a ddops Decomposition, got "
                             f"{type(decomposition).__name__}")
-        check_choice("variant", variant, VARIANTS)
-        check_choice("local_solver", local_solver, LOCAL_SOLVERS)
-        if not isinstance(coarse, (bool, np.bool_)):
-            raise TypeError(f"coarse must be a bool, got {type(coarse).__name__}")
         check_backend(backend)
-        self.factor_dtype = _check_factor_dtype(factor_dtype)
-        A, a_dtype = _check_matrix(A)
+        self.factor_dtype = np.dtype(opts.factor_dtype)
         d = decomposition
-        if A.shape[0] != d.num_dofs:
-            raise ValueError(f"A has size {A.shape[0]} but the decomposition has "
-                             f"num_dofs={d.num_dofs}")
-        if not _check_symmetric(A):  # (A + A^T) / 2 is A itself when A is exactly symmetric
-            A = ((A + A.T) * 0.5).tocsr()
+        A, a_dtype = self._checked_matrix(A, d.num_dofs)
+        # the pattern that update() must see again (A canonical: sorted, no duplicates)
+        self._pattern = (A.indptr.copy(), A.indices.copy())
+        null_space, kernel = opts.null_space, opts.kernel
+        if isinstance(kernel, str):  # "constants"
+            kernel = np.ones(d.num_dofs)
+        if isinstance(null_space, str):
+            null_space = np.ones(d.num_dofs)
         # a singular A with a known kernel: the kernel is also the coarse space's null space
         # unless another one is given (rigid body modes of a floating body are both)
         Q = None if kernel is None else check_kernel(kernel, A)
         if null_space is None and kernel is not None:
             null_space = kernel
-        coarse_basis = resolve_coarse_kind(coarse_basis, d, matrix=True)
+        self._null_space = null_space
+        coarse_basis = opts.coarse
+        if isinstance(coarse_basis, str):
+            coarse_basis = None if coarse_basis == "none" else resolve_coarse_kind(
+                coarse_basis, d, matrix=True)
+        self._named_coarse = isinstance(coarse_basis, str)
         if kernel is None:
-            self._check_not_singular(A, coarse and isinstance(coarse_basis, str), null_space)
+            self._check_not_singular(A, self._named_coarse, null_space)
         if dtype is None:
             dtype = np.float32 if a_dtype == np.float32 else np.float64
         dt = check_dtype(dtype)
         super().__init__(d.num_dofs, dt, backend)
 
         self.decomposition = d
-        self.variant = variant
+        self.variant = opts.variant
         self.num_subdomains = d.num_subdomains
-        basis_start = time.perf_counter()
-        try:
-            Phi, self.coarse_info = self._coarse_matrix(d, coarse_basis, coarse, coarse_size, A,
-                                                        null_space, coarse_options)
-        except ValueError as exc:
-            if Q is None:
-                raise
-            raise ValueError(f"{exc} (A is singular, kernel=: a local problem of the coarse "
-                             "space that holds a whole kernel vector is singular too; use more "
-                             "subdomains or another coarse space)") from exc
-        self.coarse_stats = dict(getattr(self.coarse_info, "stats", None) or {})
-        if Phi is not None and Phi.shape[1] == 0:
-            # GenEO with no eigenvalue below its threshold: the one-level method meets the
-            # bound already
-            warn(f"coarse_basis={coarse_basis!r} selected no coarse function (no eigenvalue "
-                 "below the threshold in any subdomain); the preconditioner is one-level",
-                 RuntimeWarning)
-            Phi = None
-        self.coarse_stats["kernel_dropped"] = 0
-        if Q is not None and Phi is not None:
-            # ground the coarse problem: drop one column per dimension of the coarse kernel
-            Phi, self.coarse_stats["kernel_dropped"] = ground_basis(Phi, Q)
         self.kernel = Q
         self._kernel = None if Q is None else asarray(Q.astype(dt), backend=backend)
         self._largest_residual = 0.0
         self._warned_inconsistent = False
-        self.coarse_basis_seconds = time.perf_counter() - basis_start
-        self.coarse_basis_name = None if Phi is None else (
-            coarse_basis if isinstance(coarse_basis, str) else "custom")
-
-        # local solver: the memory rule of DENSE_LOCAL_LIMIT_BYTES
-        N, p = d.num_subdomains, d.max_size
-        sparse_solver = {"sparse": "superlu"}.get(local_solver, local_solver)
-        if local_solver == "auto":
-            # dense when small (always on the GPU, the only local solver there), and never when
-            # its set-up (about 4 N p^2) would not fit in memory
-            small = N * p * p * 8 <= DENSE_LOCAL_LIMIT_BYTES or backend == "cupy"
-            dense = small and fits_in_memory(4 * N * p * p * 8)
-            local_solver = "dense" if dense else "sparse"
-            sparse_solver = default_exact_solver()
-        elif local_solver != "dense":
-            local_solver = "sparse"
-        if local_solver == "dense":
-            sparse_solver = None
-        elif sparse_solver == "amg" and self.factor_dtype != np.float64:
-            raise ValueError("factor_dtype=float32 is not available with local_solver='amg' "
-                             "(the V-cycle runs in float64)")
-        if backend == "cupy" and local_solver != "dense":
-            raise ValueError("backend='cupy' supports only local_solver='dense' (the padded "
-                             f"inverses need {N * p * p * 8 / 2**20:.1f} MiB)")
-        if local_solver == "dense":  # the padded blocks, their factors and inverses
-            check_memory(f"TwoLevelSchwarz(local_solver='dense') on {N} subdomains of up to {p} "
-                         "unknowns", 4 * N * p * p * 8, "use local_solver='sparse'")
-        self.local_solver = local_solver
-        self.sparse_solver = sparse_solver
+        hint = ("; the Schwarz preconditioner needs a symmetric positive definite A"
+                if Q is None else
+                ": A is singular (kernel=) and this subdomain holds the whole support of a "
+                "kernel vector (one subdomain for everything, or a floating component inside "
+                "a subdomain); use more subdomains, or ground the problem")
+        self.local = OverlappingCorrection(A, d, opts.variant, opts.local_solver,
+                                           self.factor_dtype, dt, backend, null_space, hint)
+        self.local_solver = self.local.local_solver
+        self.sparse_solver = self.local.sparse_solver
         # the coarse matrix above COARSE_DENSE_MAX: PARDISO when installed, unless SuperLU
         # was asked for by name
-        self.coarse_factorization = ("pardiso" if pardiso_available() and sparse_solver
+        self.coarse_factorization = ("pardiso" if pardiso_available() and self.sparse_solver
                                      != "superlu" else "superlu")
-        padded = local_solver == "dense"
+        self.coarse = None
+        if coarse_basis is not None:
+            self.coarse = CoarseCorrection(
+                d, coarse_basis, opts.coarse_size, null_space, Q,
+                opts.coarse_keywords(coarse_basis) if self._named_coarse else {},
+                opts.variant == "hybrid", dt, backend, self.coarse_factorization)
+        self._coarse_basis_requested = coarse_basis
+        return A
 
-        # S_in / S_out: the weighted stacked restrictions of the chosen variant
-        w_in, w_out = {"additive": ("none", "none"), "restricted": ("none", "full"),
-                       "symmetric_restricted": ("sqrt", "sqrt"),
-                       "hybrid": ("none", "none")}[variant]
-        host_in = d.stacked_restriction(w_in, padded=padded, dtype=dt)
-        # one matrix when both sides carry the same weights (every symmetric variant)
-        host_out = host_in if w_out == w_in else d.stacked_restriction(w_out, padded=padded,
-                                                                       dtype=dt)
-        self._S_in = asarray(host_in, backend=backend)
-        self._S_out = self._S_in if host_out is host_in else asarray(host_out, backend=backend)
-        self._S_inT, self._S_outT = self._transposes(host_in, host_out, self._S_in,
-                                                     self._S_out)
+    @staticmethod
+    def _checked_matrix(A: Any, num_dofs: int) -> tuple[sp.csr_matrix, np.dtype]:
+        """``A`` as canonical float64 CSR, checked and symmetrised, and its dtype."""
+        A, a_dtype = _check_matrix(A)
+        if A.shape[0] != num_dofs:
+            raise ValueError(f"A has size {A.shape[0]} but the decomposition has "
+                             f"num_dofs={num_dofs}")
+        if not _check_symmetric(A):  # (A + A^T) / 2 is A itself when A is exactly symmetric
+            A = ((A + A.T) * 0.5).tocsr()
+        if not A.has_canonical_format:
+            A = A.copy()
+            A.sum_duplicates()
+            A.sort_indices()
+        return A, a_dtype
+
+    # -- set-up: the numeric phase ----------------------------------------------------------------
+    def _numeric(self, A: sp.csr_matrix, reuse_coarse: bool) -> None:
+        """Everything that depends on the values of ``A``: the coarse basis (unless kept),
+        the local factors, ``A_0`` and its factor."""
+        basis_start = time.perf_counter()
+        if self.coarse is not None and not reuse_coarse:
+            self.coarse.build_basis(A)
+        self.coarse_basis_seconds = time.perf_counter() - basis_start
+        if self.coarse is not None:
+            self.coarse_info, self.coarse_stats = self.coarse.info, self.coarse.stats
+        else:
+            self.coarse_info, self.coarse_stats = None, {"kernel_dropped": 0}
+        Phi = None if self.coarse is None else self.coarse.Phi
+        self.coarse_basis_name = None if Phi is None else self.coarse.kind
 
         local_start = time.perf_counter()
-        if padded:
-            self._factor_dense(self._local_blocks(A, d, padded), d)
-        else:
-            unweighted = host_in if (w_in == "none" and dt == np.float64) else None
-            self._factor_sparse(A, d, unweighted, null_space)
+        self.local.compute(A)
         self.local_setup_seconds = time.perf_counter() - local_start
 
         coarse_start = time.perf_counter()
-        self._factor_coarse(A, Phi)
+        if self.coarse is not None:
+            self.coarse.compute(A)
+        self.coarse_dim = 0 if self.coarse is None else self.coarse.dim
+        self.coarse_solver = None if self.coarse is None else self.coarse.solver
         self.coarse_setup_seconds = time.perf_counter() - coarse_start
-        self.setup_seconds = time.perf_counter() - start
+        if self.variant == "hybrid" and self.coarse_dim:
+            self._composition = HybridCorrection(self.coarse, self.local)
+        elif self.coarse_dim:
+            self._composition = SumCorrection(self.local, self.coarse)
+        else:
+            self._composition = self.local
+        self.numeric_seconds = time.perf_counter() - basis_start
 
-    # -- set-up ----------------------------------------------------------------------------
+    def update(self, A: Any, *, reuse_coarse: bool = False) -> TwoLevelSchwarz:
+        """Rebuild the numeric phase for a new matrix with the same sparsity pattern.
+
+        The decomposition, the stacked restrictions, the choice of solvers and the map
+        from the entries of ``A`` to the subdomain matrices are kept (the symbolic
+        phase); the local factorisations, the coarse basis, ``A_0 = Phi^T A Phi`` and its
+        factorisation are recomputed.  The result equals a preconditioner built from
+        scratch on the new matrix with the same arguments (to rounding).  Like PETSc's
+        ``SAME_NONZERO_PATTERN`` and FROSch's ``resetMatrix``: for time steps, Newton
+        iterations and parameter sweeps.
+
+        Parameters
+        ----------
+        A : sparse matrix
+            The new matrix: symmetric, with exactly the stored pattern of the matrix the
+            preconditioner was built with (explicit zeros count as entries).
+        reuse_coarse : bool
+            Keep the coarse basis ``Phi`` (bit for bit) and recompute only ``A_0``, the
+            local factors and the coarse factor: the cheap path for slowly varying
+            coefficients.  The coarse space is then the old one, as good as it still is
+            for the new matrix.
+
+        Returns
+        -------
+        TwoLevelSchwarz
+            ``self``, updated (chainable).
+
+        Raises
+        ------
+        ValueError
+            ``A`` has another sparsity pattern (build a new preconditioner), or fails the
+            checks of the constructor (not symmetric, not finite, singular blocks, ...).
+        """
+        if not isinstance(reuse_coarse, (bool, np.bool_)):
+            raise TypeError(f"reuse_coarse must be a bool, got {type(reuse_coarse).__name__}")
+        with thread_limit(self.threads):
+            start = time.perf_counter()
+            A, _ = self._checked_matrix(A, self.shape[0])
+            indptr, indices = self._pattern
+            if not (np.array_equal(A.indptr, indptr) and np.array_equal(A.indices, indices)):
+                raise ValueError(
+                    f"update: A has another sparsity pattern ({A.nnz} stored entries against "
+                    f"{indices.size}, or the same count elsewhere) than the matrix this "
+                    "preconditioner was built for; build a new TwoLevelSchwarz for it")
+            if self.kernel is not None:
+                check_kernel(self.kernel, A)
+            else:
+                self._check_not_singular(A, self._named_coarse, self._null_space)
+            self._numeric(A, reuse_coarse=reuse_coarse)
+            self._largest_residual = 0.0
+            self._warned_inconsistent = False
+            self.setup_seconds = time.perf_counter() - start
+            self.symbolic_seconds = 0.0
+        return self
+
     @staticmethod
     def _check_not_singular(A: sp.csr_matrix, named_coarse: bool, null_space: Any) -> None:
         """A singular ``A`` without ``kernel=``: refused before a coarse space by name (it
@@ -648,183 +651,27 @@ class TwoLevelSchwarz(BackendLinearOperator):
              "(without it CG converges only for a right-hand side orthogonal to the kernel)",
              RuntimeWarning)
 
-    @staticmethod
-    def _coarse_matrix(d: Decomposition, coarse_basis: Any, coarse: bool,
-                       coarse_size: int | None, A: sp.csr_matrix, null_space: Any,
-                       options: dict | None) -> tuple[sp.csr_matrix | None, Any]:
-        is_grid = isinstance(coarse_basis, str) and coarse_basis == "grid_hats"
-        if coarse_size is not None and not is_grid:
-            raise ValueError("coarse_size is only used with coarse_basis='grid_hats'")
-        if options is not None:
-            if not isinstance(options, dict):
-                raise TypeError("coarse_options must be a dict of keyword arguments of "
-                                f"ddops.coarse_basis, got {type(options).__name__}")
-            allowed = ADAPTIVE_OPTIONS.get(coarse_basis, ()) if isinstance(
-                coarse_basis, str) else ()
-            unknown = sorted(set(options) - set(allowed))
-            if unknown:
-                raise ValueError(f"coarse_options: {unknown} not accepted with coarse_basis="
-                                 f"{coarse_basis!r} (accepted: {list(allowed)})")
-        if not coarse or coarse_basis is None:
-            return None, None
-        if isinstance(coarse_basis, str):
-            return build_coarse_basis(d, coarse_basis, size=coarse_size, A=A,
-                                      null_space=null_space, return_info=True,
-                                      **(options or {}))
-        return validate_coarse_matrix(coarse_basis, d.num_dofs), None
+    # -- what the parts hold, under the names of the single-block implementation ------------------
+    @property
+    def _local_solver(self) -> BlockSolver | None:
+        return self.local.solver
 
-    def _transposes(self, host_in, host_out, S_in, S_out):
-        """``S_in^T`` and ``S_out^T``: transposed views on the host (CSC, no copy; the
-        product with a CSC matrix costs the same as with CSR), CSR copies on the GPU."""
-        if self.backend == "numpy":
-            return S_in.T, S_out.T
-        S_inT = asarray(host_in.T.tocsr(), backend=self.backend)
-        return S_inT, (S_inT if host_out is host_in else
-                       asarray(host_out.T.tocsr(), backend=self.backend))
+    @property
+    def _local_inv(self) -> Any:
+        return self.local.inverses
 
-    @staticmethod
-    def _local_blocks(A: sp.csr_matrix, d: Decomposition, padded: bool) -> sp.coo_matrix:
-        """All ``A_i`` at once: the diagonal blocks of ``S A S^T`` (``S`` Boolean, stacked)."""
-        S = d.stacked_restriction("none", padded=padded, dtype=np.float64)
-        C = (S @ A @ S.T).tocoo()
-        if padded:
-            block_row, block_col = C.row // d.max_size, C.col // d.max_size
-        else:
-            block_row = d._subdomain_of_entry[C.row]
-            block_col = d._subdomain_of_entry[C.col]
-        # S A S^T also couples overlapping subdomains; only the diagonal blocks are A_i
-        keep = block_row == block_col
-        return sp.coo_matrix((C.data[keep], (C.row[keep], C.col[keep])), shape=C.shape)
+    @property
+    def _local_lu(self) -> Any:
+        """The SuperLU factors per chunk (inspected by tests)."""
+        return getattr(self.local.solver, "factors", None)
 
-    def _singular_block_error(self, i: int, d: Decomposition) -> ValueError:
-        hint = ("; the Schwarz preconditioner needs a symmetric positive definite A"
-                if self.kernel is None else
-                ": A is singular (kernel=) and this subdomain holds the whole support of a "
-                "kernel vector (one subdomain for everything, or a floating component inside "
-                "a subdomain); use more subdomains, or ground the problem")
-        # subdomain_matrix_name already names the subdomain; the size follows it once
-        return ValueError(f"{subdomain_matrix_name(i)}, with {int(d.sizes[i])} unknowns, is "
-                          f"singular or not positive definite{hint}")
+    @property
+    def _coarse_cho(self) -> Any:
+        return None if self.coarse is None else self.coarse._cho
 
-    def _factor_dense(self, blocks: sp.coo_matrix, d: Decomposition) -> None:
-        N, p = d.num_subdomains, d.max_size
-        dense = np.zeros((N, p, p))
-        dense[blocks.row // p, blocks.row % p, blocks.col % p] = blocks.data
-        # identity on padding rows keeps every padded block nonsingular; S has empty
-        # rows there, so the padding never reaches the result
-        pad_block, pad_pos = np.nonzero(np.arange(p)[None, :] >= d.sizes[:, None])
-        dense[pad_block, pad_pos, pad_pos] = 1.0
-        try:
-            L = np.linalg.cholesky(dense)
-            bad = _bad_pivots(np.diagonal(L, axis1=1, axis2=2) ** 2,
-                              np.diagonal(dense, axis1=1, axis2=2)).any(axis=1)
-        except np.linalg.LinAlgError:
-            bad = ~_dense_spd_blocks_ok(dense)
-        if bad.any():
-            raise self._singular_block_error(int(np.flatnonzero(bad)[0]), d)
-        # explicit inverses A_i^{-1} = L^{-T} L^{-1}: one batched GEMM per application
-        Linv = np.linalg.inv(L)
-        inv = np.matmul(Linv.transpose(0, 2, 1), Linv)
-        inv = 0.5 * (inv + inv.transpose(0, 2, 1))  # exactly symmetric, so M^T = M bitwise
-        inv_dtype = np.float32 if self.factor_dtype == np.float32 else self.dtype
-        self._local_inv = self.xp.asarray(inv.astype(inv_dtype))
-        self._local_lu = self._local_solver = None
-
-    def _factor_sparse(self, A: sp.csr_matrix, d: Decomposition,
-                       S: sp.csr_matrix | None = None, null_space: Any = None) -> None:
-        """Factorise ``diag(A_1, ..., A_N)`` with the sparse solver ``self.sparse_solver``.
-
-        The blocks are extracted at once (one sparse triple product).  (Extracting them
-        chunk by chunk holds less at a time but interleaves many mid-sized temporaries
-        with the factors in the heap: at 10^6 unknowns the resident size then stayed
-        350 MiB higher.)
-        """
-        if S is None:
-            S = d.stacked_restriction("none", padded=False, dtype=np.float64)
-        C = (S @ A @ S.T).tocoo()
-        block = d._subdomain_of_entry
-        # S A S^T also couples overlapping subdomains; only the diagonal blocks are A_i
-        same = block[C.row] == block[C.col]
-        K = sp.csr_matrix((C.data[same], (C.row[same], C.col[same])), shape=C.shape)
-        del C, same
-        near_null = None
-        if self.sparse_solver == "amg" and null_space is not None:
-            Z = np.asarray(null_space, dtype=np.float64)
-            near_null = S @ (Z.reshape(-1, 1) if Z.ndim == 1 else Z)
-        try:
-            solver = factorize_blocks(K, d.offsets, self.sparse_solver,
-                                      dtype=self.factor_dtype,
-                                      exact_check=K.shape[0] <= EXACT_PIVOT_CHECK_ROWS,
-                                      near_null=near_null, chunk_rows=LOCAL_CHUNK_ROWS)
-        except SingularBlockError as exc:
-            raise self._singular_block_error(exc.block, d) from None
-        self._local_solver = solver
-        # the SuperLU factors per chunk, as before (inspected by tests and benchmarks)
-        self._local_lu = getattr(solver, "factors", None)
-        self._local_bounds = getattr(solver, "bounds", None)
-        self._local_inv = None
-
-    def _factor_coarse(self, A: sp.csr_matrix, Phi: sp.csr_matrix | None) -> None:
-        self._coarse_matrix_host = Phi
-        self.coarse_dim = 0 if Phi is None else int(Phi.shape[1])
-        self.coarse_solver = None
-        if Phi is None:
-            return
-        rows = getattr(self.coarse_info, "harmonic_interface", None)
-        if rows is not None and np.all(np.diff(rows) > 0):
-            # discrete-harmonic columns: A Phi vanishes off the interface up to rounding, so
-            # A_0 = Phi_G^T (A Phi)_G, a product with the few interface rows of Phi instead
-            # of all of them (3D elasticity: 13 x faster), and A Phi is kept on those rows
-            APG = (A[rows] @ Phi).tocsr()
-            A0 = (Phi[rows].T @ APG).tocsr()
-            counts = np.zeros(Phi.shape[0], dtype=np.int64)
-            counts[rows] = np.diff(APG.indptr)
-            indptr = np.concatenate([[0], np.cumsum(counts)]).astype(APG.indptr.dtype)
-            AP = sp.csr_matrix((APG.data, APG.indices, indptr), shape=Phi.shape)
-            del APG
-        else:
-            AP = (A @ Phi).tocsr()
-            A0 = (Phi.T @ AP).tocsr()
-        A0 = (A0 + A0.T) * 0.5
-        singular = _SingularCoarse(A, Phi, self.coarse_dim)
-        self._AP = self._APT = None
-        if self.variant == "hybrid":
-            # A Phi, kept for the hybrid form in place of A: its two products with A
-            # (A X0 = (A Phi) c and Phi^T A Y = (A Phi)^T Y) touch about half the nonzeros
-            self._AP = asarray(AP.astype(self.dtype, copy=False), backend=self.backend)
-            self._APT = self._AP.T if self.backend == "numpy" else asarray(
-                AP.T.tocsr().astype(self.dtype, copy=False), backend=self.backend)
-        del AP
-        # no copy when Phi already has the product dtype (it is float64 CSR from the basis)
-        self._Phi = asarray(Phi.astype(self.dtype, copy=False), backend=self.backend)
-        # Phi^T as a transposed view on the host (no copy), a CSR copy on the GPU
-        self._PhiT = self._Phi.T if self.backend == "numpy" else asarray(
-            Phi.T.tocsr().astype(self.dtype, copy=False), backend=self.backend)
-        if self.coarse_dim <= COARSE_DENSE_MAX or self.backend == "cupy":
-            A0d = A0.toarray()
-            try:
-                c, lower = sla.cho_factor(A0d, lower=True, check_finite=False)
-            except np.linalg.LinAlgError:
-                raise singular.error() from None
-            if _bad_pivots(np.diagonal(c) ** 2, np.diagonal(A0d)).any():
-                raise singular.error()
-            self.coarse_solver = "dense"
-            self._coarse_cho = (c, lower)
-            if self.backend == "cupy":  # no cho_solve on the GPU: ship A_0^{-1}
-                inv = sla.cho_solve((c, lower), np.eye(self.coarse_dim), check_finite=False)
-                self._coarse_inv = self.xp.asarray(inv.astype(self.dtype))
-        else:
-            self.coarse_solver = "sparse"
-            if self.coarse_factorization == "pardiso":
-                try:
-                    self._coarse_lu = factorize_blocks(A0, [0, self.coarse_dim], "pardiso")
-                except SingularBlockError:
-                    raise singular.error() from None
-                return
-            lu, bad = _sparse_spd_factor(A0)
-            if lu is None or bad.size:
-                raise singular.error()
-            self._coarse_lu = lu
+    @property
+    def _AP(self) -> Any:
+        return None if self.coarse is None else self.coarse._AP
 
     @property
     def factor_nnz(self) -> int:
@@ -833,17 +680,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
         0 for the dense solvers, whose padded inverses are ordinary numpy arrays.
         """
-        local = 0 if self._local_solver is None else int(self._local_solver.nnz)
-        coarse = int(self._coarse_lu.nnz) if self.coarse_solver == "sparse" else 0
+        local = 0 if self.local.solver is None else int(self.local.solver.nnz)
+        coarse = int(self.coarse._lu.nnz) if self.coarse_solver == "sparse" else 0
         return local + coarse
-
-    def _coarse_factor_bytes(self) -> int:
-        """Bytes of the sparse coarse factor (0 for the dense one or one level)."""
-        if self.coarse_solver != "sparse":
-            return 0
-        if isinstance(self._coarse_lu, BlockSolver):  # PARDISO: what it reports
-            return int(self._coarse_lu.nbytes)
-        return int(self._coarse_lu.nnz) * 12
 
     @property
     def factor_bytes(self) -> int:
@@ -852,9 +691,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
         a 4-byte row index (the local factors in ``factor_dtype``, the coarse one in
         float64); PARDISO: the memory it reports for the factorisation.  The ``"amg"``
         hierarchy is numpy and scipy arrays (see :attr:`stats`), 0 here."""
-        local = self._local_solver
+        local = self.local.solver
         local_bytes = 0 if local is None or local.name == "amg" else int(local.nbytes)
-        return local_bytes + self._coarse_factor_bytes()
+        coarse = self.coarse.factor_bytes if self.coarse_solver == "sparse" else 0
+        return local_bytes + coarse
 
     @property
     def stats(self) -> dict:
@@ -864,13 +704,17 @@ class TwoLevelSchwarz(BackendLinearOperator):
         -------
         dict
             ``local_solver``, ``sparse_solver``, ``coarse_dim``; seconds:
-            ``setup_seconds``, ``coarse_basis_seconds``, ``local_setup_seconds``,
-            ``coarse_setup_seconds``; bytes held: ``local_factor_bytes`` (the sparse
+            ``setup_seconds`` (the last set-up: the constructor's, or the last
+            :meth:`update`), ``symbolic_seconds`` and ``numeric_seconds`` (its two
+            phases; 0 symbolic after an update), ``coarse_basis_seconds``,
+            ``local_setup_seconds``, ``coarse_setup_seconds`` (the parts of the numeric
+            phase); bytes held: ``local_factor_bytes`` (the sparse
             local factors, the ``"amg"`` hierarchy or the dense inverses),
             ``coarse_factor_bytes`` (dense Cholesky factor or SuperLU factors of
             ``A_0``), ``coarse_basis_bytes`` (``Phi``, and ``A Phi`` for the hybrid
             variant), ``restriction_bytes`` (the stacked restrictions ``S_in``,
-            ``S_out`` and their transposes when they are copies) and
+            ``S_out`` and their transposes when they are copies), ``symbolic_bytes``
+            (the map from ``A`` to the subdomain matrices kept for :meth:`update`) and
             ``total_bytes``, their sum; ``factor_nnz``.
         """
         def sparse_bytes(M):
@@ -879,37 +723,31 @@ class TwoLevelSchwarz(BackendLinearOperator):
             parts = [getattr(M, name, None) for name in ("data", "indices", "indptr")]
             return sum(int(p.nbytes) for p in parts if p is not None)
 
-        if self._local_solver is not None:
-            local = int(self._local_solver.nbytes)
-        else:
-            local = int(self._local_inv.nbytes) if self._local_inv is not None else 0
-        if self.coarse_solver == "dense":
-            coarse = int(self._coarse_cho[0].nbytes)
-            coarse += int(self._coarse_inv.nbytes) if self.backend == "cupy" else 0
-        elif self.coarse_solver == "sparse":
-            coarse = self._coarse_factor_bytes()
-        else:
-            coarse = 0
+        local = self.local.nbytes
+        coarse = self.coarse.factor_bytes if self.coarse_dim else 0
         basis = 0
         if self.coarse_dim:
-            basis = sparse_bytes(self._Phi) + (sparse_bytes(self._AP) if self._AP is not None
-                                               else 0)
+            c = self.coarse
+            basis = sparse_bytes(c._Phi) + sparse_bytes(c._AP)
             if self.backend != "numpy":  # the transposed copies on the GPU
-                basis += sparse_bytes(self._PhiT) + (sparse_bytes(self._APT)
-                                                     if self._APT is not None else 0)
-        mats = {id(m): m for m in (self._S_in, self._S_out)}
+                basis += sparse_bytes(c._PhiT) + sparse_bytes(c._APT)
+        loc = self.local
+        mats = {id(m): m for m in (loc.S_in, loc.S_out)}
         if self.backend != "numpy":
-            mats.update({id(m): m for m in (self._S_inT, self._S_outT)})
+            mats.update({id(m): m for m in (loc.S_inT, loc.S_outT)})
         restriction = sum(sparse_bytes(m) for m in mats.values())
+        symbolic = loc.symbolic_bytes + sum(int(a.nbytes) for a in self._pattern)
         return {
             "local_solver": self.local_solver, "sparse_solver": self.sparse_solver,
             "coarse_dim": self.coarse_dim, "setup_seconds": self.setup_seconds,
+            "symbolic_seconds": self.symbolic_seconds, "numeric_seconds": self.numeric_seconds,
             "coarse_basis_seconds": self.coarse_basis_seconds,
             "local_setup_seconds": self.local_setup_seconds,
             "coarse_setup_seconds": self.coarse_setup_seconds,
             "local_factor_bytes": local, "coarse_factor_bytes": coarse,
             "coarse_basis_bytes": basis, "restriction_bytes": restriction,
-            "total_bytes": local + coarse + basis + restriction,
+            "symbolic_bytes": symbolic,
+            "total_bytes": local + coarse + basis + restriction + symbolic,
             "factor_nnz": self.factor_nnz,
         }
 
@@ -968,61 +806,12 @@ class TwoLevelSchwarz(BackendLinearOperator):
         return remove_kernel(B, Q)
 
     def _apply_spd(self, X: Any, adjoint: bool) -> Any:
-        xp = self.xp
-        if self.variant == "hybrid" and self.coarse_dim:
-            # hybrid: X0 = P0 X;  Y = M1 (X - A X0);  M X = X0 + Y - P0 A Y  (symmetric),
-            # with X0 = Phi c1 and P0 A Y = Phi c2:  M X = Y + Phi (c1 - c2), where
-            # c1 = A0^{-1} Phi^T X, Y = M1 (X - (A Phi) c1), c2 = A0^{-1} (A Phi)^T Y
-            c1 = self._coarse_solve(self._PhiT @ X, adjoint)
-            Y = self._local(X - self._AP @ c1, adjoint)
-            c2 = self._coarse_solve(self._APT @ Y, adjoint)
-            return xp.asarray(Y + self._Phi @ (c1 - c2), dtype=self.dtype)
-        out = self._local(X, adjoint)
-        if self.coarse_dim:
-            out = out + self._coarse(X, adjoint)
-        return xp.asarray(out, dtype=self.dtype)
-
-    def _local(self, X: Any, adjoint: bool) -> Any:
-        """The one-level sum ``sum_i R_i^T W_out A_i^{-1} W_in R_i X`` (or its adjoint)."""
-        xp = self.xp
-        S_in, S_outT = (self._S_out, self._S_inT) if adjoint else (self._S_in, self._S_outT)
-        Xl = S_in @ X
-        if self._local_inv is not None:
-            N, p = self.decomposition.num_subdomains, self.decomposition.max_size
-            B = X.shape[1]
-            # A_i^{-1} is stored exactly symmetric, so the adjoint uses the same blocks
-            Xl = Xl.reshape(N, p, B)
-            if self._local_inv.dtype != Xl.dtype:  # float32 inverses: cast in, GEMM, cast back
-                Xl = Xl.astype(self._local_inv.dtype)
-            Yl = xp.matmul(self._local_inv, Xl).reshape(N * p, B)
-            Yl = xp.asarray(Yl, dtype=self.dtype)
-        else:
-            # float32 factors: the solver casts the residual to float32 and returns float64
-            Yl = self._local_solver.solve(Xl, trans="T" if adjoint else "N")
-            if Yl.dtype != self.dtype:
-                Yl = Yl.astype(self.dtype)
-        return S_outT @ Yl
-
-    def _coarse(self, X: Any, adjoint: bool) -> Any:
-        """The coarse correction ``Phi A_0^{-1} Phi^T X``."""
-        return self._Phi @ self._coarse_solve(self._PhiT @ X, adjoint)
-
-    def _coarse_solve(self, C: Any, adjoint: bool) -> Any:
-        """``A_0^{-1} C`` (``A_0^{-T}`` for the adjoint) in the product dtype."""
-        if self.coarse_solver == "sparse":
-            Y0 = self._coarse_lu.solve(np.asarray(C, dtype=np.float64),
-                                       trans="T" if adjoint else "N")
-        elif self.backend == "cupy":
-            Y0 = self._coarse_inv @ C
-        else:
-            Y0 = sla.cho_solve(self._coarse_cho, np.asarray(C, dtype=np.float64),
-                               check_finite=False)
-        return self.xp.asarray(Y0, dtype=self.dtype)
+        return self.xp.asarray(self._composition.apply(X, adjoint), dtype=self.dtype)
 
     @property
     def coarse_matrix(self) -> sp.csr_matrix | None:
         """The coarse interpolation Phi (scipy CSR, ``num_dofs x n0``), or None."""
-        return self._coarse_matrix_host
+        return None if self.coarse is None else self.coarse.Phi
 
     def __repr__(self) -> str:
         return (f"TwoLevelSchwarz(n={self.shape[0]}, N={self.num_subdomains}, "

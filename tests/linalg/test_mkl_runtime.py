@@ -131,9 +131,9 @@ def test_pardiso_is_unavailable_when_the_runtime_does_not_load(no_mkl_runtime):
 
 
 def _auto_schwarz(monkeypatch):
-    import ddops.precond.schwarz as schwarz
+    import ddops.precond.corrections as corrections
 
-    monkeypatch.setattr(schwarz, "DENSE_LOCAL_LIMIT_BYTES", 0)  # auto: a sparse solver
+    monkeypatch.setattr(corrections, "DENSE_LOCAL_LIMIT_BYTES", 0)  # auto: a sparse solver
     A = ddops.poisson_2d(16)
     d = ddops.Decomposition.from_matrix(A, 4, 1)
     return ddops.TwoLevelSchwarz(A, d, "gdsw", local_solver="auto")

@@ -10,7 +10,7 @@ import scipy.sparse.linalg as spla
 import ddops
 from ddops.dd import gdsw
 from ddops.dd.gdsw import chunk_bounds, gdsw_basis, harmonic_extension
-from ddops.precond import schwarz
+from ddops.precond import corrections
 from ddops.precond.schwarz import TwoLevelSchwarz
 from ddops.problems import poisson_2d
 
@@ -48,9 +48,9 @@ def _problem(m=24, parts=4):
 def test_chunked_local_solver_matches_one_factorisation(monkeypatch, variant):
     A, d = _problem()
     X = np.random.default_rng(0).standard_normal((A.shape[0], 3))
-    monkeypatch.setattr(schwarz, "LOCAL_CHUNK_ROWS", SINGLE)
+    monkeypatch.setattr(corrections, "LOCAL_CHUNK_ROWS", SINGLE)
     one = TwoLevelSchwarz(A, d, coarse_basis="gdsw", variant=variant, local_solver="sparse")
-    monkeypatch.setattr(schwarz, "LOCAL_CHUNK_ROWS", 60)  # a few subdomains per chunk
+    monkeypatch.setattr(corrections, "LOCAL_CHUNK_ROWS", 60)  # a few subdomains per chunk
     chunked = TwoLevelSchwarz(A, d, coarse_basis="gdsw", variant=variant,
                               local_solver="sparse")
     assert len(one._local_lu) == 1 and len(chunked._local_lu) > 3
@@ -67,7 +67,7 @@ def test_chunked_local_solver_matches_one_factorisation(monkeypatch, variant):
 def test_local_solver_against_explicit_inverses(monkeypatch):
     # independent of SuperLU: sum_i R_i^T A_i^{-1} R_i from dense inverses of each block
     A, d = _problem(16, 4)
-    monkeypatch.setattr(schwarz, "LOCAL_CHUNK_ROWS", 25)
+    monkeypatch.setattr(corrections, "LOCAL_CHUNK_ROWS", 25)
     M = TwoLevelSchwarz(A, d, coarse=False, local_solver="sparse")
     assert len(M._local_lu) > 3
     Ad = A.toarray()
@@ -117,8 +117,8 @@ def shifted_laplacian(n, rows, diagonal):
 
 @pytest.mark.parametrize("exact", [True, False])
 def test_spd_checks_name_the_bad_subdomain(monkeypatch, exact):
-    monkeypatch.setattr(schwarz, "EXACT_PIVOT_CHECK_ROWS", 10**9 if exact else 0)
-    monkeypatch.setattr(schwarz, "LOCAL_CHUNK_ROWS", 120)
+    monkeypatch.setattr(corrections, "EXACT_PIVOT_CHECK_ROWS", 10**9 if exact else 0)
+    monkeypatch.setattr(corrections, "LOCAL_CHUNK_ROWS", 120)
     n = 800
     d = ddops.Decomposition1D(n, 8, overlap=2, kind="dof")
     last = d.subdomains[-1]
@@ -155,7 +155,7 @@ def test_exact_check_catches_a_weakly_indefinite_block(monkeypatch):
 @pytest.mark.parametrize("seed", range(4))
 def test_one_solve_check_accepts_spd_blocks(monkeypatch, seed):
     # no false alarms on SPD matrices, ill-conditioned ones included
-    monkeypatch.setattr(schwarz, "EXACT_PIVOT_CHECK_ROWS", 0)
+    monkeypatch.setattr(corrections, "EXACT_PIVOT_CHECK_ROWS", 0)
     rng = np.random.default_rng(seed)
     m = 30
     k = 10.0 ** rng.uniform(-4, 4, m * m)

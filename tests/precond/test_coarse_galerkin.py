@@ -65,12 +65,12 @@ def test_inexact_extension_uses_the_full_product():
 def test_sparse_coarse_factorisation_agrees_with_the_dense_one(monkeypatch, local):
     """Above COARSE_DENSE_MAX the coarse matrix is factorised sparsely: PARDISO when it is
     installed (unless SuperLU was asked for by name), else SuperLU; the same operator."""
-    import ddops.precond.schwarz as schwarz
+    import ddops.precond.corrections as corrections
 
     A = ddops.poisson_2d(24)
     d = ddops.Decomposition.from_matrix(A, 6)
     dense = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", local_solver=local)
-    monkeypatch.setattr(schwarz, "COARSE_DENSE_MAX", 5)
+    monkeypatch.setattr(corrections, "COARSE_DENSE_MAX", 5)
     sparse = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", local_solver=local)
     assert (dense.coarse_solver, sparse.coarse_solver) == ("dense", "sparse")
     expected = "pardiso" if (importlib.util.find_spec("pypardiso") and local == "auto") \

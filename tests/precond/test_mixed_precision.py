@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 import ddops
-from ddops.precond import schwarz
+from ddops.precond import corrections
 from ddops.precond.schwarz import TwoLevelSchwarz, solve_with_history
 from ddops.problems import diffusion_2d, high_contrast_channels, poisson_2d, poisson_3d
 
@@ -139,8 +139,8 @@ def test_high_contrast_still_converges():
 
 def test_float32_one_solve_spd_check_and_chunks(monkeypatch):
     # above EXACT_PIVOT_CHECK_ROWS the float32 factors are checked by the one-solve test
-    monkeypatch.setattr(schwarz, "EXACT_PIVOT_CHECK_ROWS", 0)
-    monkeypatch.setattr(schwarz, "LOCAL_CHUNK_ROWS", 100)
+    monkeypatch.setattr(corrections, "EXACT_PIVOT_CHECK_ROWS", 0)
+    monkeypatch.setattr(corrections, "LOCAL_CHUNK_ROWS", 100)
     A, d = _poisson()
     M32 = TwoLevelSchwarz(A, d, coarse=False, local_solver="sparse", factor_dtype=np.float32)
     assert len(M32._local_lu) > 3
@@ -150,7 +150,7 @@ def test_float32_one_solve_spd_check_and_chunks(monkeypatch):
     B = (A - 0.2 * A.diagonal().max() * sp.eye(A.shape[0])).tocsr()
     with pytest.raises(ValueError, match="not positive definite"):
         TwoLevelSchwarz(B, d, coarse=False, local_solver="sparse", factor_dtype=np.float32)
-    monkeypatch.setattr(schwarz, "EXACT_PIVOT_CHECK_ROWS", 10**9)
+    monkeypatch.setattr(corrections, "EXACT_PIVOT_CHECK_ROWS", 10**9)
     with pytest.raises(ValueError, match="not positive definite"):
         TwoLevelSchwarz(B, d, coarse=False, local_solver="sparse", factor_dtype=np.float32)
 

@@ -136,7 +136,7 @@ def test_dense_and_sparse_local_solvers_agree(variant, coarse):
 
 
 def test_sparse_coarse_solver_agrees(monkeypatch):
-    import ddops.precond.schwarz as pre
+    import ddops.precond.corrections as pre
 
     d = Decomposition1D(128, 8, overlap=2)
     A = poisson_1d(128)
@@ -148,7 +148,7 @@ def test_sparse_coarse_solver_agrees(monkeypatch):
 
 
 def test_auto_local_solver_follows_memory_rule(monkeypatch):
-    import ddops.precond.schwarz as pre
+    import ddops.precond.corrections as pre
 
     d = Decomposition1D(256, 8, overlap=2)
     assert TwoLevelSchwarz(poisson_1d(256), d).local_solver == "dense"
@@ -451,10 +451,10 @@ def test_singular_matrix_without_kernel_is_named_before_the_coarse_space(monkeyp
     A = neumann_1d(40)  # a pure-Neumann Laplacian: A 1 = 0 by construction
     assert np.abs(A @ np.ones(40)).max() == 0.0
     d = Decomposition1D(40, 4, kind="dof")
-    import ddops.precond.schwarz as schwarz
+    import ddops.precond.corrections as corrections
 
     built = []
-    monkeypatch.setattr(schwarz, "build_coarse_basis",
+    monkeypatch.setattr(corrections, "build_coarse_basis",
                         lambda *a, **k: built.append(1) or (_ for _ in ()).throw(AssertionError))
     for basis in ("nicolaides", "pou", "interface_hats"):
         with pytest.raises(ValueError, match=r"^A is singular; pass kernel=") as exc:

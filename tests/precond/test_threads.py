@@ -23,17 +23,18 @@ import numpy as np
 from threadpoolctl import threadpool_info
 import ddops
 import ddops.linalg.local_solvers as ls
+import ddops.precond.corrections as corrections
 import ddops.precond.schwarz as schwarz
 
 seen = {"factor": [], "apply": []}
 def counts():
     return sorted({int(p["num_threads"]) for p in threadpool_info()})
 
-factorize = schwarz.factorize_blocks
+factorize = corrections.factorize_blocks
 def spy_factorize(*args, **kwargs):
     seen["factor"].append(counts())
     return factorize(*args, **kwargs)
-schwarz.factorize_blocks = spy_factorize
+corrections.factorize_blocks = spy_factorize
 apply = schwarz.TwoLevelSchwarz._apply_unlimited
 def spy_apply(self, X, adjoint):
     seen["apply"].append(counts())

@@ -1,0 +1,586 @@
+"""The parts of a two-level Schwarz preconditioner and how they are combined.
+
+In the manner of FROSch's ``OverlappingOperator``, ``CoarseOperator``,
+``SumOperator`` and ``MultiplicativeOperator``:
+
+- :class:`OverlappingCorrection`: the one-level sum
+  ``sum_i R_i^T W_out A_i^{-1} W_in R_i``;
+- :class:`CoarseCorrection`: ``Phi A_0^{-1} Phi^T`` with ``A_0 = Phi^T A Phi``;
+- :class:`SumCorrection` (additive) and :class:`HybridCorrection` (the coarse
+  correction applied multiplicatively around the local one).
+
+Each part has a **symbolic** phase, its constructor, that depends only on the
+sparsity pattern of ``A`` and the options (solver choice, stacked restrictions,
+the map from the entries of ``A`` to the entries of the subdomain matrices), and a
+**numeric** phase, :meth:`compute`, that depends on the values (factorisations,
+the coarse basis, ``A_0``).  A new matrix with the same pattern needs only the
+numeric phase (:meth:`~ddops.precond.schwarz.TwoLevelSchwarz.update`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+from .._validation import check_memory, fits_in_memory, subdomain_matrix_name, warn
+from ..backend import asarray
+from ..dd.coarse import coarse_basis as build_coarse_basis
+from ..dd.coarse import validate_coarse_matrix
+from ..dd.decomposition import Decomposition
+from ..dd.gdsw import FACTOR_CHUNK_ROWS, coarse_matrix_checked
+from ..dd.kernel import ground_basis
+from ..linalg.local_solvers import (
+    BlockSolver,
+    SingularBlockError,
+    _bad_pivots,
+    default_exact_solver,
+    factorize_blocks,
+    superlu_chunk,
+)
+
+__all__ = [
+    "DENSE_LOCAL_LIMIT_BYTES",
+    "COARSE_DENSE_MAX",
+    "LOCAL_CHUNK_ROWS",
+    "EXACT_PIVOT_CHECK_ROWS",
+    "SINGULAR_HINT",
+    "SingularMatrixError",
+    "OverlappingCorrection",
+    "CoarseCorrection",
+    "SumCorrection",
+    "HybridCorrection",
+]
+
+#: ``local_solver="auto"`` picks the dense solver when the padded inverses
+#: ``N * p * p`` (``p`` the largest subdomain size) take at most this many bytes
+#: in float64; the set-up peak is about four times this.
+DENSE_LOCAL_LIMIT_BYTES = 2**26
+
+#: Largest coarse dimension ``n0`` factorised densely (``scipy.linalg.cho_factor``);
+#: above it the sparse Galerkin matrix is factorised with PARDISO or SuperLU.
+COARSE_DENSE_MAX = 2000
+
+#: The sparse local solver factorises the block-diagonal matrix of the ``A_i``
+#: in chunks of consecutive subdomains of about this many rows (a loop over
+#: chunks, each one SuperLU factorisation and one batched solve per
+#: application; see :func:`ddops.linalg.local_solvers.chunk_bounds`).
+LOCAL_CHUNK_ROWS = FACTOR_CHUNK_ROWS
+
+#: Up to this many rows in all local blocks, the sparse local solver checks
+#: the pivots themselves (reading ``lu.U``, whose CSC copies scipy then keeps:
+#: at most a few tens of MiB here); above it, the one-solve test of
+#: :func:`ddops.linalg.local_solvers.check_blocks_by_one_solve`, which keeps nothing
+#: (310 MiB less at 10^6 unknowns in 2D) but is a necessary condition only.
+EXACT_PIVOT_CHECK_ROWS = 2**17
+
+# the stacked restrictions S_in / S_out of each variant: the weights of the rows
+_WEIGHTS = {"additive": ("none", "none"), "restricted": ("none", "full"),
+            "symmetric_restricted": ("sqrt", "sqrt"), "hybrid": ("none", "none")}
+
+
+def sparse_spd_factor(K: sp.spmatrix) -> tuple[Any, np.ndarray | None]:
+    """SuperLU factorisation of a symmetric matrix with its pivots checked.
+
+    Every unknown is its own block of :func:`ddops.linalg.local_solvers.superlu_chunk`,
+    which reads the ``LDL^T`` pivots of SuperLU's symmetric mode.
+
+    Returns
+    -------
+    lu : SuperLU or None
+        The factorisation, or None when SuperLU hit an exactly zero pivot.
+    bad : array of int or None
+        Original indices of non-positive, tiny or off-diagonal pivots (empty when SPD).
+    """
+    K = sp.csc_matrix(K)
+    return superlu_chunk(K, np.arange(K.shape[0]), True, np.float64)
+
+
+def dense_spd_blocks_ok(blocks: np.ndarray) -> np.ndarray:
+    """Which dense blocks are numerically SPD (used only to name a failing block)."""
+    ok = np.ones(blocks.shape[0], dtype=bool)
+    for i, block in enumerate(blocks):
+        try:
+            L = np.linalg.cholesky(block)
+        except np.linalg.LinAlgError:
+            ok[i] = False
+            continue
+        ok[i] = not _bad_pivots(np.diagonal(L) ** 2, np.diagonal(block)).any()
+    return ok
+
+
+def entry_map(A: sp.csr_matrix, S: sp.csr_matrix, block_of_row: np.ndarray) -> sp.coo_matrix:
+    """Where every entry of the subdomain matrices comes from in ``A.data``.
+
+    The diagonal blocks of ``S A S^T`` (``S`` a stacked 0/1 restriction, ``block_of_row``
+    the block of each of its rows) as a COO matrix whose values are positions in
+    ``A.data``: the product is taken with the positions ``1 .. nnz`` in place of the
+    values, and every entry of ``S A S^T`` is exactly one entry of ``A`` (``S`` has one 1
+    per row), so the positions come out exactly.  The symbolic part of the extraction:
+    the values of any matrix with the pattern of ``A`` are then ``A.data[positions]``.
+    """
+    positions = sp.csr_matrix((np.arange(1, A.nnz + 1, dtype=np.float64), A.indices,
+                               A.indptr), shape=A.shape)
+    C = (S @ positions @ S.T).tocoo()
+    keep = block_of_row[C.row] == block_of_row[C.col]
+    index = np.int32 if A.nnz < 2**31 - 1 else np.int64
+    source = (C.data[keep] - 1).astype(index)
+    return sp.coo_matrix((source, (C.row[keep], C.col[keep])), shape=C.shape)
+
+
+class OverlappingCorrection:
+    """The one-level (overlapping) correction ``sum_i R_i^T W_out A_i^{-1} W_in R_i``.
+
+    The constructor is the symbolic phase: it chooses the local solver, builds the
+    stacked restrictions of the variant and the map from ``A.data`` to the subdomain
+    matrices (:func:`entry_map`).  :meth:`compute` factorises the subdomain matrices of
+    a matrix with the pattern of ``A``.  See
+    :class:`~ddops.precond.schwarz.TwoLevelSchwarz` for the parameters.
+
+    Attributes
+    ----------
+    local_solver : str
+        ``"dense"`` or ``"sparse"``.
+    sparse_solver : str or None
+        ``"superlu"``, ``"pardiso"`` or ``"amg"`` (None for ``"dense"``).
+    solver : BlockSolver or None
+        The sparse local solver (after :meth:`compute`).
+    inverses : array or None
+        The dense padded inverses ``(N, p, p)`` (after :meth:`compute`).
+    """
+
+    def __init__(self, A: sp.csr_matrix, decomposition: Decomposition, variant: str,
+                 local_solver: str, factor_dtype: np.dtype, dtype: np.dtype, backend: str,
+                 null_space: Any = None, singular_hint: str = "") -> None:
+        d = self.decomposition = decomposition
+        self.variant, self.factor_dtype, self.dtype, self.backend = (
+            variant, factor_dtype, dtype, backend)
+        self._singular_hint = singular_hint
+        N, p = d.num_subdomains, d.max_size
+        sparse_solver = {"sparse": "superlu"}.get(local_solver, local_solver)
+        if local_solver == "auto":
+            # dense when small (always on the GPU, the only local solver there), and never
+            # when its set-up (about 4 N p^2) would not fit in memory
+            small = N * p * p * 8 <= DENSE_LOCAL_LIMIT_BYTES or backend == "cupy"
+            dense = small and fits_in_memory(4 * N * p * p * 8)
+            local_solver = "dense" if dense else "sparse"
+            sparse_solver = default_exact_solver()
+        elif local_solver != "dense":
+            local_solver = "sparse"
+        if local_solver == "dense":
+            sparse_solver = None
+        elif sparse_solver == "amg" and factor_dtype != np.float64:
+            raise ValueError("factor_dtype=float32 is not available with local_solver='amg' "
+                             "(the V-cycle runs in float64)")
+        if backend == "cupy" and local_solver != "dense":
+            raise ValueError("backend='cupy' supports only local_solver='dense' (the padded "
+                             f"inverses need {N * p * p * 8 / 2**20:.1f} MiB)")
+        if local_solver == "dense":  # the padded blocks, their factors and inverses
+            check_memory(f"TwoLevelSchwarz(local_solver='dense') on {N} subdomains of up to {p} "
+                         "unknowns", 4 * N * p * p * 8, "use local_solver='sparse'")
+        self.local_solver, self.sparse_solver = local_solver, sparse_solver
+        padded = local_solver == "dense"
+
+        w_in, w_out = _WEIGHTS[variant]
+        host_in = d.stacked_restriction(w_in, padded=padded, dtype=dtype)
+        # one matrix when both sides carry the same weights (every symmetric variant)
+        host_out = host_in if w_out == w_in else d.stacked_restriction(w_out, padded=padded,
+                                                                       dtype=dtype)
+        self.S_in = asarray(host_in, backend=backend)
+        self.S_out = self.S_in if host_out is host_in else asarray(host_out, backend=backend)
+        if backend == "numpy":  # transposed views (CSC, no copy), CSR copies on the GPU
+            self.S_inT, self.S_outT = self.S_in.T, self.S_out.T
+        else:
+            self.S_inT = asarray(host_in.T.tocsr(), backend=backend)
+            self.S_outT = self.S_inT if host_out is host_in else asarray(
+                host_out.T.tocsr(), backend=backend)
+
+        # the entries of the subdomain matrices as positions in A.data (symbolic)
+        S = (host_in if (w_in == "none" and np.dtype(dtype) == np.float64) else
+             d.stacked_restriction("none", padded=padded, dtype=np.float64))
+        if padded:
+            block_of_row = np.arange(S.shape[0]) // p
+        else:
+            block_of_row = d._subdomain_of_entry
+        emap = entry_map(A, S, block_of_row)
+        if padded:
+            self._dense_at = (emap.row // p, emap.row % p, emap.col % p)
+            self._source = emap.data
+            pad_block, pad_pos = np.nonzero(np.arange(p)[None, :] >= d.sizes[:, None])
+            self._padding = (pad_block, pad_pos)
+        else:
+            K = emap.tocsr()  # canonical: sorted, no duplicates (there are none)
+            self._K_pattern = (K.indices, K.indptr, K.shape)
+            self._source = K.data
+        self._near_null = None
+        if sparse_solver == "amg" and null_space is not None:
+            Z = np.asarray(null_space, dtype=np.float64)
+            self._near_null = S @ (Z.reshape(-1, 1) if Z.ndim == 1 else Z)
+        self.solver: BlockSolver | None = None
+        self.inverses = None
+
+    @property
+    def symbolic_bytes(self) -> int:
+        """Bytes of the symbolic data kept for :meth:`compute` (the entry map and pattern)."""
+        parts = [self._source]
+        parts += list(self._dense_at) if self.local_solver == "dense" else list(
+            self._K_pattern[:2])
+        return sum(int(a.nbytes) for a in parts)
+
+    def subdomain_matrices(self, A: sp.csr_matrix) -> sp.csr_matrix:
+        """``diag(A_1, ..., A_N)`` of a matrix with the pattern of ``A`` (sparse solvers)."""
+        indices, indptr, shape = self._K_pattern
+        return sp.csr_matrix((A.data[self._source], indices, indptr), shape=shape)
+
+    def compute(self, A: sp.csr_matrix) -> None:
+        """The numeric phase: factorise the subdomain matrices of ``A``."""
+        # release the old factors first: they are not needed for the new ones
+        self.solver = self.inverses = None
+        if self.local_solver == "dense":
+            self._factor_dense(A)
+        else:
+            self._factor_sparse(A)
+
+    def _singular_block_error(self, i: int) -> ValueError:
+        # subdomain_matrix_name already names the subdomain; the size follows it once
+        return ValueError(f"{subdomain_matrix_name(i)}, with "
+                          f"{int(self.decomposition.sizes[i])} unknowns, is singular or not "
+                          f"positive definite{self._singular_hint}")
+
+    def _factor_dense(self, A: sp.csr_matrix) -> None:
+        d = self.decomposition
+        N, p = d.num_subdomains, d.max_size
+        dense = np.zeros((N, p, p))
+        dense[self._dense_at] = A.data[self._source]
+        # identity on padding rows keeps every padded block nonsingular; S has empty
+        # rows there, so the padding never reaches the result
+        dense[self._padding[0], self._padding[1], self._padding[1]] = 1.0
+        try:
+            L = np.linalg.cholesky(dense)
+            bad = _bad_pivots(np.diagonal(L, axis1=1, axis2=2) ** 2,
+                              np.diagonal(dense, axis1=1, axis2=2)).any(axis=1)
+        except np.linalg.LinAlgError:
+            bad = ~dense_spd_blocks_ok(dense)
+        if bad.any():
+            raise self._singular_block_error(int(np.flatnonzero(bad)[0]))
+        # explicit inverses A_i^{-1} = L^{-T} L^{-1}: one batched GEMM per application
+        Linv = np.linalg.inv(L)
+        inv = np.matmul(Linv.transpose(0, 2, 1), Linv)
+        inv = 0.5 * (inv + inv.transpose(0, 2, 1))  # exactly symmetric, so M^T = M bitwise
+        inv_dtype = np.float32 if self.factor_dtype == np.float32 else self.dtype
+        xp = np if self.backend == "numpy" else _cupy()
+        self.inverses = xp.asarray(inv.astype(inv_dtype))
+
+    def _factor_sparse(self, A: sp.csr_matrix) -> None:
+        """Factorise ``diag(A_1, ..., A_N)`` with the sparse solver."""
+        K = self.subdomain_matrices(A)
+        try:
+            self.solver = factorize_blocks(K, self.decomposition.offsets, self.sparse_solver,
+                                           dtype=self.factor_dtype,
+                                           exact_check=K.shape[0] <= EXACT_PIVOT_CHECK_ROWS,
+                                           near_null=self._near_null,
+                                           chunk_rows=LOCAL_CHUNK_ROWS)
+        except SingularBlockError as exc:
+            raise self._singular_block_error(exc.block) from None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the local factors (sparse solver) or of the dense inverses."""
+        if self.solver is not None:
+            return int(self.solver.nbytes)
+        return 0 if self.inverses is None else int(self.inverses.nbytes)
+
+    def apply(self, X: Any, adjoint: bool = False) -> Any:
+        """``sum_i R_i^T W_out A_i^{-1} W_in R_i X`` (or its adjoint) in the product dtype."""
+        xp = np if self.backend == "numpy" else _cupy()
+        S_in, S_outT = (self.S_out, self.S_inT) if adjoint else (self.S_in, self.S_outT)
+        Xl = S_in @ X
+        if self.inverses is not None:
+            N, p = self.decomposition.num_subdomains, self.decomposition.max_size
+            B = X.shape[1]
+            # A_i^{-1} is stored exactly symmetric, so the adjoint uses the same blocks
+            Xl = Xl.reshape(N, p, B)
+            if self.inverses.dtype != Xl.dtype:  # float32 inverses: cast in, GEMM, cast back
+                Xl = Xl.astype(self.inverses.dtype)
+            Yl = xp.matmul(self.inverses, Xl).reshape(N * p, B)
+            Yl = xp.asarray(Yl, dtype=self.dtype)
+        else:
+            # float32 factors: the solver casts the residual to float32 and returns float64
+            Yl = self.solver.solve(Xl, trans="T" if adjoint else "N")
+            if Yl.dtype != self.dtype:
+                Yl = Yl.astype(self.dtype)
+        return S_outT @ Yl
+
+
+def _cupy():
+    import cupy
+
+    return cupy
+
+
+class SingularMatrixError(ValueError):
+    """``A`` is singular and no ``kernel=`` was given (a ValueError).
+
+    ``detail`` says how it was found, without the advice (which names the Python
+    argument ``kernel=``; the command line names its own flag instead).
+    """
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+#: What the library says to do about a singular ``A`` without ``kernel=``.
+SINGULAR_HINT = ("pass kernel= (the vectors A annihilates: kernel=np.ones(n) for a "
+                 "pure-Neumann Laplacian, the rigid body modes of a floating elastic body, "
+                 "ddops.problems.rigid_body_modes)")
+
+
+class _SingularCoarse:
+    """The error of a failed coarse factorisation, naming the dependent columns when it can."""
+
+    def __init__(self, A: sp.csr_matrix, Phi: sp.csr_matrix, n0: int) -> None:
+        self.A, self.Phi, self.n0 = A, Phi, n0
+
+    def error(self) -> ValueError:
+        try:  # a rank-revealing pass: its message lists the dependent or zero columns
+            coarse_matrix_checked(self.A, self.Phi)
+        except ValueError as exc:
+            try:  # the same pass in the Euclidean inner product: is Phi itself rank deficient?
+                coarse_matrix_checked(sp.identity(self.A.shape[0], format="csr"), self.Phi)
+            except ValueError:
+                return ValueError(f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) "
+                                  f"is singular: {exc}")
+            detail = (f"the coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is "
+                      "singular because A is singular: Phi has independent columns, but A "
+                      "annihilates a combination of them (a pure-Neumann problem, a floating "
+                      "body, ...)")
+            return SingularMatrixError(f"{detail[4:]}; {SINGULAR_HINT}", detail)
+        return ValueError(
+            f"coarse matrix A_0 = Phi^T A Phi ({self.n0} x {self.n0}) is singular or not "
+            "positive definite; the coarse basis Phi must have full column rank (no zero or "
+            "repeated columns) and A must be SPD")
+
+
+class CoarseCorrection:
+    """The coarse correction ``Phi A_0^{-1} Phi^T`` with ``A_0 = Phi^T A Phi``.
+
+    The constructor records what the coarse space is (a name with its options, or a
+    user basis); :meth:`compute` builds ``Phi`` from a matrix (unless it is kept),
+    ``A_0`` and its factorisation.
+
+    Parameters
+    ----------
+    decomposition : Decomposition
+        The decomposition the basis is built on.
+    coarse_basis : str or sparse matrix
+        A resolved coarse-space name or a user basis ``Phi``.
+    coarse_size : int or None
+        Number of functions of ``"grid_hats"``.
+    null_space, kernel : array or None
+        The near-null space, and the orthonormal kernel basis ``Q`` of a singular ``A``.
+    options : dict
+        Keyword arguments of :func:`ddops.coarse_basis` for the named space.
+    hybrid : bool
+        Keep ``A Phi`` for the hybrid composition.
+    dtype, backend
+        Product dtype and backend.
+    factorization : {"pardiso", "superlu"}
+        The sparse factorisation of ``A_0`` above :data:`COARSE_DENSE_MAX`.
+
+    Attributes
+    ----------
+    Phi : scipy CSR or None
+        The coarse basis (host), None for none (after :meth:`compute`).
+    info : AdaptiveInfo, GDSWInfo or None
+        What the builder of a named basis reported.
+    stats : dict
+        ``info.stats`` and ``"kernel_dropped"``.
+    solver : {"dense", "sparse"} or None
+        How ``A_0`` is factorised.
+    """
+
+    def __init__(self, decomposition: Decomposition, coarse_basis: Any, coarse_size: Any,
+                 null_space: Any, kernel: np.ndarray | None, options: dict, hybrid: bool,
+                 dtype: np.dtype, backend: str, factorization: str) -> None:
+        self.decomposition = decomposition
+        self.kind = coarse_basis if isinstance(coarse_basis, str) else "custom"
+        self._user_basis = None if isinstance(coarse_basis, str) else validate_coarse_matrix(
+            coarse_basis, decomposition.num_dofs)
+        self.coarse_size, self.null_space, self.kernel = coarse_size, null_space, kernel
+        self.options, self.hybrid = options, hybrid
+        self.dtype, self.backend, self.factorization = dtype, backend, factorization
+        self.Phi = self.info = None
+        self.stats: dict = {}
+        self.dim = 0
+        self.solver = None
+        self._cho = self._lu = self._inv = None
+        self._Phi = self._PhiT = self._AP = self._APT = None
+
+    @property
+    def xp(self):
+        return np if self.backend == "numpy" else _cupy()
+
+    def build_basis(self, A: sp.csr_matrix) -> sp.csr_matrix | None:
+        """The numeric phase of the basis: ``Phi`` of ``A`` (grounded for ``kernel``)."""
+        if self._user_basis is not None:
+            Phi, self.info = self._user_basis, None
+        else:
+            try:
+                Phi, self.info = build_coarse_basis(
+                    self.decomposition, self.kind, size=self.coarse_size, A=A,
+                    null_space=self.null_space, return_info=True, **self.options)
+            except ValueError as exc:
+                if self.kernel is None:
+                    raise
+                raise ValueError(f"{exc} (A is singular, kernel=: a local problem of the "
+                                 "coarse space that holds a whole kernel vector is singular "
+                                 "too; use more subdomains or another coarse space)") from exc
+        self.stats = dict(getattr(self.info, "stats", None) or {})
+        if Phi is not None and Phi.shape[1] == 0:
+            # GenEO with no eigenvalue below its threshold: the one-level method meets the
+            # bound already
+            warn(f"coarse_basis={self.kind!r} selected no coarse function (no eigenvalue "
+                 "below the threshold in any subdomain); the preconditioner is one-level",
+                 RuntimeWarning)
+            Phi = None
+        self.stats["kernel_dropped"] = 0
+        if self.kernel is not None and Phi is not None:
+            # ground the coarse problem: drop one column per dimension of the coarse kernel
+            Phi, self.stats["kernel_dropped"] = ground_basis(Phi, self.kernel)
+        self.Phi = Phi
+        return Phi
+
+    def compute(self, A: sp.csr_matrix) -> None:
+        """The numeric phase of the coarse problem: ``A_0 = Phi^T A Phi`` and its factor
+        (``Phi`` from :meth:`build_basis`, or the one kept)."""
+        Phi = self.Phi
+        self.dim = 0 if Phi is None else int(Phi.shape[1])
+        self.solver = None
+        self._cho = self._lu = self._inv = None
+        self._Phi = self._PhiT = self._AP = self._APT = None
+        if Phi is None:
+            return
+        rows = getattr(self.info, "harmonic_interface", None)
+        if rows is not None and np.all(np.diff(rows) > 0):
+            # discrete-harmonic columns: A Phi vanishes off the interface up to rounding, so
+            # A_0 = Phi_G^T (A Phi)_G, a product with the few interface rows of Phi instead
+            # of all of them (3D elasticity: 13 x faster), and A Phi is kept on those rows
+            APG = (A[rows] @ Phi).tocsr()
+            A0 = (Phi[rows].T @ APG).tocsr()
+            counts = np.zeros(Phi.shape[0], dtype=np.int64)
+            counts[rows] = np.diff(APG.indptr)
+            indptr = np.concatenate([[0], np.cumsum(counts)]).astype(APG.indptr.dtype)
+            AP = sp.csr_matrix((APG.data, APG.indices, indptr), shape=Phi.shape)
+            del APG
+        else:
+            AP = (A @ Phi).tocsr()
+            A0 = (Phi.T @ AP).tocsr()
+        A0 = (A0 + A0.T) * 0.5
+        self.A0 = A0
+        singular = _SingularCoarse(A, Phi, self.dim)
+        dt, backend = self.dtype, self.backend
+        if self.hybrid:
+            # A Phi, kept for the hybrid form in place of A: its two products with A
+            # (A X0 = (A Phi) c and Phi^T A Y = (A Phi)^T Y) touch about half the nonzeros
+            self._AP = asarray(AP.astype(dt, copy=False), backend=backend)
+            self._APT = self._AP.T if backend == "numpy" else asarray(
+                AP.T.tocsr().astype(dt, copy=False), backend=backend)
+        del AP
+        # no copy when Phi already has the product dtype (it is float64 CSR from the basis)
+        self._Phi = asarray(Phi.astype(dt, copy=False), backend=backend)
+        # Phi^T as a transposed view on the host (no copy), a CSR copy on the GPU
+        self._PhiT = self._Phi.T if backend == "numpy" else asarray(
+            Phi.T.tocsr().astype(dt, copy=False), backend=backend)
+        if self.dim <= COARSE_DENSE_MAX or backend == "cupy":
+            A0d = A0.toarray()
+            try:
+                c, lower = sla.cho_factor(A0d, lower=True, check_finite=False)
+            except np.linalg.LinAlgError:
+                raise singular.error() from None
+            if _bad_pivots(np.diagonal(c) ** 2, np.diagonal(A0d)).any():
+                raise singular.error()
+            self.solver = "dense"
+            self._cho = (c, lower)
+            if backend == "cupy":  # no cho_solve on the GPU: ship A_0^{-1}
+                inv = sla.cho_solve((c, lower), np.eye(self.dim), check_finite=False)
+                self._inv = self.xp.asarray(inv.astype(dt))
+            return
+        self.solver = "sparse"
+        if self.factorization == "pardiso":
+            try:
+                self._lu = factorize_blocks(A0, [0, self.dim], "pardiso")
+            except SingularBlockError:
+                raise singular.error() from None
+            return
+        lu, bad = sparse_spd_factor(A0)
+        if lu is None or bad.size:
+            raise singular.error()
+        self._lu = lu
+
+    @property
+    def factor_bytes(self) -> int:
+        """Bytes of the coarse factor (the dense Cholesky factor, and ``A_0^{-1}`` on the GPU;
+        what PARDISO reports; 12 per SuperLU nonzero)."""
+        if self.solver == "dense":
+            return int(self._cho[0].nbytes) + (int(self._inv.nbytes) if self._inv is not None
+                                               else 0)
+        if self.solver == "sparse":
+            if isinstance(self._lu, BlockSolver):
+                return int(self._lu.nbytes)
+            return int(self._lu.nnz) * 12
+        return 0
+
+    def solve(self, C: Any, adjoint: bool = False) -> Any:
+        """``A_0^{-1} C`` (``A_0^{-T}`` for the adjoint) in the product dtype."""
+        if self.solver == "sparse":
+            Y0 = self._lu.solve(np.asarray(C, dtype=np.float64), trans="T" if adjoint else "N")
+        elif self.backend == "cupy":
+            Y0 = self._inv @ C
+        else:
+            Y0 = sla.cho_solve(self._cho, np.asarray(C, dtype=np.float64), check_finite=False)
+        return self.xp.asarray(Y0, dtype=self.dtype)
+
+    def apply(self, X: Any, adjoint: bool = False) -> Any:
+        """``Phi A_0^{-1} Phi^T X``."""
+        return self._Phi @ self.solve(self._PhiT @ X, adjoint)
+
+
+class SumCorrection:
+    """The additive composition ``M X = sum_k M_k X`` of corrections (FROSch's
+    ``SumOperator``); a part of dimension 0 (no coarse function) is skipped."""
+
+    def __init__(self, *parts: Any) -> None:
+        self.parts = parts
+
+    def apply(self, X: Any, adjoint: bool = False) -> Any:
+        active = [p for p in self.parts if getattr(p, "dim", 1)]
+        out = active[0].apply(X, adjoint)
+        for part in active[1:]:
+            out = out + part.apply(X, adjoint)
+        return out
+
+
+class HybridCorrection:
+    """The coarse correction applied multiplicatively around a local one (FROSch's
+    ``MultiplicativeOperator``, symmetric form):
+    ``M = P_0 + (I - P_0 A) M_1 (I - A P_0)``, ``P_0 = Phi A_0^{-1} Phi^T``.
+
+    With ``X0 = Phi c1`` and ``P_0 A Y = Phi c2``: ``M X = Y + Phi (c1 - c2)``, where
+    ``c1 = A_0^{-1} Phi^T X``, ``Y = M_1 (X - (A Phi) c1)``, ``c2 = A_0^{-1} (A Phi)^T Y``:
+    two coarse solves and the products with ``A Phi`` instead of ``A``.
+    """
+
+    def __init__(self, coarse: CoarseCorrection, local: OverlappingCorrection) -> None:
+        self.coarse, self.local = coarse, local
+
+    def apply(self, X: Any, adjoint: bool = False) -> Any:
+        coarse = self.coarse
+        if not coarse.dim:
+            return self.local.apply(X, adjoint)
+        c1 = coarse.solve(coarse._PhiT @ X, adjoint)
+        Y = self.local.apply(X - coarse._AP @ c1, adjoint)
+        c2 = coarse.solve(coarse._APT @ Y, adjoint)
+        return Y + coarse._Phi @ (c1 - c2)

@@ -1,0 +1,401 @@
+"""One vocabulary for the settings of the Schwarz preconditioners.
+
+:class:`SchwarzOptions` holds one field per concept (decomposition, variant, coarse
+space and the options of each coarse space, local solver, precision, null space,
+kernel, threads), each with one list of choices and one default
+(:data:`OPTION_SPECS`).  :class:`~ddops.precond.schwarz.TwoLevelSchwarz` takes it as
+``options=``; its keyword arguments fill the same fields.  The options of the
+coarse spaces are typed objects of their own: :class:`GDSWOptions`,
+:class:`AGDSWOptions`, :class:`GenEOOptions`.
+
+Old spellings keep working with a :class:`DeprecationWarning` that names the new
+one (:data:`DEPRECATED_CHOICES`), e.g. ``null_space="constant"`` for
+``"constants"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..dd.adaptive import AGDSW_THRESHOLD, GENEO_THRESHOLD, MAX_PER_COMPONENT, MAX_PER_SUBDOMAIN
+from ..dd.coarse import ALL_COARSE_BASES
+from ..linalg.local_solvers import SPARSE_SOLVERS, check_threads
+
+__all__ = [
+    "VARIANTS",
+    "LOCAL_SOLVERS",
+    "COARSE_SPACES",
+    "PARTITIONERS",
+    "FACTOR_DTYPES",
+    "EXTENSION_SOLVERS",
+    "DEPRECATED_CHOICES",
+    "OPTION_SPECS",
+    "OptionSpec",
+    "GDSWOptions",
+    "AGDSWOptions",
+    "GenEOOptions",
+    "SchwarzOptions",
+]
+
+#: Preconditioner variants: how the partition of unity ``D_i`` enters the local sum, and
+#: ``"hybrid"``: the additive local sum with the coarse correction applied multiplicatively,
+#: ``M = P_0 + (I - P_0 A) M_1 (I - A P_0)`` with ``P_0 = Phi A_0^{-1} Phi^T`` (symmetric).
+VARIANTS = ("additive", "restricted", "symmetric_restricted", "hybrid")
+
+#: Local (subdomain) solvers; ``"sparse"`` is another name of ``"superlu"``.
+LOCAL_SOLVERS = ("auto", "dense", "sparse", *SPARSE_SOLVERS)
+
+#: Coarse spaces by name: ``"auto"`` (see :func:`ddops.dd.coarse.auto_coarse_basis`),
+#: ``"none"`` (one level) and every basis of :func:`ddops.coarse_basis`.
+COARSE_SPACES = ("auto", "none", *ALL_COARSE_BASES)
+
+#: How a matrix's unknowns are cut into non-overlapping parts: METIS on the graph of the
+#: matrix, recursive coordinate bisection of given coordinates, contiguous blocks of rows
+#: (each rank's own rows under PETSc), or the boxes of a structured grid.
+PARTITIONERS = ("metis", "rcb", "contiguous", "grid")
+
+#: Precision of the local factorisations.
+FACTOR_DTYPES = ("float64", "float32")
+
+#: Solvers of the interior problems of the discrete harmonic extension (GDSW family).
+EXTENSION_SOLVERS = ("auto", *SPARSE_SOLVERS)
+
+#: Old spellings of choices: ``{field: {old: new}}``; accepted with a DeprecationWarning.
+DEPRECATED_CHOICES = {"null_space": {"constant": "constants"}}
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """What one field of :class:`SchwarzOptions` accepts.
+
+    Attributes
+    ----------
+    name : str
+        The field (and keyword argument) name.
+    kind : {"choice", "int", "float", "array", "threads"}
+        ``"choice"``: a string from ``choices``; ``"array"``: an array, or a string
+        from ``choices`` (a named array such as ``"constants"``).
+    choices : tuple of str
+        The accepted strings.
+    help : str
+        One line for ``--help``, the PETSc ``-help`` and the docs.
+    flag : str or None
+        The command-line flag, or None where the command line has none.
+    petsc : str or None
+        The PETSc option (without ``-<prefix>ddops_``), or None.
+    """
+
+    name: str
+    kind: str
+    choices: tuple = ()
+    help: str = ""
+    flag: str | None = None
+    petsc: str | None = None
+    minimum: int | None = None
+
+
+def _spec(name, kind, help, *, choices=(), flag=True, petsc=True, minimum=None) -> OptionSpec:
+    return OptionSpec(name, kind, tuple(choices), help,
+                      ("--" + name.replace("_", "-")) if flag else None,
+                      name if petsc else None, minimum)
+
+
+#: Every field of :class:`SchwarzOptions` that is not a coarse space's own options.
+OPTION_SPECS = {s.name: s for s in (
+    _spec("subdomains", "int", "number of subdomains (default: about 2000 unknowns each)",
+          minimum=1),
+    _spec("overlap", "int", "layers of the graph of A added to every subdomain", minimum=0),
+    _spec("partitioner", "choice", "how the unknowns are cut into non-overlapping parts",
+          choices=PARTITIONERS),
+    _spec("block_size", "int", "unknowns per node, kept together by the partition and the "
+          "overlap (default: 1, or the matrix's block size under PETSc)", minimum=1),
+    _spec("seed", "int", "seed of the partitioner", minimum=0),
+    _spec("variant", "choice", "Schwarz variant (restricted is not symmetric: use GMRES)",
+          choices=VARIANTS),
+    _spec("coarse", "choice", "coarse space (none: one level)", choices=COARSE_SPACES),
+    _spec("coarse_size", "int", "number of coarse functions of grid_hats", minimum=1),
+    _spec("local_solver", "choice", "subdomain solver", choices=LOCAL_SOLVERS),
+    _spec("factor_dtype", "choice", "precision of the local factorisations",
+          choices=FACTOR_DTYPES),
+    _spec("null_space", "array", "near-null space of the coarse space: constants, or the "
+          "vectors of a file (rigid body modes for elasticity)", choices=("constants",)),
+    _spec("kernel", "array", "the exact kernel of a singular A: constants, or the vectors "
+          "of a file", choices=("constants",)),
+    _spec("threads", "threads", "threads of the set-up and of every application (default: "
+          "the process's settings)", minimum=1),
+)}
+
+
+def _check_field(spec: OptionSpec, value: Any, label: str | None = None) -> Any:
+    """``value`` checked against ``spec`` (errors name ``label``, by default the field)."""
+    label = label or spec.name
+    if value is None and spec.name not in ("overlap", "seed", "partitioner", "variant",
+                                           "coarse", "local_solver", "factor_dtype"):
+        return None
+    if spec.kind in ("int", "threads"):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{label} must be an integer, got {type(value).__name__} {value!r}")
+        value = int(value)
+        if spec.minimum is not None and value < spec.minimum:
+            raise ValueError(f"{label} must be >= {spec.minimum}, got {value}")
+        return value
+    if spec.kind == "choice" and spec.name == "factor_dtype" and not isinstance(value, str):
+        try:
+            value = np.dtype(value).name
+        except TypeError:
+            raise TypeError(f"{label} must be one of {spec.choices}, got {value!r}") from None
+    if spec.kind == "choice" and spec.name == "coarse" and not isinstance(value, str):
+        return value  # a user's coarse basis Phi (a matrix), validated where it is used
+    if spec.kind == "array" and not isinstance(value, str):
+        return value  # an array, validated against A where it is used
+    if not isinstance(value, str):
+        raise TypeError(f"{label} must be a string, got {type(value).__name__} {value!r}")
+    old = DEPRECATED_CHOICES.get(spec.name, {})
+    if value in old:
+        warnings.warn(f"{label}={value!r} is deprecated; use {old[value]!r}",
+                      DeprecationWarning, stacklevel=4)
+        value = old[value]
+    if value not in spec.choices:
+        raise ValueError(f"{label} must be one of {spec.choices}, got {value!r}")
+    return value
+
+
+def _positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 \
+            or not np.isfinite(value):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def _cap(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+class _CoarseOptions:
+    """What the options of one coarse space share: validation and the keywords of
+    :func:`ddops.coarse_basis`."""
+
+    def keywords(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`ddops.coarse_basis` for this space."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class GDSWOptions(_CoarseOptions):
+    """Options of the GDSW and RGDSW coarse spaces.
+
+    Parameters
+    ----------
+    extension_solver : {"auto", "superlu", "pardiso", "amg"}
+        Solver of the interior problems of the discrete harmonic extension.
+    """
+
+    extension_solver: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.extension_solver not in EXTENSION_SOLVERS:
+            raise ValueError(f"extension_solver must be one of {EXTENSION_SOLVERS}, got "
+                             f"{self.extension_solver!r}")
+
+
+@dataclass(frozen=True)
+class AGDSWOptions(_CoarseOptions):
+    """Options of the adaptive GDSW coarse space (:func:`ddops.dd.adaptive.agdsw_basis`).
+
+    Parameters
+    ----------
+    threshold : float
+        Interface eigenfunctions with eigenvalue below it are kept.
+    max_per_component : int
+        At most this many functions per interface component.
+    neumann : sequence of sparse matrices, optional
+        One local Neumann matrix per subdomain (finite-element assembly).
+    extension_solver : {"auto", "superlu", "pardiso", "amg"}
+        Solver of the extension's interior problems.
+    """
+
+    threshold: float = AGDSW_THRESHOLD
+    max_per_component: int = MAX_PER_COMPONENT
+    neumann: Any = None
+    extension_solver: str = "auto"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "threshold", _positive("threshold", self.threshold))
+        object.__setattr__(self, "max_per_component",
+                           _cap("max_per_component", self.max_per_component))
+        GDSWOptions(self.extension_solver)
+
+
+@dataclass(frozen=True)
+class GenEOOptions(_CoarseOptions):
+    """Options of the GenEO coarse space (:func:`ddops.dd.adaptive.geneo_basis`).
+
+    Parameters
+    ----------
+    threshold : float
+        Subdomain eigenfunctions with eigenvalue below it are kept.
+    max_per_subdomain : int
+        At most this many functions per subdomain.
+    neumann : sequence of sparse matrices, optional
+        One local Neumann matrix per subdomain (finite-element assembly).
+    """
+
+    threshold: float = GENEO_THRESHOLD
+    max_per_subdomain: int = MAX_PER_SUBDOMAIN
+    neumann: Any = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "threshold", _positive("threshold", self.threshold))
+        object.__setattr__(self, "max_per_subdomain",
+                           _cap("max_per_subdomain", self.max_per_subdomain))
+
+
+#: The options object of each coarse space that has options, by the space's name.
+COARSE_OPTION_TYPES = {"gdsw": GDSWOptions, "rgdsw": GDSWOptions, "agdsw": AGDSWOptions,
+                       "geneo": GenEOOptions}
+
+
+@dataclass(frozen=True)
+class SchwarzOptions:
+    """The settings of a two-level Schwarz preconditioner, one field per concept.
+
+    Every field has one list of choices and one default (:data:`OPTION_SPECS`).  The
+    decomposition fields (``subdomains``, ``overlap``, ``partitioner``, ``block_size``,
+    ``seed``) are used where a decomposition is built from the matrix (the command line,
+    PETSc, :meth:`decomposition`); :class:`~ddops.precond.schwarz.TwoLevelSchwarz`
+    takes its decomposition as an argument.
+
+    Parameters
+    ----------
+    subdomains : int, optional
+        Number of subdomains (default: about 2000 unknowns each).
+    overlap : int
+        Layers of the graph of ``A`` added to every part.
+    partitioner : {"metis", "rcb", "contiguous", "grid"}
+        How the unknowns are cut into non-overlapping parts.
+    block_size : int, optional
+        Unknowns per node (default 1).
+    seed : int
+        Seed of the partitioner.
+    variant : {"additive", "restricted", "symmetric_restricted", "hybrid"}
+        See :data:`VARIANTS`.
+    coarse : str or sparse matrix
+        A coarse space from :data:`COARSE_SPACES` (``"none"``: one level) or a user
+        basis ``Phi`` (``num_dofs x n0``).
+    coarse_size : int, optional
+        Number of coarse functions of ``"grid_hats"``.
+    local_solver : {"auto", "dense", "sparse", "superlu", "pardiso", "amg"}
+        The subdomain solver.
+    factor_dtype : {"float64", "float32"}
+        Precision of the local factorisations (a numpy dtype is accepted too).
+    null_space : array or "constants", optional
+        Near-null space of the coarse space (``n x k``).
+    kernel : array or "constants", optional
+        The exact kernel of a singular ``A``.
+    threads : int, optional
+        Threads of the set-up and of every application.
+    gdsw, agdsw, geneo : GDSWOptions, AGDSWOptions, GenEOOptions
+        The options of each coarse space (``gdsw`` also serves ``"rgdsw"``).
+
+    Examples
+    --------
+    >>> import ddops
+    >>> opts = ddops.SchwarzOptions(coarse="agdsw", agdsw=ddops.AGDSWOptions(threshold=0.1))
+    >>> opts.coarse_keywords()["threshold"]
+    0.1
+    >>> opts.replace(variant="hybrid").variant
+    'hybrid'
+    """
+
+    subdomains: int | None = None
+    overlap: int = 1
+    partitioner: str = "metis"
+    block_size: int | None = None
+    seed: int = 0
+    variant: str = "additive"
+    coarse: Any = "auto"
+    coarse_size: int | None = None
+    local_solver: str = "auto"
+    factor_dtype: str = "float64"
+    null_space: Any = None
+    kernel: Any = None
+    threads: int | None = None
+    gdsw: GDSWOptions = field(default_factory=GDSWOptions)
+    agdsw: AGDSWOptions = field(default_factory=AGDSWOptions)
+    geneo: GenEOOptions = field(default_factory=GenEOOptions)
+
+    def __post_init__(self) -> None:
+        for name, spec in OPTION_SPECS.items():
+            object.__setattr__(self, name, _check_field(spec, getattr(self, name)))
+        if self.threads is not None:
+            check_threads(self.threads)
+        for name, kind in (("gdsw", GDSWOptions), ("agdsw", AGDSWOptions),
+                           ("geneo", GenEOOptions)):
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                raise TypeError(f"{name} must be a {kind.__name__}, got "
+                                f"{type(value).__name__}")
+        if self.coarse_size is not None and self.coarse != "grid_hats":
+            raise ValueError("coarse_size is only used with coarse='grid_hats'")
+
+    def replace(self, **changes: Any) -> SchwarzOptions:
+        """A copy with ``changes`` applied (and checked); an unknown name is refused."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise TypeError(f"unknown option(s) {unknown}; the options are "
+                            f"{[f.name for f in dataclasses.fields(self)]}")
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def coarse_name(self) -> str | None:
+        """The coarse space's name, None for one level or a user basis."""
+        if isinstance(self.coarse, str):
+            return None if self.coarse == "none" else self.coarse
+        return None
+
+    def coarse_keywords(self, kind: str | None = None) -> dict[str, Any]:
+        """The keyword arguments of :func:`ddops.coarse_basis` for the coarse space
+        ``kind`` (default: :attr:`coarse`): the options of its own options object."""
+        kind = kind or self.coarse_name
+        attr = {"gdsw": "gdsw", "rgdsw": "gdsw", "agdsw": "agdsw", "geneo": "geneo"}.get(kind)
+        return {} if attr is None else getattr(self, attr).keywords()
+
+    def decomposition(self, A: Any, coordinates: Any = None):
+        """The overlapping decomposition of ``A`` these options describe
+        (:meth:`ddops.Decomposition.from_matrix`; ``"metis"`` and ``"rcb"``)."""
+        from ..dd.decomposition import Decomposition
+
+        if self.partitioner not in ("metis", "rcb"):
+            raise ValueError(f"partitioner={self.partitioner!r} needs its own decomposition "
+                             "(a grid or the ranks' rows); SchwarzOptions.decomposition "
+                             "builds 'metis' and 'rcb'")
+        return Decomposition.from_matrix(A, self.subdomains, self.overlap,
+                                         partitioner=self.partitioner, coordinates=coordinates,
+                                         block_size=self.block_size or 1, seed=self.seed)
+
+
+def coarse_options_from_dict(kind: Any, options: dict) -> dict[str, Any]:
+    """The sub-options object(s) of :class:`SchwarzOptions` for an old ``coarse_options``
+    dict of the coarse space ``kind`` (validated, unknown keys refused)."""
+    if not isinstance(options, dict):
+        raise TypeError("coarse_options must be a dict of keyword arguments of "
+                        f"ddops.coarse_basis, got {type(options).__name__}")
+    kind_type = COARSE_OPTION_TYPES.get(kind) if isinstance(kind, str) else None
+    allowed = () if kind_type is None else tuple(f.name for f in dataclasses.fields(kind_type))
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"coarse_options: {unknown} not accepted with coarse_basis={kind!r} "
+                         f"(accepted: {list(allowed)})")
+    if kind_type is None:
+        return {}
+    values = {k: v for k, v in options.items() if v is not None}
+    attr = "gdsw" if kind_type is GDSWOptions else kind
+    return {attr: kind_type(**values)}
