@@ -9,6 +9,7 @@ from .learning.spectral import best_rank_error
 from .learning.training import Trainer, TrainingConfig
 from .operators import GlobalLowRankOperator, SchwarzOperator
 from .precond.learned_coarse import learned_coarse_basis
+from .precond.options import AGDSWOptions, GDSWOptions, GenEOOptions, SchwarzOptions
 from .precond.schwarz import TwoLevelSchwarz
 from .problems import poisson_2d, poisson_3d, rigid_body_modes
 from .problems.poisson1d import PoissonSolver, poisson_1d
@@ -16,14 +17,18 @@ from .problems.poisson1d import PoissonSolver, poisson_1d
 __version__ = "0.1.0"
 
 __all__ = [
+    "AGDSWOptions",
     "Decomposition",
     "Decomposition1D",
     "FourierRHS",
+    "GDSWOptions",
+    "GenEOOptions",
     "GlobalLowRankOperator",
     "GridFourierRHS",
     "MatrixRHS",
     "PoissonSolver",
     "SchwarzOperator",
+    "SchwarzOptions",
     "Trainer",
     "TrainingConfig",
     "TwoLevelSchwarz",

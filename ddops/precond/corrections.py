@@ -453,9 +453,13 @@ class CoarseCorrection:
         self.Phi = Phi
         return Phi
 
-    def compute(self, A: sp.csr_matrix) -> None:
-        """The numeric phase of the coarse problem: ``A_0 = Phi^T A Phi`` and its factor
-        (``Phi`` from :meth:`build_basis`, or the one kept)."""
+    def compute(self, A: sp.csr_matrix, basis_of_A: bool = True) -> None:
+        """The numeric phase of the coarse problem: ``A_0 = Phi^T A Phi`` and its factor.
+
+        ``basis_of_A``: ``Phi`` was built from this ``A`` by :meth:`build_basis` (False for
+        a basis kept from another matrix, whose columns are not discrete harmonic for
+        ``A``: ``A_0`` then takes the full product).
+        """
         Phi = self.Phi
         self.dim = 0 if Phi is None else int(Phi.shape[1])
         self.solver = None
@@ -463,7 +467,7 @@ class CoarseCorrection:
         self._Phi = self._PhiT = self._AP = self._APT = None
         if Phi is None:
             return
-        rows = getattr(self.info, "harmonic_interface", None)
+        rows = getattr(self.info, "harmonic_interface", None) if basis_of_A else None
         if rows is not None and np.all(np.diff(rows) > 0):
             # discrete-harmonic columns: A Phi vanishes off the interface up to rounding, so
             # A_0 = Phi_G^T (A Phi)_G, a product with the few interface rows of Phi instead

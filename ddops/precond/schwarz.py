@@ -566,7 +566,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
         coarse_start = time.perf_counter()
         if self.coarse is not None:
-            self.coarse.compute(A)
+            self.coarse.compute(A, basis_of_A=not reuse_coarse)
         self.coarse_dim = 0 if self.coarse is None else self.coarse.dim
         self.coarse_solver = None if self.coarse is None else self.coarse.solver
         self.coarse_setup_seconds = time.perf_counter() - coarse_start

@@ -1,0 +1,179 @@
+"""``TwoLevelSchwarz.update``: the numeric phase again for a matrix with the same pattern.
+
+The reference is always an independent construction: a preconditioner built from
+scratch on the new matrix, a dense assembly of the one-level sum, or the Galerkin
+matrix of the kept basis formed densely.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import ddops
+from ddops.precond.schwarz import TwoLevelSchwarz
+from tests._optional import need
+
+COARSE = ("nicolaides", "gdsw", "rgdsw", "agdsw", "geneo", None)
+SOLVERS = ("dense", "superlu", "pardiso", "amg")
+
+
+def _channels(n: int, shift: int, contrast: float) -> np.ndarray:
+    """A cell coefficient with two horizontal channels of ``contrast`` moved by ``shift``."""
+    c = np.ones((n, n))
+    for row in (n // 3 + shift, 2 * n // 3 + shift):
+        c[row % n, 2:-2] = contrast
+    return c
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """Two diffusion matrices with one pattern (channels moved by one cell) and a
+    METIS decomposition of the first."""
+    n = 20
+    A1 = ddops.problems.diffusion_2d(_channels(n, 0, 1e3))
+    A2 = ddops.problems.diffusion_2d(_channels(n, 1, 1e4))
+    assert np.array_equal(A1.indptr, A2.indptr) and np.array_equal(A1.indices, A2.indices)
+    d = ddops.Decomposition.from_matrix(A1, 6)
+    return A1, A2, d
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def _kw(coarse: str | None, solver: str) -> dict:
+    kw = {"coarse_basis": coarse, "local_solver": solver}
+    if coarse == "geneo":  # the finite-difference matrix is diagonally dominant
+        kw["null_space"] = None
+    return kw
+
+
+@pytest.mark.parametrize("variant", ["additive", "hybrid"])
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("coarse", COARSE)
+def test_update_equals_a_fresh_build(pair, coarse, solver, variant):
+    """M.update(A2) and a preconditioner built on A2 agree on random vectors to 1e-12,
+    for every coarse space, local solver and both compositions; update returns M."""
+    need(solver)
+    A1, A2, d = pair
+    kw = dict(_kw(coarse, solver), variant=variant)
+    M = TwoLevelSchwarz(A1, d, **kw)
+    assert M.update(A2) is M
+    fresh = TwoLevelSchwarz(A2, d, **kw)
+    X = np.random.default_rng(0).standard_normal((A1.shape[0], 3))
+    assert M.coarse_dim == fresh.coarse_dim
+    assert _rel(M @ X, fresh @ X) <= 1e-12
+    assert _rel(M.rmatmat(X), fresh.rmatmat(X)) <= 1e-12
+    # and not the old operator: the update changed something
+    old = TwoLevelSchwarz(A1, d, **kw)
+    assert _rel(M @ X, old @ X) > 1e-3
+
+
+@pytest.mark.parametrize("solver", ["dense", "superlu"])
+def test_one_level_update_against_the_dense_assembly(pair, solver):
+    """sum_i R_i^T (R_i A2 R_i^T)^{-1} R_i assembled densely from the index sets."""
+    A1, A2, d = pair
+    M = TwoLevelSchwarz(A1, d, coarse_basis=None, local_solver=solver).update(A2)
+    n = A1.shape[0]
+    dense = A2.toarray()
+    ref = np.zeros((n, n))
+    for idx in d.subdomains:
+        ref[np.ix_(idx, idx)] += np.linalg.inv(dense[np.ix_(idx, idx)])
+    assert _rel(M @ np.eye(n), ref) <= 1e-12
+
+
+@pytest.mark.parametrize("variant", ["additive", "hybrid"])
+@pytest.mark.parametrize("coarse", ["gdsw", "agdsw"])
+def test_reuse_coarse_keeps_phi_and_recomputes_the_galerkin_matrix(pair, coarse, variant):
+    """reuse_coarse=True keeps Phi bit for bit, A_0 is Phi^T A2 Phi (formed densely), and the
+    operator equals a fresh build on A2 with that Phi as a user basis."""
+    A1, A2, d = pair
+    M = TwoLevelSchwarz(A1, d, coarse_basis=coarse, variant=variant)
+    Phi = M.coarse_matrix.copy()
+    M.update(A2, reuse_coarse=True)
+    kept = M.coarse_matrix
+    assert all(np.array_equal(getattr(kept, a), getattr(Phi, a))
+               for a in ("data", "indices", "indptr"))
+    P = Phi.toarray()
+    assert _rel(M.coarse.A0.toarray(), P.T @ A2.toarray() @ P) <= 1e-12
+    fresh = TwoLevelSchwarz(A2, d, coarse_basis=Phi, variant=variant)
+    X = np.random.default_rng(1).standard_normal((A1.shape[0], 2))
+    assert _rel(M @ X, fresh @ X) <= 1e-12
+    # without reuse, the basis follows the new matrix (GDSW's extension depends on it)
+    follows = TwoLevelSchwarz(A1, d, coarse_basis=coarse, variant=variant).update(A2)
+    assert _rel(follows.coarse_matrix.toarray(),
+                TwoLevelSchwarz(A2, d, coarse_basis=coarse).coarse_matrix.toarray()) <= 1e-12
+    if follows.coarse_dim == Phi.shape[1]:
+        assert _rel(follows.coarse_matrix.toarray(), P) > 1e-6
+
+
+def test_a_changed_pattern_is_refused(pair):
+    """A matrix with one more (symmetric) pair of entries, or another size, is refused
+    with the remedy; the same pattern with an explicit zero value is accepted."""
+    A1, A2, d = pair
+    M = TwoLevelSchwarz(A1, d)
+    B = A2.tolil()
+    B[0, 5] = B[5, 0] = -1e-3
+    with pytest.raises(ValueError, match="another sparsity pattern.*build a new"):
+        M.update(B.tocsr())
+    with pytest.raises(ValueError, match="size"):
+        M.update(ddops.poisson_2d(21))
+    # the stored pattern with one symmetric pair of values set to zero (kept as entries)
+    C = A2.tocoo()
+    pair_at = np.flatnonzero(((C.row == 0) & (C.col == 1)) | ((C.row == 1) & (C.col == 0)))
+    C = A2.copy()
+    C.data[pair_at] = 0.0
+    assert C.nnz == A2.nnz and C.count_nonzero() == A2.nnz - 2
+    X = np.random.default_rng(2).standard_normal(A1.shape[0])
+    assert _rel(M.update(C) @ X, TwoLevelSchwarz(C, d) @ X) <= 1e-12
+
+
+def test_update_checks_the_new_matrix_as_the_constructor_does(pair):
+    A1, A2, d = pair
+    M = TwoLevelSchwarz(A1, d, local_solver="superlu")
+    bad = A2.copy()
+    bad.data[3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        M.update(bad)
+    skew = A2.copy().tolil()
+    skew[0, 1] = skew[0, 1] + 1.0
+    with pytest.raises(ValueError, match="not symmetric"):
+        M.update(skew.tocsr())
+    indefinite = A2.copy()
+    indefinite.data[indefinite.indices == np.repeat(np.arange(A2.shape[0]),
+                                                    np.diff(A2.indptr))] *= -1
+    with pytest.raises(ValueError):
+        M.update(indefinite)
+    with pytest.raises(TypeError, match="reuse_coarse"):
+        M.update(A2, reuse_coarse="yes")
+
+
+def test_update_with_a_kernel():
+    """A pure-Neumann Laplacian with kernel=constants, scaled by a coefficient: update
+    equals a fresh build, and a matrix that no longer annihilates the kernel is refused."""
+    from tests.dd.test_kernel import neumann_laplacian_2d
+
+    A = neumann_laplacian_2d(12)
+    d = ddops.Decomposition.from_matrix(A, 4)
+    one = np.ones(A.shape[0])
+    M = TwoLevelSchwarz(A, d, kernel=one)
+    A2 = (3.0 * A).tocsr()
+    M.update(A2)
+    fresh = TwoLevelSchwarz(A2, d, kernel=one)
+    X = np.random.default_rng(3).standard_normal((A.shape[0], 2))
+    assert _rel(M @ X, fresh @ X) <= 1e-12
+    grounded = (A2 + sp.diags(np.r_[1.0, np.zeros(A.shape[0] - 1)])).tocsr()
+    with pytest.raises(ValueError, match="kernel"):
+        M.update(grounded)
+
+
+def test_update_timings(pair):
+    A1, A2, d = pair
+    M = TwoLevelSchwarz(A1, d)
+    first = M.stats
+    assert first["setup_seconds"] >= first["symbolic_seconds"] + first["numeric_seconds"] * 0.99
+    M.update(A2)
+    assert M.stats["symbolic_seconds"] == 0.0
+    assert M.stats["setup_seconds"] >= M.stats["numeric_seconds"]
