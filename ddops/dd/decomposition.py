@@ -294,6 +294,26 @@ class Decomposition:
         return np.split(self.indices, self.offsets[1:-1])
 
     @property
+    def subdomain_of_entry(self) -> np.ndarray:
+        """Subdomain of every packed entry (``indices`` order): ``i`` repeated ``sizes[i]``
+        times.  Read-only view; shared, do not modify."""
+        return self._readonly(self._subdomain_of_entry)
+
+    @property
+    def position_in_subdomain(self) -> np.ndarray:
+        """Position of every packed entry inside its subdomain (``indices`` order), so that
+        entry ``k`` is unknown ``subdomains[subdomain_of_entry[k]][position_in_subdomain[k]]``
+        and row ``subdomain_of_entry[k] * max_size + position_in_subdomain[k]`` of the
+        padded blocks.  Read-only view."""
+        return self._readonly(self._position_in_subdomain)
+
+    @staticmethod
+    def _readonly(a: np.ndarray) -> np.ndarray:
+        view = a.view()
+        view.flags.writeable = False
+        return view
+
+    @property
     def max_size(self) -> int:
         """Size of the largest subdomain (the padded block size)."""
         return int(self.sizes.max())
