@@ -69,15 +69,22 @@ import gc
 import io
 import math
 import os
-import platform
 import sys
 import time
 import warnings
 from typing import Any
 
 import numpy as np
-import scipy
 import scipy.sparse.linalg as spla
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.common import (  # noqa: E402
+    add_json_flag,
+    add_quick_flag,
+    add_threads_flag,
+    machine_summary,
+)
 
 RTOL = 1e-8
 SECTIONS = ("contrast2d", "scaling2d", "3d", "elasticity", "cost")
@@ -878,17 +885,9 @@ def section_cost(args) -> dict[str, Any]:
 
 # -- driver ------------------------------------------------------------------------------------
 def _machine() -> str:
-    import ddops
-
-    load = os.getloadavg() if hasattr(os, "getloadavg") else ()
-    amg = "not installed"
-    try:
-        import pyamg
-
-        amg = pyamg.__version__
-    except ImportError:
-        pass
     import subprocess
+
+    import ddops
 
     try:
         root = os.path.dirname(os.path.dirname(os.path.abspath(ddops.__file__)))
@@ -899,11 +898,7 @@ def _machine() -> str:
         rev = f"{head}{' + uncommitted ddops changes' if dirty else ''}" if head else "?"
     except (OSError, subprocess.SubprocessError):
         rev = "?"
-    return (f"ddops at {rev}; "
-            f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; python "
-            f"{platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, "
-            f"pyamg {amg}, ddops {getattr(ddops, '__version__', '?')}; load average "
-            f"{' '.join(f'{x:.2f}' for x in load)}")
+    return f"ddops at {rev}; " + machine_summary(pyamg=True, ddops=True, load=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -911,14 +906,13 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sections", nargs="+", choices=SECTIONS, default=None,
                    help="sections to run, in the script's order (default: all)")
-    p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
-    p.add_argument("--json", metavar="PATH", default=None,
-                   help="where to write everything measured (rewritten after every section; "
-                   "default results/adaptive.json, results/adaptive_quick.json with --quick)")
+    add_quick_flag(p, "small sizes: a smoke run")
+    add_json_flag(p, "where to write everything measured (rewritten after every section; "
+                  "default results/adaptive.json, results/adaptive_quick.json with --quick)")
     p.add_argument("--rounds", type=int, default=None,
                    help="interleaved rounds of the cost section (default 3, --quick 2)")
     p.add_argument("--maxiter", type=int, default=2000, help="CG iteration limit (default 2000)")
-    p.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    add_threads_flag(p, "BLAS threads (default 1)")
     p.add_argument("--profile", action="store_true",
                    help="after the sections: cProfile of the GDSW, AGDSW and GenEO set-ups on "
                    "the 2D channels (contrast 1e6)")
@@ -986,11 +980,16 @@ def main(argv=None) -> int:
 
     machine = _machine()
     _log("machine: " + machine)
-    from ddops.dd import adaptive as _ad
+    from ddops.dd.adaptive import (
+        AGDSW_THRESHOLD,
+        GENEO_THRESHOLD,
+        MAX_PER_COMPONENT,
+        MAX_PER_SUBDOMAIN,
+    )
 
-    defaults = (f"AGDSW threshold {_ad.AGDSW_THRESHOLD:g}, max_per_component "
-                f"{_ad.MAX_PER_COMPONENT}; GenEO threshold {_ad.GENEO_THRESHOLD:g}, "
-                f"max_per_subdomain {_ad.MAX_PER_SUBDOMAIN}")
+    defaults = (f"AGDSW threshold {AGDSW_THRESHOLD:g}, max_per_component "
+                f"{MAX_PER_COMPONENT}; GenEO threshold {GENEO_THRESHOLD:g}, "
+                f"max_per_subdomain {MAX_PER_SUBDOMAIN}")
     _log(f"mode: {'quick' if args.quick else 'full'}; sections {' '.join(sections)}; CG rtol "
          f"{RTOL:g}, maxiter {args.maxiter}; BLAS threads {args.threads}; ddops defaults: "
          f"{defaults}")

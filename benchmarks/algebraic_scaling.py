@@ -69,7 +69,6 @@ import gc
 import json
 import math
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -77,8 +76,17 @@ import time
 from typing import Any
 
 import numpy as np
-import scipy
 import scipy.sparse.linalg as spla
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.common import (  # noqa: E402
+    add_json_flag,
+    add_quick_flag,
+    add_threads_flag,
+    machine_summary,
+    reset_peak,
+)
 
 RTOL = 1e-8
 MAXITER = 5000
@@ -107,16 +115,6 @@ def _rss_mb() -> float:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def _reset_peak() -> bool:
-    """Reset the kernel's peak-RSS mark to the current RSS; False where that is impossible."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def _have_pyamg() -> bool:
@@ -522,7 +520,7 @@ def _child(spec: dict[str, Any]) -> None:
     out: dict[str, Any] = {"spec": spec, "unknowns": A.shape[0], "nnz": A.nnz,
                            "assembly_s": time.perf_counter() - t0,
                            "peak_before_reset_mb": _rss_mb()}
-    out["peak_reset"] = _reset_peak()
+    out["peak_reset"] = reset_peak()
     base = _rss_mb()
     out["baseline_mb"] = base
     _log(f"PROGRESS assembled n={A.shape[0]} in {out['assembly_s']:.1f} s, baseline "
@@ -602,7 +600,7 @@ def _child_phases(A, b, d, method: str, base: float, out: dict[str, Any]) -> Non
     def phase(name, fn):
         gc.collect()
         start_rss = _current_rss_mb()
-        _reset_peak()
+        reset_peak()
         t = time.perf_counter()
         res = fn()
         t = time.perf_counter() - t
@@ -934,19 +932,7 @@ def targets(res: dict[str, Any]) -> list[str]:
 
 # -- driver ------------------------------------------------------------------------------------
 def _machine() -> str:
-    import ddops
-
-    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    amg = "not installed"
-    if _have_pyamg():
-        import pyamg
-
-        amg = pyamg.__version__
-    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {mem:.0f} GiB; "
-            f"python {platform.python_version()}, numpy {np.__version__}, scipy "
-            f"{scipy.__version__}, pyamg {amg}, ddops {getattr(ddops, '__version__', '?')}; "
-            f"load average {' '.join(f'{x:.2f}' for x in load)}")
+    return machine_summary(memory=True, pyamg=True, ddops=True, load=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -955,13 +941,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sections", nargs="+", choices=SECTIONS, default=None,
                    help="sections to run, in the script's order (default: all but huge)")
     p.add_argument("--huge", action="store_true", help="also run the 10^7 section (last)")
-    p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
-    p.add_argument("--json", metavar="PATH", help="write everything measured to PATH "
-                   "(rewritten after every section)")
+    add_quick_flag(p, "small sizes: a smoke run")
+    add_json_flag(p, "write everything measured to PATH (rewritten after every section)")
     p.add_argument("--repeat", type=int, default=1,
                    help="timed runs per measurement, fastest kept (default 1)")
-    p.add_argument("--threads", type=int, default=1,
-                   help="BLAS threads (threadpoolctl; default 1)")
+    add_threads_flag(p, "BLAS threads (threadpoolctl; default 1)")
     p.add_argument("--fem-sizes", type=int, nargs="+", default=[128, 256, 512, 1024],
                    help="grid points per direction of the unstructured P1 meshes")
     p.add_argument("--memory-methods", nargs="+", choices=MEMORY_METHODS, default=None,

@@ -125,7 +125,7 @@ def speed(rounds: int, steps: int, blas_threads: int) -> dict[str, Any]:
                      "steps_per_s": 1e3 / float(np.median(ms[name])),
                      "parts_ms": {k: 1e3 * v for k, v in parts.items()},
                      "unknowns": int(op.shape[0]), "subdomains": int(d.num_subdomains),
-                     "padded_size": int(d.max_size), "width": int(op._width),
+                     "padded_size": int(d.max_size), "width": int(op.width),
                      "coarse_dim": int(op.coarse_dim), "num_params": int(op.num_params),
                      "rhs_functions": int(prob.sampler.basis.shape[1])
                      if hasattr(prob.sampler, "basis") else
@@ -148,7 +148,7 @@ def _parts(op: Any, sampler: Any, B: int = 256) -> dict[str, float]:
     rng = np.random.default_rng(0)
     F, U = sampler.sample(B, rng)
     return {"data": _best(lambda: sampler.sample(B, rng, out=(F, U))),
-            "forward": _best(lambda: op._apply(F, False)),
+            "forward": _best(lambda: op.matmat(F)),
             "loss_and_gradient": _best(lambda: op.value_and_grad_flat(F, U, "wmse"))}
 
 

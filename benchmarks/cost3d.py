@@ -50,16 +50,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from algebraic_scaling import _reset_peak  # noqa: E402  (the peak-RSS reset, shared)
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.common import (  # noqa: E402
+    add_json_flag,
+    add_quick_flag,
+    add_threads_flag,
+    machine_summary,
+    reset_peak,
+)
 
 #: (label, options) of the targets rows; options go to the child process.
 TARGET_ROWS = [
@@ -121,7 +126,7 @@ def child(spec: dict) -> dict:
     Z = data["Z"] if data["Z"].size else None
     b_size = int(data["block_size"])
     rhs = A @ np.ones(A.shape[0])
-    exact = _reset_peak()
+    exact = reset_peak()
     base = _rss_mib("VmRSS")
     out: dict[str, Any] = {"unknowns": int(A.shape[0])}
     start = time.perf_counter()
@@ -327,12 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sections", nargs="+", default=["targets", "sizes"],
                    choices=["targets", "sizes", "huge"])
     p.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--threads", type=int, default=1)
+    add_quick_flag(p)
+    add_threads_flag(p, None)
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--huge-local-solver", default="amg",
                    choices=["auto", "superlu", "pardiso", "amg"])
-    p.add_argument("--json", default=None)
+    add_json_flag(p, metavar=None)
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -340,12 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     json_path = args.json or ("results/cost3d_quick.json" if args.quick
                               else "results/cost3d.json")
-    import numpy
-    import scipy
-
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
-          f"python {platform.python_version()}, numpy {numpy.__version__}, scipy "
-          f"{scipy.__version__}; threads {args.threads}")
+    print(f"machine: {machine_summary()}; threads {args.threads}")
     results: dict[str, Any] = {"threads": args.threads, "repeat": args.repeat,
                                "quick": args.quick}
     lines: list[str] = []

@@ -220,14 +220,14 @@ def coarse_growth(width: int, parts_list: list[int], repeats: int = 20) -> list[
     sparse factorisation (as :class:`~ddops.distributed.precond.DistributedTwoLevelSchwarz`
     does above 2000 coarse functions) and one solve.
     """
-    from ddops.precond.schwarz import _sparse_spd_factor
+    from ddops.linalg.local_solvers import superlu_chunk
 
     rows = []
     for parts in parts_list:
         _, _, A0 = gdsw_coarse_problem(width, parts)
         A0 = A0.tocsc()
         start = time.perf_counter()
-        lu, _ = _sparse_spd_factor(A0)
+        lu, _ = superlu_chunk(A0, np.arange(A0.shape[0]), True, np.float64)  # pivots checked
         factor = time.perf_counter() - start
         c = np.ones(A0.shape[0])
         start = time.perf_counter()
@@ -239,7 +239,7 @@ def coarse_growth(width: int, parts_list: list[int], repeats: int = 20) -> list[
     return rows
 
 
-def _fit(rows: list[dict[str, Any]], key: str) -> tuple[float, float]:
+def power_fit(rows: list[dict[str, Any]], key: str) -> tuple[float, float]:
     """``t = a n0^e`` by least squares in log-log: ``(a, e)``."""
     x = np.log([r["n0"] for r in rows])
     y = np.log([r[key] for r in rows])
@@ -262,7 +262,7 @@ def model(one: dict[str, Any], two: dict[str, Any], alpha: float, beta: float,
     bytes each.
     """
     n = one["num_dofs"]
-    a_s, e_s = _fit(growth, "solve_seconds")
+    a_s, e_s = power_fit(growth, "solve_seconds")
     t_coarse = a_s * one["coarse_dim"] ** e_s
     t_divided = one["matvec_seconds"] + one["apply_seconds"] - one["coarse_solve_seconds"]
     # ghost entries per rank at P = 2 (strips): one interface of length sqrt(n) per rank
@@ -297,7 +297,7 @@ def weak_model(one: dict[str, Any], alpha: float, beta: float, ranks: list[int],
     N = one["parts"] ** 2
     per_sub = (one["matvec_seconds"] + one["apply_seconds"] - one["coarse_solve_seconds"]) / N
     ratio = one["coarse_dim"] / N
-    a_s, e_s = _fit(growth, "solve_seconds")
+    a_s, e_s = power_fit(growth, "solve_seconds")
     largest = max(growth, key=lambda g: g["n0"])
     side = math.sqrt(one["num_dofs"] / N) * math.sqrt(per_rank)
     rows = []
@@ -321,7 +321,7 @@ def weak_crossover(one: dict[str, Any], growth: list[dict[str, Any]], per_rank: 
     """``P`` at which the redundant coarse solve costs as much as a rank's local work."""
     N = one["parts"] ** 2
     per_sub = (one["matvec_seconds"] + one["apply_seconds"] - one["coarse_solve_seconds"]) / N
-    a_s, e_s = _fit(growth, "solve_seconds")
+    a_s, e_s = power_fit(growth, "solve_seconds")
     ratio = one["coarse_dim"] / N
     # a_s (ratio per_rank P)^e_s = per_sub per_rank
     return (per_sub * per_rank / a_s) ** (1 / e_s) / (ratio * per_rank)
@@ -464,8 +464,8 @@ def main() -> None:
 
     width = round(math.sqrt(one["num_dofs"] / one["parts"] ** 2))
     growth = coarse_growth(width, args.growth_parts)
-    a_s, e_s = _fit(growth, "solve_seconds")
-    _, e_f = _fit(growth, "factor_seconds")
+    a_s, e_s = power_fit(growth, "solve_seconds")
+    _, e_f = power_fit(growth, "factor_seconds")
     print(f"\nGDSW coarse problem against N at H/h = {width} (one process):")
     print("| N | n0 | nnz(A0) | nnz(L+U) | factorisation (s) | solve (ms) |")
     print("|---|---|---|---|---|---|")

@@ -42,7 +42,6 @@ import cProfile
 import ctypes
 import io
 import os
-import platform
 import pstats
 import sys
 import time
@@ -52,6 +51,8 @@ import numpy as np
 
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.common import add_quick_flag, machine_info  # noqa: E402
 
 SIZES = (256, 1024, 8192, 32768, 131072)
 BATCH = 256
@@ -130,40 +131,6 @@ def _openblas_paths() -> list[str]:
                            if len(parts) >= 6 and "openblas" in parts[-1].lower()})
     except OSError:
         return []
-
-
-def machine_info() -> dict[str, Any]:
-    """CPU model, cores, memory, library versions and BLAS of this machine."""
-    import scipy
-
-    info: dict[str, Any] = {"python": platform.python_version(), "numpy": np.__version__,
-                            "scipy": scipy.__version__, "cpus": os.cpu_count()}
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    info["cpu"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        info["cpu"] = platform.processor()
-    try:
-        with open("/proc/meminfo") as fh:
-            kb = int(fh.readline().split()[1])
-        info["memory_gib"] = round(kb / 2**20, 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        info["numpy_blas"] = f"{blas.get('name')} {blas.get('version')}"
-    except Exception:  # noqa: BLE001 - older numpy: no dict mode
-        info["numpy_blas"] = "unknown"
-    try:
-        blas = scipy.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        info["scipy_blas"] = f"{blas.get('name')} {blas.get('version')}"
-    except Exception:  # noqa: BLE001
-        info["scipy_blas"] = "unknown"
-    info["load_average"] = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return info
 
 
 def measure_bandwidth(nbytes: int = 2**28, repeats: int = 7) -> float:
@@ -284,8 +251,8 @@ def step_model(op: Any, B: int = BATCH, modes: int = MODES) -> dict[str, Any]:
                    + block + local               # gather the gradient G into G_l
                    + 3 * local                   # dQ, H read G_l; dK reads X
                    + params)
-    c = op._width - r                            # coarse columns of the extended factors
-    collect_nnz = 0 if r0 == 0 else int(op._coarse_collect.nnz)
+    c = op.width - r                            # coarse columns of the extended factors
+    collect_nnz = 0 if r0 == 0 else int(op.coarse_collect.nnz)
     flops = {
         "data": 2 * (2 * m * k * B),
         # forward: 2 GEMMs of width r + c; backward: dQ, dK (width r) and H (width r + c)
@@ -389,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--dtypes", nargs="+", default=["float64", "float32"],
                         choices=["float64", "float32"])
-    parser.add_argument("--quick", action="store_true", help="shorter machine measurements")
+    add_quick_flag(parser, "shorter machine measurements")
     parser.add_argument("--profile", action="store_true",
                         help="also cProfile 10 training steps at n=8192 float64")
     args = parser.parse_args(argv)

@@ -1030,7 +1030,7 @@ def time_peer(dev: Device, make_model: Callable[[Any], Any], op: Any, F: Any, U:
         model = make_model(tp)
     except (RuntimeError, NotImplementedError) as exc:
         return {"status": "peer failed: " + str(exc).splitlines()[0][:200]}
-    out.update(getattr(model, "_notes", {}))
+    out.update(getattr(model, "notes", {}))
     # the same model: loss and gradient at the same parameters and batch
     value, grads = tp.value_and_grad(model, Ft, Ut, "wmse")
     vd, gd = op.value_and_grad_flat(F, U, "wmse")
@@ -1090,7 +1090,7 @@ def schwarz_peer(dev: Device, op: Any) -> Callable[[Any], Any]:
                                    device=dev.torch_device)
                 tp.wmse_loss(model(F), F + 1).backward()  # CSR autograd may be missing
                 model.zero_grad(set_to_none=True)
-                model._notes = {"coarse": coarse, **errors}
+                model.notes = {"coarse": coarse, **errors}
                 return model
             except (RuntimeError, NotImplementedError) as exc:
                 errors[f"{coarse}_error"] = str(exc).splitlines()[0][:200]

@@ -64,7 +64,12 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.distributed import CLUSTER_ALPHA, CLUSTER_BETA, _fit, gdsw_coarse_problem  # noqa: E402
+from benchmarks.distributed import (  # noqa: E402
+    CLUSTER_ALPHA,
+    CLUSTER_BETA,
+    gdsw_coarse_problem,
+    power_fit,
+)
 
 RTOL = 1e-8
 #: Iteration cap of every row (the one-level rows may need it).
@@ -430,9 +435,9 @@ def coarse_model(costs: list[dict[str, Any]], per_rank: int, ranks: list[int], a
     """
     ratio = statistics.median(r["n0"] / r["N"] for r in costs)
     per_sub = statistics.median(r["local_seconds_per_subdomain"] for r in costs)
-    a_lu, e_lu = _fit(costs, "lu_apply_seconds")
-    a_v, e_v = _fit(costs, "gamg_apply_seconds")
-    a_f, e_f = _fit(costs, "lu_setup_seconds")
+    a_lu, e_lu = power_fit(costs, "lu_apply_seconds")
+    a_v, e_v = power_fit(costs, "gamg_apply_seconds")
+    a_f, e_f = power_fit(costs, "lu_setup_seconds")
     out = []
     for P in ranks:
         n0 = ratio * per_rank * P

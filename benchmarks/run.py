@@ -128,6 +128,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import beyond_1d, floor, presets  # noqa: E402
+from benchmarks.common import machine_info  # noqa: E402
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -602,7 +603,7 @@ def main(args: argparse.Namespace) -> int:
         print(MARK + json.dumps(res))
         return 0
     t_start = time.perf_counter()
-    info = floor.machine_info()
+    info = machine_info()
     print(f"machine: {info.get('cpu')}, {info['cpus']} CPUs, {info.get('memory_gib')} GiB; "
           f"python {info['python']}, numpy {info['numpy']} ({info['numpy_blas']}), "
           f"scipy {info['scipy']} ({info['scipy_blas']})")

@@ -240,7 +240,7 @@ class TorchSchwarzBatched(nn.Module):
         N, p = d.num_subdomains, d.max_size
         self.n, self.N, self.p = d.num_dofs, N, p
         self.sizes = [int(s) for s in d.sizes]
-        sub, pos = d._subdomain_of_entry, d._position_in_subdomain
+        sub, pos = d.subdomain_of_entry, d.position_in_subdomain
         idx = np.zeros((N, p), dtype=np.int64)          # padding rows point at unknown 0 ...
         w = np.zeros((N, p), dtype=np.float64)          # ... with weight 0
         idx[sub, pos] = d.indices

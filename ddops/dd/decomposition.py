@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from .._validation import check_choice, check_int, check_memory
 from ..backend import asarray
 from ..problems.poisson1d import KINDS, grid_points, mesh_size, num_dofs
+from ._partitioning import grid_subdomains, matrix_subdomains, split_sizes
 
 __all__ = ["Decomposition", "Decomposition1D", "split_sizes"]
 
@@ -36,16 +37,6 @@ def _packed_bytes(entries: int, num_dofs: int, num_subdomains: int) -> int:
     temporaries) and a dozen per-subdomain arrays.
     """
     return 8 * (7 * entries + 4 * num_dofs + 12 * num_subdomains)
-
-
-def split_sizes(total: int, parts: int) -> np.ndarray:
-    """Split ``total`` items into ``parts`` consecutive sizes differing by at most one.
-
-    The remainder is spread over the first ``total % parts`` parts.
-    """
-    sizes = np.full(parts, total // parts, dtype=np.int64)
-    sizes[: total % parts] += 1
-    return sizes
 
 
 class Decomposition:
@@ -160,8 +151,6 @@ class Decomposition:
         >>> d.num_subdomains, d.owner.shape
         (16, (1024,))
         """
-        from .partition import decomposition_from_matrix
-
         return decomposition_from_matrix(A, subdomains, overlap, partitioner=partitioner,
                                          coordinates=coordinates, block_size=block_size,
                                          seed=seed)
@@ -175,8 +164,6 @@ class Decomposition:
         :func:`~ddops.problems.poisson_3d`; ``overlap`` counts layers of the
         5/7-point stencil graph.  See :func:`ddops.dd.partition.decomposition_from_grid`.
         """
-        from .partition import decomposition_from_grid
-
         return decomposition_from_grid(shape, parts, overlap)
 
     # The packed constructor is shared with Decomposition1D, which builds the
@@ -305,6 +292,26 @@ class Decomposition:
     def subdomains(self) -> list[np.ndarray]:
         """Sorted global indices of each subdomain (views into :attr:`indices`)."""
         return np.split(self.indices, self.offsets[1:-1])
+
+    @property
+    def subdomain_of_entry(self) -> np.ndarray:
+        """Subdomain of every packed entry (``indices`` order): ``i`` repeated ``sizes[i]``
+        times.  Read-only view; shared, do not modify."""
+        return self._readonly(self._subdomain_of_entry)
+
+    @property
+    def position_in_subdomain(self) -> np.ndarray:
+        """Position of every packed entry inside its subdomain (``indices`` order), so that
+        entry ``k`` is unknown ``subdomains[subdomain_of_entry[k]][position_in_subdomain[k]]``
+        and row ``subdomain_of_entry[k] * max_size + position_in_subdomain[k]`` of the
+        padded blocks.  Read-only view."""
+        return self._readonly(self._position_in_subdomain)
+
+    @staticmethod
+    def _readonly(a: np.ndarray) -> np.ndarray:
+        view = a.view()
+        view.flags.writeable = False
+        return view
 
     @property
     def max_size(self) -> int:
@@ -576,3 +583,103 @@ class Decomposition1D(Decomposition):
     def __repr__(self) -> str:
         return (f"Decomposition1D(n={self.n}, subdomains={self.num_subdomains}, "
                 f"overlap={self.overlap}, kind={self.kind!r})")
+
+
+# -- builders from index arrays ----------------------------------------------------------------
+# Public in ddops.dd.partition (and documented there); defined here, next to the class, so
+# that Decomposition.from_matrix and from_grid use them without importing that module.
+def _decomposition(indices: np.ndarray, sizes: np.ndarray, owner: np.ndarray,
+                   points: np.ndarray | None, h: float | None = None,
+                   block_size: int = 1) -> Decomposition:
+    """A :class:`Decomposition` from packed indices, with the ``owner`` labels attached."""
+    d = Decomposition.__new__(Decomposition)
+    d._init_from_packed(indices, sizes, owner.shape[0], None, points, h, owner=owner,
+                        block_size=block_size, coordinates_known=points is not None)
+    return d
+
+
+def decomposition_from_labels(indices: np.ndarray, sizes: np.ndarray, owner: Any, *,
+                              coordinates: Any = None, h: float | None = None,
+                              block_size: int = 1) -> Decomposition:
+    """A :class:`Decomposition` from the output of :func:`grow_overlap` and its labels.
+
+    The last step of :func:`decomposition_from_matrix`, public so that a caller
+    can time the partition and the overlap growth separately.
+
+    Parameters
+    ----------
+    indices, sizes : arrays of int
+        Packed subdomains, as returned by :func:`grow_overlap`.
+    owner : array of int
+        The non-overlapping labels (one per unknown) the overlap was grown from.
+    coordinates : array, optional
+        ``n`` or ``n x d`` coordinates of the unknowns.
+    h : float, optional
+        Mesh width (default ``1 / (n + 1)``).
+    block_size : int
+        Unknowns per node.
+    """
+    owner = np.asarray(owner)
+    return _decomposition(np.asarray(indices, dtype=np.int64), np.asarray(sizes, dtype=np.int64),
+                          owner, coordinates, h, block_size)
+
+
+def decomposition_from_matrix(A: Any, subdomains: int | None = None, overlap: int = 1, *,
+                              partitioner: Any = "metis", coordinates: Any = None,
+                              block_size: int = 1, seed: int = 0) -> Decomposition:
+    """Algebraic overlapping decomposition of the unknowns of a sparse matrix.
+
+    :func:`partition` into ``subdomains`` parts, then :func:`grow_overlap` by
+    ``overlap`` layers of the graph of ``A``.
+
+    Parameters
+    ----------
+    A : sparse matrix or 2D array
+        Square matrix (typically SPD) of the problem.
+    subdomains : int, optional
+        Number of subdomains ``N``; default :func:`default_subdomains` (parts of about
+        :data:`TARGET_SUBDOMAIN_UNKNOWNS` unknowns).
+    overlap : int
+        Layers of the graph added to every part, ``>= 0``.
+    partitioner, coordinates, block_size, seed
+        As in :func:`partition`.
+
+    Returns
+    -------
+    Decomposition
+        With the non-overlapping labels as ``owner`` (one per unknown), and
+        ``coordinates`` per unknown when given (``n`` or ``n x d``).
+    """
+    indices, sizes, owner, points, b = matrix_subdomains(
+        A, subdomains, overlap, partitioner=partitioner, coordinates=coordinates,
+        block_size=block_size, seed=seed)
+    return _decomposition(indices, sizes, owner, points, block_size=b)
+
+
+def decomposition_from_grid(shape: Sequence[int], parts: Sequence[int],
+                            overlap: int = 1) -> Decomposition:
+    """Overlapping box decomposition of a structured 2D/3D grid.
+
+    The boxes of :func:`grid_partition` grown by ``overlap`` layers of the
+    grid graph (:func:`grid_graph`, the 5/7-point stencil), the same as
+    :func:`decomposition_from_matrix` on the finite-difference Laplacian with
+    the box labels.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        Points per direction; lexicographic numbering, x fastest.
+    parts : sequence of int
+        Boxes per direction.
+    overlap : int
+        Grid graph layers added to every box, ``>= 0``.
+
+    Returns
+    -------
+    Decomposition
+        With ``owner`` (the box of every point), ``coordinates`` (``n x d``
+        grid points ``(i + 1) / (n_k + 1)`` of the unit square/cube) and ``h``
+        the largest mesh width ``1 / (min(shape) + 1)``.
+    """
+    indices, sizes, owner, points, h = grid_subdomains(shape, parts, overlap)
+    return _decomposition(indices, sizes, owner, points, h=h)

@@ -580,6 +580,21 @@ class SchwarzOperator(LowRankOperator):
         return int(factors * (local + self.coarse_dim * self.coarse_rank))
 
     @property
+    def width(self) -> int:
+        """Columns of each subdomain's extended factor ``[W K_i | Phi_i]``: ``local_rank``
+        plus the coarse columns ``c``, the most coarse functions that touch one subdomain
+        (``local_rank`` alone without a coarse term).  Restriction and interpolation of the
+        coarse space ride on these ``c`` extra columns of the batched local products."""
+        return self._width
+
+    @property
+    def coarse_collect(self) -> Any:
+        """The sparse ``n0 x (N * width)`` matrix that sums the per-subdomain coarse pieces
+        ``Phi_i^T R_i X`` (rows ``local_rank:`` of every subdomain's ``width x B`` product)
+        into ``Phi^T X``; CSR on the operator's backend, or None without a coarse term."""
+        return self._coarse_collect if self.coarse_rank > 0 else None
+
+    @property
     def rank_bound(self) -> int:
         """Theorem 2: ``min(r0, rank Phi) + sum_i min(r, n_i)`` (without any ``base``)."""
         local = int(np.minimum(self.local_rank, self.decomposition.sizes).sum())

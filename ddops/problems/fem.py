@@ -328,10 +328,13 @@ def _elasticity_elements(p, t, E, nu):
 
 
 def _subdomain_entries(neumann, num_unknowns):
-    """Packed indices and offsets of the subdomains of ``neumann``."""
-    from ..dd.decomposition import Decomposition
+    """Packed indices and offsets of the subdomains of ``neumann``.
 
-    if isinstance(neumann, Decomposition):
+    A :class:`ddops.Decomposition` is recognised by its packed arrays (``num_dofs``,
+    ``indices``, ``offsets``), not by its class: the problems sit below the decompositions
+    and do not import them.
+    """
+    if all(hasattr(neumann, name) for name in ("num_dofs", "indices", "offsets")):
         if neumann.num_dofs != num_unknowns:
             raise ValueError(f"neumann: the decomposition has {neumann.num_dofs} unknowns, the "
                              f"problem {num_unknowns}")

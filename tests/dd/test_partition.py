@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+import ddops.dd._partitioning as algorithms
 import ddops.dd.partition as dd
 from ddops.dd.decomposition import Decomposition, split_sizes
 
@@ -398,7 +399,7 @@ def test_metis_keeps_plain_k_way_when_contiguity_fails(monkeypatch):
 
 
 def test_metis_empty_parts_are_refused(monkeypatch):
-    monkeypatch.setattr(dd, "_metis", lambda G, parts, seed, connected: np.arange(
+    monkeypatch.setattr(algorithms, "_metis", lambda G, parts, seed, connected: np.arange(
         G.shape[0]) % (parts - 1))
     with pytest.raises(ValueError, match="subdomains=4: METIS left 1 of the 4 parts empty"):
         dd.decomposition_from_matrix(fd_laplacian((6,)), 4)

@@ -1,0 +1,148 @@
+"""What the benchmark scripts share: the description of the machine and the common flags.
+
+Every script records the machine it ran on and most take ``--quick`` (a smoke run at small
+sizes), ``--json PATH`` (where to write what was measured) and ``--threads`` (BLAS threads);
+they are defined once here so that the scripts describe the machine and spell the flags the
+same way.  Each script keeps its own help texts and defaults.
+
+The scripts import this module as ``benchmarks.common`` (with the repository root on
+``sys.path``, as they set it up) or, when run from this folder, as ``common``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+from typing import Any
+
+import numpy as np
+import scipy
+
+__all__ = [
+    "add_json_flag",
+    "add_quick_flag",
+    "add_threads_flag",
+    "cpu_name",
+    "library_versions",
+    "load_average",
+    "machine_info",
+    "machine_summary",
+    "memory_gib",
+    "reset_peak",
+]
+
+
+# -- the machine -------------------------------------------------------------------------------
+def cpu_name() -> str:
+    """The processor as :mod:`platform` names it (the architecture where it names none)."""
+    return platform.processor() or platform.machine()
+
+
+def memory_gib() -> float:
+    """Physical memory in GiB."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+
+
+def load_average() -> tuple[float, ...]:
+    """The 1, 5 and 15 minute load averages (empty where the system has none)."""
+    return os.getloadavg() if hasattr(os, "getloadavg") else ()
+
+
+def _pyamg_version() -> str:
+    try:
+        import pyamg
+    except ImportError:
+        return "not installed"
+    return pyamg.__version__
+
+
+def library_versions(*, pyamg: bool = False, ddops: bool = False) -> dict[str, str]:
+    """Versions of python, numpy and scipy (and pyamg, ddops when asked), in that order."""
+    out = {"python": platform.python_version(), "numpy": np.__version__,
+           "scipy": scipy.__version__}
+    if pyamg:
+        out["pyamg"] = _pyamg_version()
+    if ddops:
+        import ddops as package
+
+        out["ddops"] = getattr(package, "__version__", "?")
+    return out
+
+
+def machine_summary(*, memory: bool = False, pyamg: bool = False, ddops: bool = False,
+                    load: bool = False) -> str:
+    """One line: ``CPU, cores[, memory]; python X, numpy Y, scipy Z[, ...][; load average]``.
+
+    For example ``x86_64, 16 CPUs, 125 GiB; python 3.11.9, numpy 2.1.0, scipy 1.14.1,
+    pyamg 5.2.1, ddops 0.1.0; load average 0.52 0.40 0.33``.
+    """
+    line = f"{cpu_name()}, {os.cpu_count()} CPUs"
+    if memory:
+        line += f", {memory_gib():.0f} GiB"
+    line += "; " + ", ".join(f"{k} {v}" for k, v in library_versions(pyamg=pyamg,
+                                                                      ddops=ddops).items())
+    if load:
+        line += "; load average " + " ".join(f"{x:.2f}" for x in load_average())
+    return line
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, cores, memory, library versions and BLAS of this machine."""
+    info: dict[str, Any] = {"python": platform.python_version(), "numpy": np.__version__,
+                            "scipy": scipy.__version__, "cpus": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        info["cpu"] = platform.processor()
+    try:
+        with open("/proc/meminfo") as fh:
+            kb = int(fh.readline().split()[1])
+        info["memory_gib"] = round(kb / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        info["numpy_blas"] = f"{blas.get('name')} {blas.get('version')}"
+    except Exception:  # noqa: BLE001 - older numpy: no dict mode
+        info["numpy_blas"] = "unknown"
+    try:
+        blas = scipy.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        info["scipy_blas"] = f"{blas.get('name')} {blas.get('version')}"
+    except Exception:  # noqa: BLE001
+        info["scipy_blas"] = "unknown"
+    info["load_average"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return info
+
+
+def reset_peak() -> bool:
+    """Reset the kernel's peak-RSS mark to the current RSS; False where that is impossible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+# -- the common flags --------------------------------------------------------------------------
+def add_quick_flag(parser: argparse.ArgumentParser, help: str | None = None) -> None:
+    """``--quick``: a smoke run at small sizes (what exactly, the script's ``help`` says)."""
+    parser.add_argument("--quick", action="store_true", help=help)
+
+
+def add_json_flag(parser: argparse.ArgumentParser, help: str | None = None,
+                  default: str | None = None, metavar: str | None = "PATH") -> None:
+    """``--json PATH``: where to write what was measured (``default`` None: the script's
+    own choice, or nothing)."""
+    parser.add_argument("--json", metavar=metavar, default=default, help=help)
+
+
+def add_threads_flag(parser: argparse.ArgumentParser, help: str | None = "BLAS threads "
+                     "(default 1)", default: int | None = 1) -> None:
+    """``--threads N``: the BLAS threads the measurements run with (threadpoolctl)."""
+    parser.add_argument("--threads", type=int, default=default, help=help)
