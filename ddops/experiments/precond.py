@@ -1387,9 +1387,9 @@ def _write_outputs(c: PrecondConfig, payload: dict[str, Any], table: str, short:
                     converged={k: converged[k] for k in fast}))
             write(prefix)  # again, with the figures' names
     except OSError as exc:
-        from .compare import _rescue
+        from .compare import rescue_outputs
 
-        raise _rescue(prefix, exc, write) from exc
+        raise rescue_outputs(prefix, exc, write) from exc
     log("")
     log(table)
     for path in files.values():

@@ -138,10 +138,10 @@ def _stated_default(help_text: str) -> str:
 
 @pytest.mark.parametrize("command", ["compare", "sweep", "scaling"])
 def test_stated_defaults_are_the_applied_ones(command):
-    from ddops.experiments.cli import _config_from_args
+    from ddops.experiments.cli import config_from_args
 
     parser = build_parser()
-    applied = _config_from_args(parser.parse_args([command]), "unused")
+    applied = config_from_args(parser.parse_args([command]), "unused")
     p = _subparsers()[command]
     checked = 0
     for action in p._actions:
@@ -159,7 +159,7 @@ def test_stated_defaults_are_the_applied_ones(command):
         checked += 1
     assert checked >= 12
     # the v1 preset's values are stated too
-    v1 = _config_from_args(parser.parse_args([command, "--preset", "v1"]), "unused")
+    v1 = config_from_args(parser.parse_args([command, "--preset", "v1"]), "unused")
     kind = next(a for a in p._actions if "--kind" in a.option_strings)
     assert f"--preset v1: {v1.kind}" in kind.help
 
