@@ -76,10 +76,10 @@ def _problem(c: Any) -> tuple[Any, Any, Any]:
 
         return poisson_1d(c.n, c.kind), Decomposition1D(c.n, c.subdomains, c.overlap,
                                                         c.kind), None
-    from ..experiments.precond import _build_problem, _decompose
+    from ..experiments.precond import build_problem, decompose
 
-    prob = _build_problem(c)
-    d, _, _ = _decompose(c, prob)
+    prob = build_problem(c)
+    d, _, _ = decompose(c, prob)
     return prob.A, d, prob.null_space
 
 

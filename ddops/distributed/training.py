@@ -349,9 +349,9 @@ def run_compare(config: Any, log: Callable[[str], Any] = print,
     if not root:
         _silence()
     if not isinstance(config, compare.ExperimentConfig):
-        from ..experiments.cli import _config_from_args
+        from ..experiments.cli import config_from_args
 
-        config = _config_from_args(config, "results/compare")
+        config = config_from_args(config, "results/compare")
     c = config.validated()  # the same on every rank: each raises the same error
     if c.workers != 1:
         raise ValueError(f"workers must be 1 under MPI (the ranks split the batch), got "
@@ -368,8 +368,8 @@ def run_compare(config: Any, log: Callable[[str], Any] = print,
     # a checkpoint that cannot be written fails on every rank (DataParallelTrainer), and
     # the serial experiment then saves what it has elsewhere: the other ranks take part
     # in the collective checkpoint write only
-    rescue = {} if root else dict(save_operator=_nothing, _write_metrics=_nothing,
-                                  _write_history_csv=_nothing, _rescue=_rescue_elsewhere)
+    rescue = {} if root else dict(save_operator=_nothing, write_metrics=_nothing,
+                                  write_history_csv=_nothing, rescue_outputs=_rescue_elsewhere)
     try:
         with _patched(compare, **rescue):
             return compare.run_compare(c, log if root else _nothing, trainer_factory=factory,
@@ -398,7 +398,7 @@ def _silence() -> None:
 
 
 def _check_prefix(compare: Any, c: Any) -> None:
-    compare.check_output_prefix(c.save_prefix, compare._compare_suffixes(c))
+    compare.check_output_prefix(c.save_prefix, compare.compare_suffixes(c))
 
 
 def _nothing(*args: Any, **kwargs: Any) -> None:

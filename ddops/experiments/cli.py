@@ -233,7 +233,22 @@ def _add_keep_going(p: argparse.ArgumentParser, what: str) -> None:
 _FLAG_TO_FIELD = {"global_rank": "global_ranks"}
 
 
-def _config_from_args(args: argparse.Namespace, default_prefix: str):
+def config_from_args(args: argparse.Namespace, default_prefix: str):
+    """The :class:`~ddops.experiments.compare.ExperimentConfig` of parsed flags.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Flags of ``ddops compare``, ``sweep`` or ``scaling``.
+    default_prefix : str
+        The output prefix when ``--save-prefix`` is not given.
+
+    Returns
+    -------
+    ExperimentConfig
+        The preset's settings, then the problem's defaults, then every flag given (not
+        validated).
+    """
     from .compare import PRESETS, ExperimentConfig
     from .grid import DIMENSION, problem_defaults, subdomain_width
 
@@ -447,7 +462,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"ddops {args.command} runs in one process; under mpiexec "
                          f"({ranks} ranks) use 'ddops compare' or 'ddops precond'")
     if args.command == "compare":
-        c = replace(_config_from_args(args, "results/compare"), progress=_progress(args))
+        c = replace(config_from_args(args, "results/compare"), progress=_progress(args))
         _check_run_size("compare", [c.validated()], ranks)
         _warn_overwrite(c)
         written: list[str] = []
@@ -462,7 +477,7 @@ def _run(args: argparse.Namespace) -> int:
             raise _Diverged(_diverged_line(diverged, "") + f"; see {c.save_prefix}_metrics.json")
     elif args.command in ("sweep", "scaling"):
         sweep = args.command == "sweep"
-        c = replace(_config_from_args(args, f"results/{args.command}"),
+        c = replace(config_from_args(args, f"results/{args.command}"),
                     progress=_progress(args))
         if sweep:
             parts = experiments.sweep_configs(c, tuple(args.lrs) if args.lrs

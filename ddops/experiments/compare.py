@@ -441,7 +441,18 @@ def build_models(c: ExperimentConfig, d: Decomposition,
     return models
 
 
-def _write_history_csv(path: Path, histories: dict[str, dict[str, np.ndarray]]) -> None:
+def write_history_csv(path: Path, histories: dict[str, dict[str, np.ndarray]]) -> None:
+    """Write the training histories of a comparison as ``<prefix>_history.csv``.
+
+    Parameters
+    ----------
+    path : Path
+        The CSV file (written atomically).
+    histories : dict
+        Per model, the history of its :class:`~ddops.learning.training.Trainer`
+        (``step``, ``train``, ``lr``, ``val_step``, ``val``): one row per training
+        step, with the validation loss where one was taken.
+    """
     rows = []
     for model, h in histories.items():
         val = dict(zip(h["val_step"].tolist(), h["val"].tolist()))
@@ -563,8 +574,24 @@ def check_output_prefix(prefix: str | os.PathLike, suffixes: Iterable[str] = (),
     return directory
 
 
-def _rescue(prefix: str, exc: OSError, write: Callable[[str], Any]) -> OutputError:
-    """Write what was computed with ``write(new_prefix)`` into a fresh temporary directory."""
+def rescue_outputs(prefix: str, exc: OSError, write: Callable[[str], Any]) -> OutputError:
+    """Write what was computed with ``write(new_prefix)`` into a fresh temporary directory.
+
+    Parameters
+    ----------
+    prefix : str
+        The output prefix whose write failed.
+    exc : OSError
+        The failure.
+    write : callable
+        Writes everything computed so far under the prefix it is given.
+
+    Returns
+    -------
+    OutputError
+        The error to raise: it names the directory the results went to, or says that
+        they are lost when that write failed too.
+    """
     what = exc.filename if getattr(exc, "filename", None) else str(Path(prefix + "_").parent)
     failed = f"cannot write {what}: {exc.strerror or exc}"
     base = Path(prefix + "_").name[:-1] or "ddops"
@@ -599,8 +626,19 @@ def num_unknowns(c: ExperimentConfig) -> int:
     return int(np.prod(shape)) * _grid.BLOCK_SIZE.get(c.problem, 1)
 
 
-def _compare_suffixes(c: ExperimentConfig) -> list[str]:
-    """Every name a comparison may append to its prefix."""
+def compare_suffixes(c: ExperimentConfig) -> list[str]:
+    """Every name a comparison may append to its prefix.
+
+    Parameters
+    ----------
+    c : ExperimentConfig
+        The validated settings of the comparison.
+
+    Returns
+    -------
+    list of str
+        The suffixes of its metrics, history, figures, operators and checkpoints.
+    """
     out = ["_metrics.json", "_history.csv", "_training_curves.png", "_schwarz_blocks.png",
            "_schwarz_phiT.png", "_schwarz_coarse.png"]
     for m in model_names(c):
@@ -613,7 +651,7 @@ def earlier_outputs(config: ExperimentConfig) -> list[Path]:
     """The files of an earlier comparison that a run of ``config`` would replace (metrics,
     history, operators, checkpoints, figures at its ``save_prefix``), in output order."""
     c = config.validated()
-    return [Path(c.save_prefix + s) for s in _compare_suffixes(c)
+    return [Path(c.save_prefix + s) for s in compare_suffixes(c)
             if Path(c.save_prefix + s).is_file()]
 
 
@@ -672,7 +710,7 @@ def run_compare(config: ExperimentConfig, log: Any = print, *,
     c = config.validated()
     prefix = c.save_prefix
     if write_results:
-        check_output_prefix(prefix, _compare_suffixes(c))
+        check_output_prefix(prefix, compare_suffixes(c))
     metrics_path = Path(prefix + "_metrics.json")
     prob = build_problem(c)
     models = build_models(c, prob.decomposition, prob.A, coarse=prob.coarse)
@@ -721,9 +759,9 @@ def run_compare(config: ExperimentConfig, log: Any = print, *,
             if _finite(models[name]):
                 save_operator(models[name], f"{new_prefix}_{name}.npz")
         if metrics:
-            _write_metrics(Path(new_prefix + "_metrics.json"), c, metrics, rescued_from=prefix,
-                           problem=summary)
-            _write_history_csv(Path(new_prefix + "_history.csv"), histories)
+            write_metrics(Path(new_prefix + "_metrics.json"), c, metrics, rescued_from=prefix,
+                          problem=summary)
+            write_history_csv(Path(new_prefix + "_history.csv"), histories)
         if interrupted is not None:
             trainer = interrupted[1]
             trainer.save_checkpoint(checkpoint_path(new_prefix, interrupted[0]))
@@ -733,8 +771,8 @@ def run_compare(config: ExperimentConfig, log: Any = print, *,
         try:
             result = trainer.run()
         except OSError as exc:  # a checkpoint could not be written
-            raise _rescue(prefix, exc,
-                          lambda p, it=(name, trainer): write_all(p, it)) from exc
+            raise rescue_outputs(prefix, exc,
+                                 lambda p, it=(name, trainer): write_all(p, it)) from exc
         finally:
             ckpt = trainer.checkpoint_path
             if write_results and ckpt is not None and ckpt.exists():
@@ -766,17 +804,17 @@ def run_compare(config: ExperimentConfig, log: Any = print, *,
             if _finite(op):  # load_operator refuses non-finite parameters
                 save_operator(op, f"{prefix}_{name}.npz")
                 wrote(f"{prefix}_{name}.npz")
-            _write_metrics(metrics_path, c, metrics, problem=summary)
+            write_metrics(metrics_path, c, metrics, problem=summary)
             wrote(metrics_path)
-            _write_history_csv(Path(prefix + "_history.csv"), histories)
+            write_history_csv(Path(prefix + "_history.csv"), histories)
             wrote(prefix + "_history.csv")
         except OSError as exc:
-            raise _rescue(prefix, exc, write_all) from exc
+            raise rescue_outputs(prefix, exc, write_all) from exc
     if c.plots and write_results:
         try:
             _plot_compare(c, prob, models, histories, metrics, prefix, wrote)
         except OSError as exc:
-            raise _rescue(prefix, exc, write_all) from exc
+            raise rescue_outputs(prefix, exc, write_all) from exc
     return metrics
 
 
@@ -885,9 +923,24 @@ def _plot_grid_model(name: str, op: LowRankOperator, prob: Problem, prefix: str)
     return out
 
 
-def _write_metrics(path: Path, c: ExperimentConfig, metrics: dict[str, Any],
-                   rescued_from: str | None = None,
-                   problem: dict[str, Any] | None = None) -> None:
+def write_metrics(path: Path, c: ExperimentConfig, metrics: dict[str, Any],
+                  rescued_from: str | None = None,
+                  problem: dict[str, Any] | None = None) -> None:
+    """Write a comparison's ``<prefix>_metrics.json`` (atomically).
+
+    Parameters
+    ----------
+    path : Path
+        The JSON file.
+    c : ExperimentConfig
+        The settings, stored under ``config``.
+    metrics : dict
+        The metrics of every finished model, stored under ``models``.
+    rescued_from : str, optional
+        The prefix whose write failed, when the results are rescued elsewhere.
+    problem : dict, optional
+        The summary of a 2D problem (also adds ``sampled_metrics``).
+    """
     payload: dict[str, Any] = {"config": asdict(c), "models": metrics}
     if problem is not None:
         payload["problem"] = problem
@@ -1143,7 +1196,7 @@ def run_sweep(config: ExperimentConfig, lrs: tuple[float, ...] = SWEEP_LRS,
     """
     configs = sweep_configs(config, lrs)
     check_output_prefix(config.save_prefix,
-                        [f"_lr{_lr_tag(c.lr)}{s}" for c in configs for s in _compare_suffixes(c)]
+                        [f"_lr{_lr_tag(c.lr)}{s}" for c in configs for s in compare_suffixes(c)]
                         + ["_sweep.md", "_sweep_metrics.json", "_sweep.png"])
     rows: list[dict[str, Any]] = []
     extra = {"lrs": [c.lr for c in configs], "keep_going": keep_going}
@@ -1182,7 +1235,7 @@ def run_scaling(config: ExperimentConfig, ns: tuple[int, ...] | None = None,
     """
     configs = scaling_configs(config, ns, width)
     check_output_prefix(config.save_prefix,
-                        [f"_n{c.n}{s}" for c in configs for s in _compare_suffixes(c)]
+                        [f"_n{c.n}{s}" for c in configs for s in compare_suffixes(c)]
                         + ["_scaling.md", "_scaling_metrics.json", "_scaling.png"])
     rows: list[dict[str, Any]] = []
     extra = {"ns": [c.n for c in configs], "keep_going": keep_going}
@@ -1252,4 +1305,4 @@ def _write_table(config: ExperimentConfig, rows: list[dict[str, Any]],
     except OSError as exc:
         if not columns:
             raise
-        raise _rescue(prefix, exc, write) from exc
+        raise rescue_outputs(prefix, exc, write) from exc

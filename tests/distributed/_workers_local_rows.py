@@ -156,12 +156,12 @@ def run(comm) -> dict:
 
 def _elasticity(comm) -> dict:
     """2D elasticity (two unknowns per node, the rigid body modes) from owned rows."""
-    from ddops.experiments.precond import PrecondConfig, _build_problem, _decompose
+    from ddops.experiments.precond import PrecondConfig, build_problem, decompose
 
     c = PrecondConfig(problem="elasticity2d", n=12, subdomains=4, overlap=1, memory=False,
                       plots=False, progress=False).validated()
-    prob = _build_problem(c)
-    d, _, _ = _decompose(c, prob)
+    prob = build_problem(c)
+    d, _, _ = decompose(c, prob)
     A, Z = prob.A, prob.null_space
     X = np.random.default_rng(5).standard_normal(A.shape[0])
     ref = {b: TwoLevelSchwarz(A, d, coarse_basis=b, null_space=Z) for b in ("gdsw", "rgdsw")}

@@ -21,9 +21,10 @@ import pytest
 
 import ddops
 import ddops.experiments.compare as experiments
-import ddops.experiments.precond as precond_experiment
 from ddops.experiments.cli import COMMANDS, build_parser, main
 from ddops.experiments.compare import ExperimentConfig, build_models
+from ddops.experiments.precond import report as precond_report
+from ddops.experiments.precond import runners as precond_runners
 from ddops.io import load_operator
 from ddops.learning.data import FourierRHS
 from ddops.learning.training import Trainer, TrainingConfig
@@ -47,7 +48,7 @@ def no_training(monkeypatch):
         raise AssertionError("training started")
 
     monkeypatch.setattr(Trainer, "run", refuse)
-    monkeypatch.setattr(precond_experiment, "solve_with_history", refuse)
+    monkeypatch.setattr(precond_runners, "solve_with_history", refuse)
 
 
 @pytest.fixture
@@ -138,10 +139,10 @@ def _stated_default(help_text: str) -> str:
 
 @pytest.mark.parametrize("command", ["compare", "sweep", "scaling"])
 def test_stated_defaults_are_the_applied_ones(command):
-    from ddops.experiments.cli import _config_from_args
+    from ddops.experiments.cli import config_from_args
 
     parser = build_parser()
-    applied = _config_from_args(parser.parse_args([command]), "unused")
+    applied = config_from_args(parser.parse_args([command]), "unused")
     p = _subparsers()[command]
     checked = 0
     for action in p._actions:
@@ -159,7 +160,7 @@ def test_stated_defaults_are_the_applied_ones(command):
         checked += 1
     assert checked >= 12
     # the v1 preset's values are stated too
-    v1 = _config_from_args(parser.parse_args([command, "--preset", "v1"]), "unused")
+    v1 = config_from_args(parser.parse_args([command, "--preset", "v1"]), "unused")
     kind = next(a for a in p._actions if "--kind" in a.option_strings)
     assert f"--preset v1: {v1.kind}" in kind.help
 
@@ -418,8 +419,8 @@ def test_sweep_late_failure_keeps_the_rows_so_far(tmp_path, capsys, monkeypatch,
 def test_precond_late_failure_keeps_the_results(tmp_path, capsys, monkeypatch, system_tmp):
     out = tmp_path / "out"
     out.mkdir()
-    monkeypatch.setattr(precond_experiment, "atomic_write_json",
-                        _failing(precond_experiment.atomic_write_json, out, after=0))
+    monkeypatch.setattr(precond_report, "atomic_write_json",
+                        _failing(precond_report.atomic_write_json, out, after=0))
     rc = main(["precond", "--n", "64", "--no-train", "--no-plots", "--no-progress",
                "--save-prefix", str(out / "pc")])
     assert rc == 3

@@ -20,6 +20,7 @@ import ddops.experiments.precond as pe
 from ddops import problems
 from ddops.experiments.cli import build_parser, main
 from ddops.experiments.precond import PrecondConfig
+from ddops.experiments.precond import runners as precond_runners
 from ddops.precond.schwarz import TwoLevelSchwarz
 from tests.experiments._precond import QUIET, cg_iterations, run
 
@@ -119,7 +120,7 @@ def test_single_adaptive_coarse_space_keeps_the_key(coarse, tmp_path):
                            "--subdomains", "9", "--coarse", coarse)
     assert list(rows) == ["none", "jacobi", "one_level", "two_level", "pyamg", "pyamg_rs"]
     r = rows["two_level"]
-    assert r["label"] == f"two-level additive Schwarz, {pe._COARSE_LABELS[coarse]}"
+    assert r["label"] == f"two-level additive Schwarz, {pe.COARSE_LABELS[coarse]}"
     assert r["converged"] and r["iterations"] <= 40 and r["coarse_stats"]["eigenproblems"] >= 9
     assert r["peak_memory_bytes"] > 0
 
@@ -144,14 +145,14 @@ def _fd_reference(problem, n, contrast, seed):
 def test_finite_difference_problems_match_the_library(problem, n):
     for seed in (0, 3):
         c = PrecondConfig(problem=problem, n=n, seed=seed).validated()
-        prob = pe._build_problem(c)
+        prob = pe.build_problem(c)
         ref = _fd_reference(problem, n, c.contrast, seed)
         assert (prob.A != ref).nnz == 0
         assert prob.grid_shape == (n,) * pe.DIMENSIONS[problem] and prob.block_size == 1
     # the seed draws the random coefficients
     if problem != "channels2d":
-        a = pe._build_problem(PrecondConfig(problem=problem, n=n, seed=0).validated()).A
-        b = pe._build_problem(PrecondConfig(problem=problem, n=n, seed=1).validated()).A
+        a = pe.build_problem(PrecondConfig(problem=problem, n=n, seed=0).validated()).A
+        b = pe.build_problem(PrecondConfig(problem=problem, n=n, seed=1).validated()).A
         assert abs(a - b).max() > 0
 
 
@@ -162,8 +163,8 @@ def test_elasticity_inclusions_and_homogeneous(dim):
     assemble = fem.fem_elasticity_2d if dim == 2 else fem.fem_elasticity_3d
     A0, X = assemble(mesh=mesh)
     for contrast in (None, 1.0):  # no flag or 1: homogeneous, as before the inclusions
-        prob = pe._build_problem(PrecondConfig(problem=problem, n=n,
-                                               contrast=contrast).validated())
+        prob = pe.build_problem(PrecondConfig(problem=problem, n=n,
+                                              contrast=contrast).validated())
         assert (prob.A != A0).nnz == 0
         np.testing.assert_array_equal(prob.null_space, problems.rigid_body_modes(X))
         assert prob.null_space.shape[1] == (3 if dim == 2 else 6)
@@ -171,12 +172,12 @@ def test_elasticity_inclusions_and_homogeneous(dim):
     E = problems.stiff_inclusions(fem.element_centroids(mesh), count=count, radius=radius,
                                   contrast=1e6, seed=2)
     assert 0 < np.mean(E > 1) < 0.5
-    prob = pe._build_problem(PrecondConfig(problem=problem, n=n, contrast=1e6,
-                                           seed=2).validated())
+    prob = pe.build_problem(PrecondConfig(problem=problem, n=n, contrast=1e6,
+                                          seed=2).validated())
     A, _ = assemble(mesh=mesh, E=E)
     assert (prob.A != A).nnz == 0 and abs(prob.A - A0).max() > 1
-    translations = pe._build_problem(PrecondConfig(problem=problem, n=n,
-                                                   null_space="translations").validated())
+    translations = pe.build_problem(PrecondConfig(problem=problem, n=n,
+                                                  null_space="translations").validated())
     assert translations.null_space.shape[1] == dim
 
 
@@ -306,7 +307,7 @@ def test_printed_notes_of_compiled_code_are_recorded(tmp_path, monkeypatch):
 def test_ruge_stuben_matches_pyamg(tmp_path):
     _, rows, _ = run(tmp_path, "rs", "--problem", "inclusions3d", "--n", "9", "--subdomains",
                      "8")
-    A = pe._build_problem(PrecondConfig(problem="inclusions3d", n=9).validated()).A
+    A = pe.build_problem(PrecondConfig(problem="inclusions3d", n=9).validated()).A
     b = np.random.default_rng(0).standard_normal(A.shape[0])
     ml = pyamg.ruge_stuben_solver(A)
     assert rows["pyamg_rs"]["iterations"] == cg_iterations(A, b, ml.aspreconditioner())
@@ -327,7 +328,7 @@ def test_defaults_of_the_new_problems():
     assert PrecondConfig(problem="elasticity3d").validated().null_space == "rbm"
     assert PrecondConfig(problem="elasticity2d").validated().contrast is None
     # all: the classical spaces first, then the adaptive ones
-    assert pe._coarse_list(PrecondConfig(problem="poisson2d", coarse="all").validated()) == (
+    assert pe.coarse_list(PrecondConfig(problem="poisson2d", coarse="all").validated()) == (
         "nicolaides", "gdsw", "rgdsw", "agdsw", "geneo")
 
 
@@ -357,7 +358,7 @@ def test_bad_flags_one_line(argv, needle, tmp_path, capsys, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a solve started")
 
-    monkeypatch.setattr(pe, "solve_with_history", refuse)
+    monkeypatch.setattr(precond_runners, "solve_with_history", refuse)
     out = tmp_path / "out"
     rc = main(["precond", *argv, "--save-prefix", str(out / "x"), *QUIET])
     assert rc == 2

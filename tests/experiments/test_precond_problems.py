@@ -20,6 +20,8 @@ import ddops
 import ddops.experiments.precond as pe
 from ddops.experiments.cli import main
 from ddops.experiments.precond import GRID_ASPECT, PrecondConfig, box_grid
+from ddops.experiments.precond import config as precond_config
+from ddops.experiments.precond import runners as precond_runners
 from ddops.precond.schwarz import TwoLevelSchwarz, solve_with_history
 from ddops.problems import diffusion_2d, high_contrast_channels, poisson_2d, poisson_3d
 from tests.experiments._precond import QUIET, cg_iterations, run
@@ -215,8 +217,8 @@ def test_elasticity_null_spaces(tmp_path):
 def test_split_decomposition_equals_the_one_call(problem, n, N, partitioner):
     c = PrecondConfig(problem=problem, n=n, subdomains=N, overlap=2,
                       partitioner=partitioner).validated()
-    prob = pe._build_problem(c)
-    d, _, _ = pe._decompose(c, prob)  # the two timings: not asserted
+    prob = pe.build_problem(c)
+    d, _, _ = pe.decompose(c, prob)  # the two timings: not asserted
     if partitioner == "grid":
         ref = ddops.Decomposition.from_grid(prob.grid_shape, box_grid(N, len(prob.grid_shape), n),
                                             overlap=2)
@@ -306,8 +308,8 @@ def test_learned_settings_refused_off_1d(field, value):
 
 
 def test_missing_scikit_fem_is_one_line(monkeypatch, tmp_path, capsys):
-    real = pe.importlib.util.find_spec
-    monkeypatch.setattr(pe.importlib.util, "find_spec",
+    real = precond_config.importlib.util.find_spec
+    monkeypatch.setattr(precond_config.importlib.util, "find_spec",
                         lambda name, *a: None if name == "skfem" else real(name, *a))
     assert main(["precond", "--problem", "elasticity2d", "--save-prefix",
                  str(tmp_path / "x"), *QUIET]) == 2
@@ -351,7 +353,7 @@ def test_bad_flags_one_line_naming_the_flag(argv, needle, tmp_path, capsys, monk
     def refuse(*args, **kwargs):
         raise AssertionError("a solve started")
 
-    monkeypatch.setattr(pe, "solve_with_history", refuse)
+    monkeypatch.setattr(precond_runners, "solve_with_history", refuse)
     out = tmp_path / "out"
     rc = main(["precond", *argv, "--save-prefix", str(out / "x"), "--no-train", *QUIET])
     assert rc == 2

@@ -6,7 +6,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from ddops.experiments.cli import _config_from_args, build_parser, main
+from ddops.experiments.cli import build_parser, config_from_args, main
 from ddops.experiments.compare import (
     PRESETS,
     ExperimentConfig,
@@ -20,7 +20,7 @@ from ddops.operators import SchwarzOperator
 
 def resolve(*argv, command="compare"):
     args = build_parser().parse_args([command, *argv])
-    return _config_from_args(args, f"results/{command}")
+    return config_from_args(args, f"results/{command}")
 
 
 def test_v2_is_the_default_and_the_papers_setting():
