@@ -612,9 +612,24 @@ class PardisoBlocks(BlockSolver):
         upper = sp.triu(K, format="csr")
         upper.sum_duplicates()
         upper.sort_indices()
+        # where the upper triangle's values sit in K.data, for refactor(): the same
+        # triangle of a matrix with K's pattern, without forming it again
+        self._offsets, self._block = offsets, block
+        self._pattern = (K.indptr.copy(), K.indices.copy())
         self._handle = handle = _PardisoHandle(upper, self.dtype, ordering)
         del upper
-        error = handle.call(12)[1]
+        # the analysis (ordering, symbolic factorisation) once; refactor() repeats only
+        # the numeric factorisation
+        error = handle.call(11)[1]
+        if error != 0:
+            self.free()
+            raise _pardiso_error("analysis", error)
+        self._factor(K)
+
+    def _factor(self, K: sp.csr_matrix) -> None:
+        """PARDISO's numeric phase on the values in the handle, checked."""
+        handle, offsets, block = self._handle, self._offsets, self._block
+        error = handle.call(22)[1]
         if error != 0:
             self.free()
             if error not in _PARDISO_SINGULAR:
@@ -632,6 +647,30 @@ class PardisoBlocks(BlockSolver):
         if bad.size:
             self.free()
             raise SingularBlockError(int(bad[0]))
+
+    def refactor(self, K: sp.csr_matrix) -> PardisoBlocks:
+        """Factorise a matrix with the pattern of the first one, reusing its analysis
+        (the fill-reducing ordering and the symbolic factorisation): PARDISO's numeric
+        phase only.  ``K`` must have exactly the stored pattern (indptr and indices) of the
+        matrix given to the constructor (a ValueError otherwise).  Returns ``self``."""
+        if self._handle is None:
+            raise RuntimeError("the PARDISO factors were freed")
+        K = sp.csr_matrix(K)
+        if not (np.array_equal(K.indptr, self._pattern[0])
+                and np.array_equal(K.indices, self._pattern[1])):
+            raise ValueError("refactor: K has another sparsity pattern than the matrix the "
+                             "analysis was made for")
+        diagonal = K.diagonal()
+        if (diagonal <= 0).any():
+            bad = int(self._block[np.argmax(diagonal <= 0)])
+            self.free()
+            raise SingularBlockError(bad)
+        upper = sp.triu(K, format="csr")
+        upper.sum_duplicates()
+        upper.sort_indices()
+        self._handle.data[:] = upper.data.astype(self.dtype, copy=False)
+        self._factor(K)
+        return self
 
     def _less_fill(self, K: sp.csr_matrix, offsets: np.ndarray) -> str:
         """The ordering with fewer factor nonzeros on the largest block (two analyses of
@@ -671,6 +710,7 @@ class PardisoBlocks(BlockSolver):
         object is collected); a later :meth:`solve` raises RuntimeError."""
         handle = getattr(self, "_handle", None)
         self._handle = None
+        self._pattern = self._block = None  # what refactor() needs, gone with the factors
         if handle is not None:
             handle.free()
 

@@ -235,11 +235,21 @@ class OverlappingCorrection:
         return sp.csr_matrix((A.data[self._source], indices, indptr), shape=shape)
 
     def compute(self, A: sp.csr_matrix) -> None:
-        """The numeric phase: factorise the subdomain matrices of ``A``."""
+        """The numeric phase: factorise the subdomain matrices of ``A``.
+
+        PARDISO keeps its analysis (ordering and symbolic factorisation) from the first
+        call and repeats only its numeric factorisation; the other solvers start again.
+        """
+        reusable = getattr(self.solver, "refactor", None)
         # release the old factors first: they are not needed for the new ones
         self.solver = self.inverses = None
         if self.local_solver == "dense":
             self._factor_dense(A)
+        elif reusable is not None:
+            try:
+                self.solver = reusable(self.subdomain_matrices(A))
+            except SingularBlockError as exc:
+                raise self._singular_block_error(exc.block) from None
         else:
             self._factor_sparse(A)
 

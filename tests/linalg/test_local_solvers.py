@@ -383,7 +383,7 @@ def test_pardiso_free_drops_the_matrix_and_calls_phase_minus_one_on_valid_arrays
     f.free()
     gc.collect()
     assert data() is None
-    assert [phase for phase, _ in calls] == [12, 33, 33, -1]
+    assert [phase for phase, _ in calls] == [11, 22, 33, 33, -1]
     for phase, values in calls:
         assert values is not None and np.array_equal(values, upper.data), phase
 
@@ -415,12 +415,12 @@ def test_pardiso_singular_errors_search_for_the_bad_block(monkeypatch, code):
 
 
 def _fail_factorisation(monkeypatch, code):
-    """Make PARDISO's analysis-and-factorisation phase report ``code``."""
+    """Make PARDISO's numeric factorisation phase report ``code``."""
     real = local_solvers._pardiso_64()
 
     def fake(*args):
         real(*args)
-        if args[4]._obj.value == 12:
+        if args[4]._obj.value == 22:
             args[15]._obj.value = code
 
     monkeypatch.setattr(local_solvers, "_pardiso_64", lambda: fake)
