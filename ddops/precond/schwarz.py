@@ -578,7 +578,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
             self._composition = self.local
         self.numeric_seconds = time.perf_counter() - basis_start
 
-    def update(self, A: Any, *, reuse_coarse: bool = False) -> TwoLevelSchwarz:
+    def update(self, A: Any, *, reuse_coarse: bool = False,
+               neumann: Any = None) -> TwoLevelSchwarz:
         """Rebuild the numeric phase for a new matrix with the same sparsity pattern.
 
         The decomposition, the stacked restrictions, the choice of solvers and the map
@@ -599,6 +600,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
             local factors and the coarse factor: the cheap path for slowly varying
             coefficients.  The coarse space is then the old one, as good as it still is
             for the new matrix.
+        neumann : sequence of sparse matrices, optional
+            The local Neumann matrices of the new matrix, for an adaptive coarse space
+            built with ``neumann=`` (they belong to the values of ``A``): required then,
+            unless ``reuse_coarse=True``.
 
         Returns
         -------
@@ -613,6 +618,15 @@ class TwoLevelSchwarz(BackendLinearOperator):
         """
         if not isinstance(reuse_coarse, (bool, np.bool_)):
             raise TypeError(f"reuse_coarse must be a bool, got {type(reuse_coarse).__name__}")
+        coarse = self.coarse
+        built_with = coarse is not None and coarse.options.get("neumann") is not None
+        if neumann is not None and not built_with:
+            raise ValueError("update: neumann= is for a coarse space built with neumann= "
+                             "(AGDSW or GenEO with finite-element Neumann matrices)")
+        if built_with and neumann is None and not reuse_coarse:
+            raise ValueError("update: the coarse space was built with neumann= (local "
+                             "Neumann matrices of the old values); pass neumann= for the new "
+                             "matrix, or reuse_coarse=True to keep the coarse space")
         with thread_limit(self.threads):
             start = time.perf_counter()
             A, _ = self._checked_matrix(A, self.shape[0])
@@ -626,6 +640,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
                 check_kernel(self.kernel, A)
             else:
                 self._check_not_singular(A, self._named_coarse, self._null_space)
+            if neumann is not None and not reuse_coarse:
+                coarse.options = dict(coarse.options, neumann=neumann)
             self._numeric(A, reuse_coarse=reuse_coarse)
             self._largest_residual = 0.0
             self._warned_inconsistent = False

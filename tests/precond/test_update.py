@@ -177,3 +177,42 @@ def test_update_timings(pair):
     M.update(A2)
     assert M.stats["symbolic_seconds"] == 0.0
     assert M.stats["setup_seconds"] >= M.stats["numeric_seconds"]
+
+
+def test_pardiso_keeps_its_analysis_across_updates(pair):
+    """The PARDISO local solver is refactorised in place (the same solver object, its
+    analysis reused) and still equals a fresh build."""
+    need("pardiso")
+    A1, A2, d = pair
+    M = TwoLevelSchwarz(A1, d, local_solver="pardiso")
+    solver = M.local.solver
+    M.update(A2)
+    assert M.local.solver is solver
+    X = np.random.default_rng(4).standard_normal((A1.shape[0], 2))
+    assert _rel(M @ X, TwoLevelSchwarz(A2, d, local_solver="pardiso") @ X) <= 1e-12
+
+
+def test_finite_element_neumann_matrices_belong_to_the_values():
+    """GenEO with finite-element Neumann matrices: update needs the new matrices (they
+    belong to the values), or reuse_coarse=True; with them it equals a fresh build."""
+    pytest.importorskip("skfem")
+    E1 = lambda c: np.where(np.linalg.norm(c - 0.5, axis=1) < 0.2, 1e3, 1.0)  # noqa: E731
+    E2 = lambda c: np.where(np.linalg.norm(c - 0.5, axis=1) < 0.3, 1e3, 1.0)  # noqa: E731
+    A1, X = ddops.problems.fem_elasticity_2d(12, E=E1)
+    d = ddops.Decomposition.from_matrix(A1, 4, block_size=2)
+    A1, _, N1 = ddops.problems.fem_elasticity_2d(12, E=E1, neumann=d)
+    A2, _, N2 = ddops.problems.fem_elasticity_2d(12, E=E2, neumann=d)
+    Z = ddops.rigid_body_modes(X)
+    opts = ddops.SchwarzOptions(coarse="geneo", null_space=Z,
+                                geneo=ddops.GenEOOptions(neumann=N1))
+    M = TwoLevelSchwarz(A1, d, options=opts)
+    with pytest.raises(ValueError, match="pass neumann= for the new matrix"):
+        M.update(A2)
+    M.update(A2, neumann=N2)
+    fresh = TwoLevelSchwarz(A2, d, options=opts.replace(geneo=ddops.GenEOOptions(neumann=N2)))
+    V = np.random.default_rng(5).standard_normal((A1.shape[0], 2))
+    assert M.coarse_dim == fresh.coarse_dim
+    assert _rel(M @ V, fresh @ V) <= 1e-12
+    M.update(A1, reuse_coarse=True)  # keeps the coarse space: no Neumann matrices needed
+    with pytest.raises(ValueError, match="built with neumann="):
+        TwoLevelSchwarz(A1, d, coarse_basis="gdsw", null_space=Z).update(A2, neumann=N2)
