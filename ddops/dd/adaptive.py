@@ -110,23 +110,18 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_int, check_memory, check_positive_float, warn
-from ..linalg.local_solvers import superlu_chunk
-from .gdsw import (
-    DEPENDENCE_RTOL,
-    EXTENSION_CHUNK_BYTES,
-    FACTOR_CHUNK_ROWS,
-    InterfaceComponents,
-    _check_matrix,
-    _check_null_space,
-    _check_owner,
-    _columns_from_groups,
-    _components,
-    _independent_vectors,
-    _spd_factor,
-    chunk_bounds,
-    drop_dependent_columns,
-    harmonic_extension,
-)
+from ..linalg.local_solvers import chunk_bounds, superlu_chunk
+from ..linalg.local_solvers import superlu_spd as _spd_factor
+from .coarse_matrix import drop_dependent_columns
+from .extension import EXTENSION_CHUNK_BYTES, FACTOR_CHUNK_ROWS, harmonic_extension
+from .groups import DEPENDENCE_RTOL
+from .groups import columns_from_groups as _columns_from_groups
+from .groups import independent_vectors as _independent_vectors
+from .interface import InterfaceComponents
+from .interface import classify_interface as _components
+from .validation import check_matrix as _check_matrix
+from .validation import check_null_space as _check_null_space
+from .validation import check_owner as _check_owner
 
 __all__ = [
     "ADAPTIVE_COARSE_BASES",
