@@ -54,7 +54,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_int, check_memory, check_positive_float, warn
-from ..linalg.local_solvers import chunk_bounds, superlu_spd
+from ..linalg.local_solvers import chunk_bounds
+from ..linalg.spd import sparse_spd_factor
 from .coarse_matrix import drop_dependent_columns
 from .eigen import (
     AdaptiveInfo,
@@ -311,6 +312,26 @@ def _schur_onto_blocks(S: np.ndarray, real: np.ndarray, scale: np.ndarray, bp: n
     return SB
 
 
+def _not_positive_definite(A_II: sp.csr_matrix, part: np.ndarray, part_off: np.ndarray,
+                           p0: int, p1: int, bad: np.ndarray | None) -> ValueError:
+    """The error for a chunk of parts ``p0:p1`` of ``A_II`` that failed the SPD test, naming
+    a failing part (``bad``: the failing rows of the chunk; None: exactly singular, then the
+    parts are factorised one by one, the error path only)."""
+    p = int(part[part_off[p0] + bad[0]]) if bad is not None else p0
+    if bad is None:
+        for q in range(p0, p1):
+            s = slice(int(part_off[q]), int(part_off[q + 1]))
+            if s.stop == s.start:
+                continue
+            lu, bad_q = sparse_spd_factor(A_II[s, s])
+            if lu is None or bad_q.size:
+                p = q
+                break
+    return ValueError("A is not positive definite: the interior matrix A_II of part "
+                      f"{p} has a non-positive or vanishing pivot (it is indefinite or "
+                      "singular); A must be symmetric positive definite")
+
+
 def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None):
     """Eigenpairs of ``S_e^N tau = lambda S_e^D tau`` for every component, batched by size.
 
@@ -437,7 +458,9 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None):
             e_row = A_IG.row[sel] - r0
             e_slot = g_slot[sel]
             e_val = A_IG.data[sel]
-            lu = superlu_spd(A_II[r0:r1, r0:r1])
+            lu, bad = sparse_spd_factor(A_II[r0:r1, r0:r1])
+            if lu is None or bad.size:
+                raise _not_positive_definite(A_II, part, part_off, p0, p1, bad)
             step = max(1, int(chunk_bytes) // (8 * (r1 - r0)))
             # rows (p, slot) of the expanded A_{Gamma I}: one per coupling entry
             exp_row = (part[A_IG.row[sel]] - p0) * width + e_slot

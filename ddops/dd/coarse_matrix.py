@@ -18,7 +18,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from .._validation import check_finite, check_positive_float
-from ..linalg.local_solvers import superlu_spd
+from ..linalg.spd import off_diagonal_pivots, sparse_spd_factor
 from .validation import as_csr, check_matrix
 
 __all__ = [
@@ -49,7 +49,8 @@ def coarse_matrix_checked(A: Any, Phi: Any, *, rtol: float = SINGULAR_PIVOT_RTOL
     """The Galerkin matrix ``A_0 = Phi^T A Phi`` (sparse), refusing a rank-deficient Phi.
 
     ``A_0`` is scaled to unit diagonal and factorised by SuperLU with a
-    symmetric ordering and diagonal pivots (shifted by ``rtol / 100`` so an
+    symmetric ordering and diagonal pivots
+    (:func:`ddops.linalg.spd.sparse_spd_factor`; shifted by ``rtol / 100`` so an
     exactly dependent column gives a tiny pivot instead of a failure).  The
     pivot of column ``j`` is the squared sine of the A-angle between
     ``phi_j`` and the columns eliminated before it; a pivot at most ``rtol``
@@ -91,14 +92,12 @@ def coarse_matrix_checked(A: Any, Phi: Any, *, rtol: float = SINGULAR_PIVOT_RTOL
                          "columns, or A is not positive definite)")
     s = sp.diags(1.0 / np.sqrt(diag))
     K = (s @ A0 @ s + sp.identity(A0.shape[0]) * (rtol * 1e-2)).tocsc()
-    try:
-        lu = superlu_spd(K)
-    except RuntimeError:  # pragma: no cover - the shift keeps K positive definite
-        raise ValueError("Phi: the coarse matrix Phi^T A Phi is singular") from None
-    if not np.array_equal(lu.perm_r, lu.perm_c):
+    # the pivot of column j against K's diagonal (1 plus the shift): its squared sine
+    lu, bad = sparse_spd_factor(K, rtol=rtol)
+    if lu is None:  # pragma: no cover - the shift keeps K positive definite
+        raise ValueError("Phi: the coarse matrix Phi^T A Phi is singular")
+    if off_diagonal_pivots(lu).size:
         raise ValueError("Phi: the coarse matrix Phi^T A Phi is not positive definite")
-    pivots = lu.U.diagonal()[lu.perm_c]  # the pivot of original column j sits at perm_c[j]
-    bad = np.flatnonzero(~(pivots > rtol))
     if bad.size:
         raise ValueError(f"Phi has linearly dependent columns: column(s) {_listing(bad)} are "
                          f"(up to a squared A-angle of {rtol:g}) combinations of the other "
@@ -189,9 +188,12 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
         kept = np.sort(kept)
         kept = kept[pos[kept]]
     else:
-        lu = superlu_spd((K + sp.identity(n0) * (rtol * 1e-2)).tocsc())
-        pivots = lu.U.diagonal()[lu.perm_c]
-        kept = np.flatnonzero((pivots > rtol) & pos)
+        lu, bad = sparse_spd_factor((K + sp.identity(n0) * (rtol * 1e-2)).tocsc(), rtol=rtol)
+        if lu is None:  # pragma: no cover - the shift keeps K positive definite
+            raise ValueError("Phi: the coarse matrix Phi^T A Phi is singular")
+        good = pos.copy()
+        good[bad] = False  # dependent columns, or where SuperLU left the diagonal
+        kept = np.flatnonzero(good)
     if kept.size < n0:
         Phi = Phi[:, kept].tocsr()
     Phi.sort_indices()

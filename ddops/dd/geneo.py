@@ -37,7 +37,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_positive_float, warn
-from ..linalg.local_solvers import chunk_bounds, superlu_chunk
+from ..linalg.local_solvers import chunk_bounds
+from ..linalg.spd import sparse_spd_factor
 from .coarse_matrix import drop_dependent_columns
 from .eigen import (
     AdaptiveInfo,
@@ -389,14 +390,16 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
     factors = []
     for c in range(bounds.size - 1):  # a loop over chunks of blocks
         r0, r1 = int(bounds[c]), int(bounds[c + 1])
-        # the local solvers' SPD test: diagonal pivots only (an off-diagonal one, perm_r !=
-        # perm_c, marks an indefinite block whose U can still have a positive diagonal) and
-        # Cholesky pivots safely positive against their diagonal
+        # the SPD test of the exact solvers: diagonal pivots only (an off-diagonal one,
+        # perm_r != perm_c, marks an indefinite block whose U can still have a positive
+        # diagonal) and Cholesky pivots safely positive against their diagonal
         labels = np.arange(r0, r1) // width
-        lu, bad = superlu_chunk(K[r0:r1, r0:r1], labels, True, np.float64)
+        lu, bad = sparse_spd_factor(K[r0:r1, r0:r1])
         if lu is None:  # exactly singular: find the blocks one by one (the error path only)
             bad = [int(b) for b in np.unique(labels) if _not_spd(K, int(b) * width, width)]
             bad = bad or [int(labels[0])]
+        else:
+            bad = np.unique(labels[bad])
         if len(bad):
             raise _NotPositive([int(b) for b in bad], "N + tau B")
         factors.append((r0, r1, lu))
@@ -461,6 +464,5 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
 
 def _not_spd(K: sp.csr_matrix, r0: int, width: int) -> bool:
     """Whether the diagonal block of ``K`` at rows ``r0:r0 + width`` fails the SPD test."""
-    Kb = K[r0:r0 + width, r0:r0 + width]
-    lu, bad = superlu_chunk(Kb, np.zeros(width, dtype=np.int64), True, np.float64)
+    lu, bad = sparse_spd_factor(K[r0:r0 + width, r0:r0 + width])
     return lu is None or bool(bad.size)
