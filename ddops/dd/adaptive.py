@@ -27,18 +27,10 @@ Gram-Schmidt of :func:`ddops.dd.gdsw.gdsw_basis`) and counted in ``stats``.
 
 from __future__ import annotations
 
-from .agdsw import AGDSW_THRESHOLD, MAX_PER_COMPONENT, NEUMANN_SHIFT, agdsw_basis
-from .eigen import EIGEN_DEPENDENCE_RTOL, AdaptiveInfo, local_neumann_matrices, size_groups
-from .geneo import (
-    GENEO_BOUNDARY_RTOL,
-    GENEO_EXTRA_VECTORS,
-    GENEO_INITIAL_VECTORS,
-    GENEO_MAX_ITERATIONS,
-    GENEO_RESIDUAL_RTOL,
-    GENEO_THRESHOLD,
-    MAX_PER_SUBDOMAIN,
-    geneo_basis,
-)
+from . import agdsw, eigen, geneo
+from .agdsw import agdsw_basis
+from .eigen import AdaptiveInfo, local_neumann_matrices, size_groups
+from .geneo import geneo_basis
 
 __all__ = [
     "ADAPTIVE_COARSE_BASES",
@@ -62,3 +54,39 @@ __all__ = [
 
 #: Names of the adaptive coarse spaces.
 ADAPTIVE_COARSE_BASES = ("agdsw", "geneo")
+
+# The constants below are defined (and read) in the modules named; the values here are
+# copies for reading, so changing them here changes nothing.
+
+#: Default AGDSW threshold: :data:`ddops.dd.agdsw.AGDSW_THRESHOLD`.
+AGDSW_THRESHOLD = agdsw.AGDSW_THRESHOLD
+
+#: Default GenEO threshold: :data:`ddops.dd.geneo.GENEO_THRESHOLD`.
+GENEO_THRESHOLD = geneo.GENEO_THRESHOLD
+
+#: Default cap per interface component (AGDSW): :data:`ddops.dd.agdsw.MAX_PER_COMPONENT`.
+MAX_PER_COMPONENT = agdsw.MAX_PER_COMPONENT
+
+#: Default cap per subdomain (GenEO): :data:`ddops.dd.geneo.MAX_PER_SUBDOMAIN`.
+MAX_PER_SUBDOMAIN = geneo.MAX_PER_SUBDOMAIN
+
+#: :data:`ddops.dd.geneo.GENEO_INITIAL_VECTORS`.
+GENEO_INITIAL_VECTORS = geneo.GENEO_INITIAL_VECTORS
+
+#: :data:`ddops.dd.geneo.GENEO_EXTRA_VECTORS`.
+GENEO_EXTRA_VECTORS = geneo.GENEO_EXTRA_VECTORS
+
+#: :data:`ddops.dd.geneo.GENEO_MAX_ITERATIONS`.
+GENEO_MAX_ITERATIONS = geneo.GENEO_MAX_ITERATIONS
+
+#: :data:`ddops.dd.geneo.GENEO_RESIDUAL_RTOL`.
+GENEO_RESIDUAL_RTOL = geneo.GENEO_RESIDUAL_RTOL
+
+#: :data:`ddops.dd.geneo.GENEO_BOUNDARY_RTOL`.
+GENEO_BOUNDARY_RTOL = geneo.GENEO_BOUNDARY_RTOL
+
+#: :data:`ddops.dd.eigen.EIGEN_DEPENDENCE_RTOL`.
+EIGEN_DEPENDENCE_RTOL = eigen.EIGEN_DEPENDENCE_RTOL
+
+#: :data:`ddops.dd.agdsw.NEUMANN_SHIFT`.
+NEUMANN_SHIFT = agdsw.NEUMANN_SHIFT

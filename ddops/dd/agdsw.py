@@ -133,10 +133,12 @@ def agdsw_basis(
         Unknowns per node classified together.
     threshold : float, optional
         Keep the eigenvectors with ``lambda < threshold`` (default
-        :data:`AGDSW_THRESHOLD`); see the module notes for its meaning.
+        :data:`~ddops.dd.agdsw.AGDSW_THRESHOLD`); see :mod:`ddops.dd.agdsw` for its
+        meaning.
     max_per_component : int, optional
         At most this many eigenvectors per component (the smallest; default
-        :data:`MAX_PER_COMPONENT`); a ``RuntimeWarning`` says where it bites.
+        :data:`~ddops.dd.agdsw.MAX_PER_COMPONENT`); a ``RuntimeWarning`` says where it
+        bites.
     neumann : sequence of sparse matrices, optional
         Local Neumann matrices, one per part ``p`` on an index set that holds the
         closure of ``p`` (its unknowns and the interface unknowns around it), e.g.

@@ -63,7 +63,7 @@ def coarse_matrix_checked(A: Any, Phi: Any, *, rtol: float = SINGULAR_PIVOT_RTOL
     Phi : sparse matrix or array
         ``n x n0`` coarse basis.
     rtol : float
-        See :data:`SINGULAR_PIVOT_RTOL`.
+        See :data:`~ddops.dd.coarse_matrix.SINGULAR_PIVOT_RTOL`.
 
     Returns
     -------
@@ -128,8 +128,9 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
     span is unchanged up to that tolerance.  Unlike the pivots of a factorisation in a
     fixed order, which can all stay well above the smallest eigenvalue (a dependence
     spread over many columns), complete pivoting reveals the rank.  Coarse matrices of
-    more than :data:`DENSE_DROP_MAX` columns use the sparse factorisation of
-    :func:`coarse_matrix_checked` in its own order instead.  The builders of the coarse
+    more than :data:`~ddops.dd.coarse_matrix.DENSE_DROP_MAX` columns use the sparse
+    factorisation of :func:`~ddops.dd.coarse_matrix.coarse_matrix_checked` in its own
+    order instead.  The builders of the coarse
     spaces call it where functions of different components or subdomains can depend on
     each other (RGDSW with several null-space vectors, the adaptive spaces).
 
@@ -140,7 +141,7 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
     Phi : sparse matrix
         ``n x n0``.
     rtol : float
-        See :data:`DROP_PIVOT_RTOL`.
+        See :data:`~ddops.dd.coarse_matrix.DROP_PIVOT_RTOL`.
     first : array of bool, optional
         Columns to choose before all others (the null-space columns of the adaptive
         spaces, so that they stay whenever they are independent among themselves): the

@@ -98,8 +98,8 @@ def harmonic_extension(
         Memory bound of one block of right-hand sides.
     chunk_rows : int, optional
         Target rows of one chunk of parts factorised together (default
-        :data:`FACTOR_CHUNK_ROWS`, whatever the solver); the result does not depend on it
-        beyond rounding.
+        :data:`~ddops.dd.extension.FACTOR_CHUNK_ROWS`, whatever the solver); the result
+        does not depend on it beyond rounding.
     solver : {"auto", "superlu", "pardiso", "amg"}
         The interior solver (:func:`ddops.linalg.local_solvers.factorize_blocks`):
         ``"auto"`` is PARDISO when it is installed, else SuperLU.  ``"amg"`` is the
@@ -107,7 +107,7 @@ def harmonic_extension(
         aggregation-AMG V-cycle, stopped when the residual of every coarse function
         in every part is at most ``rtol`` times its right-hand side there
         (``||A_{I_p I_p} x - b_p|| <= rtol ||b_p||``, Euclidean norms; at most
-        :data:`EXTENSION_MAXITER` iterations).
+        :data:`~ddops.dd.extension.EXTENSION_MAXITER` iterations).
     rtol : float
         Relative residual of the inexact extension (ignored by the exact solvers).
     null_space : numpy.ndarray, optional

@@ -25,7 +25,7 @@ Where the vectors of ``Z`` are linearly dependent on a component (GDSW) or on
 a root's interface support (RGDSW), such as the rotation on a one-node
 vertex of 2D elasticity, the later vectors are dropped there (Gram-Schmidt in
 the order of the columns of ``Z``, relative tolerance
-:data:`DEPENDENCE_RTOL`); the kept ones span the same space there.
+:data:`~ddops.dd.groups.DEPENDENCE_RTOL`); the kept ones span the same space there.
 
 Both variants extend the same pieces, ``Z[:, a]`` on one component: they are the GDSW
 functions, and, the extension being linear, an RGDSW function is the weighted sum of the
@@ -47,22 +47,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_choice, check_int, check_positive_float
-from ..linalg.local_solvers import SUPERLU_PANEL_SIZE, chunk_bounds
-from .coarse_matrix import (
-    DENSE_DROP_MAX,
-    DROP_PIVOT_RTOL,
-    SINGULAR_PIVOT_RTOL,
-    coarse_matrix_checked,
-    drop_dependent_columns,
-)
-from .extension import (
-    EXTENSION_CHUNK_BYTES,
-    EXTENSION_MAXITER,
-    EXTENSION_RTOL,
-    FACTOR_CHUNK_ROWS,
-    harmonic_extension,
-)
-from .groups import DEPENDENCE_RTOL, columns_from_groups, independent_vectors
+from ..linalg import spd
+from ..linalg.local_solvers import chunk_bounds
+from . import coarse_matrix, extension, groups
+from .coarse_matrix import coarse_matrix_checked, drop_dependent_columns
+from .extension import harmonic_extension
+from .groups import columns_from_groups, independent_vectors
 from .interface import InterfaceComponents, classify_interface, interface_components
 from .nicolaides import nicolaides_basis
 from .validation import check_matrix, check_null_space, check_owner, symmetry_defect
@@ -97,6 +87,37 @@ __all__ = [
 
 #: Names accepted by ``gdsw_basis(..., variant=)``.
 GDSW_VARIANTS = ("gdsw", "rgdsw")
+
+# The constants below are defined (and read) in the modules named; the values here are
+# copies for reading, so changing them here changes nothing.
+
+#: :data:`ddops.dd.groups.DEPENDENCE_RTOL`: the default relative tolerance of the
+#: dependent-vector removal.
+DEPENDENCE_RTOL = groups.DEPENDENCE_RTOL
+
+#: :data:`ddops.dd.coarse_matrix.SINGULAR_PIVOT_RTOL`.
+SINGULAR_PIVOT_RTOL = coarse_matrix.SINGULAR_PIVOT_RTOL
+
+#: :data:`ddops.dd.coarse_matrix.DROP_PIVOT_RTOL`.
+DROP_PIVOT_RTOL = coarse_matrix.DROP_PIVOT_RTOL
+
+#: :data:`ddops.dd.coarse_matrix.DENSE_DROP_MAX`.
+DENSE_DROP_MAX = coarse_matrix.DENSE_DROP_MAX
+
+#: :data:`ddops.dd.extension.EXTENSION_CHUNK_BYTES`.
+EXTENSION_CHUNK_BYTES = extension.EXTENSION_CHUNK_BYTES
+
+#: :data:`ddops.dd.extension.EXTENSION_RTOL`.
+EXTENSION_RTOL = extension.EXTENSION_RTOL
+
+#: :data:`ddops.dd.extension.EXTENSION_MAXITER`.
+EXTENSION_MAXITER = extension.EXTENSION_MAXITER
+
+#: :data:`ddops.dd.extension.FACTOR_CHUNK_ROWS`.
+FACTOR_CHUNK_ROWS = extension.FACTOR_CHUNK_ROWS
+
+#: :data:`ddops.linalg.spd.SUPERLU_PANEL_SIZE`.
+SUPERLU_PANEL_SIZE = spd.SUPERLU_PANEL_SIZE
 
 
 @dataclass
@@ -168,7 +189,7 @@ def gdsw_basis(
         Unknowns per node classified together (interleaved vector problems).
     dependence_rtol : float
         Relative tolerance of the dependent-vector removal (see
-        :data:`DEPENDENCE_RTOL`): where the vectors of ``Z`` are linearly
+        :data:`~ddops.dd.groups.DEPENDENCE_RTOL`): where the vectors of ``Z`` are linearly
         dependent on a component (GDSW) or on a root's interface support
         (RGDSW), the later ones are dropped there; the kept ones still span
         ``Z`` on it.

@@ -135,10 +135,11 @@ def geneo_basis(
         ``ddops.problems.fem_elasticity_2d(..., neumann=d)``.  Default: computed from
         ``A`` (:mod:`ddops.dd.eigen`; needs a diagonally dominant ``A``).
     threshold : float, optional
-        Keep ``lambda < threshold`` (default :data:`GENEO_THRESHOLD`).
+        Keep ``lambda < threshold`` (default :data:`~ddops.dd.geneo.GENEO_THRESHOLD`).
     max_per_subdomain : int, optional
         At most this many eigenvectors per subdomain, those of the smallest eigenvalues
-        (default :data:`MAX_PER_SUBDOMAIN`); a ``RuntimeWarning`` says where it bites.
+        (default :data:`~ddops.dd.geneo.MAX_PER_SUBDOMAIN`); a ``RuntimeWarning`` says where
+        it bites.
     dependence_rtol : float
         Relative tolerance of the dependent-function removal.
     return_info : bool

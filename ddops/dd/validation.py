@@ -1,4 +1,4 @@
-"""Checks of the inputs shared by the coarse-space builders of :mod:`ddops.dd`.
+"""Checks of the inputs shared by the coarse-space builders of ``ddops.dd``.
 
 The matrix ``A`` (square, finite, symmetric, a positive diagonal), the partition
 ``owner`` (one integer part label per unknown) and the null space ``Z`` are checked

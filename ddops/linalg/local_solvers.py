@@ -49,13 +49,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .spd import (
-    SINGULAR_PIVOT_RTOL,
-    SUPERLU_PANEL_SIZE,
-    bad_pivots,
-    sparse_spd_factor,
-    superlu_spd,
-)
+from . import spd
+from .spd import bad_pivots, sparse_spd_factor, superlu_spd
 
 __all__ = [
     "SPARSE_SOLVERS",
@@ -100,6 +95,13 @@ CHUNK_ROWS = 2**14
 
 #: V-cycles per application of the ``"amg"`` solver.
 AMG_CYCLES = 1
+
+#: :data:`ddops.linalg.spd.SINGULAR_PIVOT_RTOL` (defined and read there): a Cholesky pivot
+#: below this fraction of its diagonal entry marks a block as numerically singular.
+SINGULAR_PIVOT_RTOL = spd.SINGULAR_PIVOT_RTOL
+
+#: :data:`ddops.linalg.spd.SUPERLU_PANEL_SIZE` (defined and read there).
+SUPERLU_PANEL_SIZE = spd.SUPERLU_PANEL_SIZE
 
 #: Relative slack of the Cauchy-Schwarz test of :func:`check_blocks_by_one_solve`.
 CAUCHY_SCHWARZ_SLACK = 1e-6
@@ -339,7 +341,7 @@ def check_blocks_by_one_solve(K: sp.spmatrix, block: np.ndarray, x: np.ndarray,
         scale = np.add.reduceat(x * x / np.where(diagonal > 0, diagonal, np.inf), start)
         forward = np.add.reduceat(x * (K @ x), start)  # x_i^T A_i x_i
         squares = np.add.reduceat(x * x, start)
-        bad = ~(np.isfinite(energy) & (energy > 0) & (energy * SINGULAR_PIVOT_RTOL <= scale)
+        bad = ~(np.isfinite(energy) & (energy > 0) & (energy * spd.SINGULAR_PIVOT_RTOL <= scale)
                 & (squares**2 <= energy * forward * (1 + CAUCHY_SCHWARZ_SLACK)))
     bad |= np.add.reduceat((diagonal <= 0).astype(np.int64), start) > 0
     return labels[bad]

@@ -70,8 +70,8 @@ def superlu_spd(K: sp.spmatrix, dtype: Any = np.float64):
     ``MMD_AT_PLUS_A`` (minimum degree on ``A + A^T``) is the ordering: on the local
     matrices of 2D Poisson at 10^6 unknowns it gives 26 M nonzeros in ``L + U``
     against 42 M for ``COLAMD`` (and a METIS nested dissection of each chunk 30 M).
-    Raises RuntimeError ("Factor is exactly singular") as :func:`scipy.sparse.linalg.splu`.
-    Nothing is checked here: see :func:`sparse_spd_factor`.
+    Raises RuntimeError ("Factor is exactly singular") as ``scipy.sparse.linalg.splu``.
+    Nothing is checked here: see :func:`ddops.linalg.spd.sparse_spd_factor`.
     """
     return spla.splu(sp.csc_matrix(K).astype(dtype, copy=False), permc_spec="MMD_AT_PLUS_A",
                      diag_pivot_thresh=0.0, panel_size=SUPERLU_PANEL_SIZE,
@@ -137,7 +137,7 @@ def sparse_spd_factor(K: sp.spmatrix, dtype: Any = np.float64, *, check_pivots: 
 def dense_spd_cholesky(M: np.ndarray, rtol: float = SINGULAR_PIVOT_RTOL):
     """Cholesky factors of a dense matrix or a stack of them, and which ones are SPD.
 
-    One batched :func:`numpy.linalg.cholesky`; only when it fails (some matrix is not
+    One batched ``numpy.linalg.cholesky``; only when it fails (some matrix is not
     positive definite) are the matrices factorised one by one to tell which.  A matrix
     is accepted when its factorisation succeeds and every squared diagonal entry of ``L``
     passes :func:`bad_pivots` against the matrix's diagonal.  Like numpy, only the lower
