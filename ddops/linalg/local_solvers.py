@@ -48,7 +48,9 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
+
+from . import spd
+from .spd import bad_pivots, sparse_spd_factor, superlu_spd
 
 __all__ = [
     "SPARSE_SOLVERS",
@@ -77,6 +79,10 @@ __all__ = [
     "superlu_chunk",
 ]
 
+# kept for callers outside ddops.dd and ddops.linalg (ddops.precond.schwarz, and through it
+# ddops.distributed.precond); to be removed
+_bad_pivots = bad_pivots
+
 #: Sparse solvers of :func:`factorize_blocks`.
 SPARSE_SOLVERS = ("superlu", "pardiso", "amg")
 
@@ -90,12 +96,12 @@ CHUNK_ROWS = 2**14
 #: V-cycles per application of the ``"amg"`` solver.
 AMG_CYCLES = 1
 
-#: A Cholesky pivot below this fraction of its diagonal entry marks a block as
-#: numerically singular (condition number of the diagonally scaled block above 1e12).
-SINGULAR_PIVOT_RTOL = 1e-12
+#: :data:`ddops.linalg.spd.SINGULAR_PIVOT_RTOL` (defined and read there): a Cholesky pivot
+#: below this fraction of its diagonal entry marks a block as numerically singular.
+SINGULAR_PIVOT_RTOL = spd.SINGULAR_PIVOT_RTOL
 
-#: SuperLU's panel size (its default is 10): 15-25% faster on Poisson subdomains.
-SUPERLU_PANEL_SIZE = 4
+#: :data:`ddops.linalg.spd.SUPERLU_PANEL_SIZE` (defined and read there).
+SUPERLU_PANEL_SIZE = spd.SUPERLU_PANEL_SIZE
 
 #: Relative slack of the Cauchy-Schwarz test of :func:`check_blocks_by_one_solve`.
 CAUCHY_SCHWARZ_SLACK = 1e-6
@@ -303,13 +309,6 @@ def chunk_bounds(offsets: np.ndarray, chunk_rows: int) -> np.ndarray:
     return np.concatenate([starts[first], [offsets[-1]]]).astype(np.int64)
 
 
-def _bad_pivots(pivots: np.ndarray, diagonal: np.ndarray) -> np.ndarray:
-    """Mask of Cholesky pivots that are not safely positive relative to their diagonal."""
-    ok = (pivots > 0) & (diagonal > 0)
-    ratio = np.divide(pivots, diagonal, out=np.zeros_like(pivots), where=ok)
-    return ~ok | (ratio <= SINGULAR_PIVOT_RTOL)
-
-
 def check_blocks_by_one_solve(K: sp.spmatrix, block: np.ndarray, x: np.ndarray,
                               z: np.ndarray) -> np.ndarray:
     """Labels of the blocks of ``K`` that fail the one-solve SPD test, sorted.
@@ -342,7 +341,7 @@ def check_blocks_by_one_solve(K: sp.spmatrix, block: np.ndarray, x: np.ndarray,
         scale = np.add.reduceat(x * x / np.where(diagonal > 0, diagonal, np.inf), start)
         forward = np.add.reduceat(x * (K @ x), start)  # x_i^T A_i x_i
         squares = np.add.reduceat(x * x, start)
-        bad = ~(np.isfinite(energy) & (energy > 0) & (energy * SINGULAR_PIVOT_RTOL <= scale)
+        bad = ~(np.isfinite(energy) & (energy > 0) & (energy * spd.SINGULAR_PIVOT_RTOL <= scale)
                 & (squares**2 <= energy * forward * (1 + CAUCHY_SCHWARZ_SLACK)))
     bad |= np.add.reduceat((diagonal <= 0).astype(np.int64), start) > 0
     return labels[bad]
@@ -353,34 +352,19 @@ def _test_vector(m: int, dtype: Any) -> np.ndarray:
     return np.random.default_rng(0).standard_normal(m).astype(dtype).astype(np.float64)
 
 
-def superlu_spd(K: sp.spmatrix, dtype: Any = np.float64):
-    """SuperLU of an SPD matrix: symmetric ordering, diagonal pivots (a Cholesky in effect).
-
-    ``MMD_AT_PLUS_A`` (minimum degree on ``A + A^T``) is the ordering: on the local
-    matrices of 2D Poisson at 10^6 unknowns it gives 26 M nonzeros in ``L + U``
-    against 42 M for ``COLAMD`` (and a METIS nested dissection of each chunk 30 M).
-    Raises RuntimeError ("Factor is exactly singular") as :func:`scipy.sparse.linalg.splu`.
-    """
-    return spla.splu(sp.csc_matrix(K).astype(dtype, copy=False), permc_spec="MMD_AT_PLUS_A",
-                     diag_pivot_thresh=0.0, panel_size=SUPERLU_PANEL_SIZE,
-                     options={"SymmetricMode": True})
-
-
 def superlu_chunk(K: sp.spmatrix, block: np.ndarray, exact: bool, dtype: Any):
     """SuperLU of one chunk and the labels of its bad blocks (None: exactly singular).
 
-    ``exact=True`` reads the pivots (``lu.U``), which makes scipy keep CSC copies of the
-    factors for their lifetime; ``exact=False`` uses :func:`check_blocks_by_one_solve`.
+    The SPD test of :func:`ddops.linalg.spd.sparse_spd_factor` (diagonal pivots only), with
+    ``exact=True`` on the pivots themselves (``lu.U``, which makes scipy keep CSC copies of
+    the factors for their lifetime); ``exact=False`` uses :func:`check_blocks_by_one_solve`
+    instead of the pivots.
     """
-    try:
-        lu = superlu_spd(K, dtype)
-    except RuntimeError:  # "Factor is exactly singular"
+    lu, bad = sparse_spd_factor(K, dtype, check_pivots=exact)
+    if lu is None:
         return None, None
-    if not np.array_equal(lu.perm_r, lu.perm_c):  # an off-diagonal pivot: not SPD
-        return lu, np.unique(block[lu.perm_r != lu.perm_c])
-    if exact:  # the LDL^T pivots (original index k sits at perm_c[k])
-        pivots = lu.U.diagonal()[lu.perm_c].astype(np.float64)
-        return lu, np.unique(block[_bad_pivots(pivots, K.diagonal())])
+    if bad.size or exact:
+        return lu, np.unique(block[bad])
     x = _test_vector(K.shape[0], dtype)
     z = lu.solve(x.astype(dtype)).astype(np.float64, copy=False)
     return lu, check_blocks_by_one_solve(K, block, x, z)

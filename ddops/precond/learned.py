@@ -57,6 +57,7 @@ from ..backend import asarray, check_backend, get_array_module, to_numpy
 from ..dd.coarse import MATRIX_COARSE_BASES
 from ..dd.decomposition import Decomposition, Decomposition1D
 from ..learning.training import Trainer, TrainingConfig
+from ..linalg.spd import sparse_spd_factor
 from ..operators import PARTITIONS, SchwarzOperator, init_scale
 from .schwarz import TwoLevelSchwarz, _check_matrix, _check_symmetric, solve_with_history
 
@@ -141,15 +142,14 @@ def _spd_factor(A: sp.csr_matrix) -> tuple[Any, sp.csr_matrix]:
     Returns the SuperLU object (for solves) and ``C = P^T L D^{1/2}``.
     """
     n = A.shape[0]
-    try:
-        lu = spla.splu(sp.csc_matrix(A), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                       options={"SymmetricMode": True})
-    except RuntimeError:
-        raise ValueError("A is singular; the energy distribution needs an SPD matrix") from None
-    pivots = lu.U.diagonal()
-    if not np.array_equal(lu.perm_r, lu.perm_c) or not np.all(pivots > 0):
-        raise ValueError("A is not positive definite (a non-positive pivot in its LDL^T "
-                         "factorisation); the energy distribution needs an SPD matrix")
+    lu, bad = sparse_spd_factor(A)  # the exact solvers' SPD test
+    if lu is None:
+        raise ValueError("A is singular; the energy distribution needs an SPD matrix")
+    if bad.size:
+        raise ValueError("A is not positive definite (a non-positive, vanishing or off-diagonal "
+                         "pivot in its LDL^T factorisation); the energy distribution needs an "
+                         "SPD matrix")
+    pivots = lu.U.diagonal()  # in U's (permuted) order, as L's columns
     P = sp.csr_matrix((np.ones(n), (lu.perm_r, np.arange(n))), shape=(n, n))
     C = (P.T @ lu.L @ sp.diags(np.sqrt(pivots))).tocsr()
     return lu, C

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 import ddops
-from ddops.dd import adaptive
+from ddops.dd import adaptive, agdsw
 from ddops.dd.adaptive import agdsw_basis, geneo_basis
 from ddops.dd.gdsw import drop_dependent_columns, gdsw_basis, interface_components
 from ddops.precond.schwarz import TwoLevelSchwarz
@@ -77,8 +77,8 @@ def test_agdsw_eigenproblems_match_dense_schur_complements():
     d = ddops.Decomposition.from_grid((n, n), (3, 3))
     comps = interface_components(A, d.owner)
     x, comp = comps.interface, comps.component
-    lam_groups, _, sizes = adaptive._agdsw_eigenpairs(A, d.owner, comps, 2**26,
-                                                      np.zeros((x.size, 0)))
+    lam_groups, _, sizes = agdsw._agdsw_eigenpairs(A, d.owner, comps, 2**26,
+                                                   np.zeros((x.size, 0)))
     got = {}
     for members, lam in lam_groups.values():
         for m, row in zip(members, lam, strict=True):

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 import ddops
 from ddops import _validation as validation
-from ddops.dd import adaptive
+from ddops.dd import agdsw, geneo
 from ddops.dd.adaptive import agdsw_basis, geneo_basis, local_neumann_matrices
 from ddops.dd.gdsw import gdsw_basis, interface_components
 from ddops.problems import diffusion_2d, high_contrast_channels
@@ -45,7 +45,7 @@ def test_geneo_warns_once_when_the_subspace_iteration_hits_its_limit(monkeypatch
     A = channels(n, 1e6)
     d = ddops.Decomposition.from_grid((n, n), (3, 3), overlap=1)
     geneo_basis(A, d)  # converges within the limit: no warning (RuntimeWarnings are errors)
-    monkeypatch.setattr(adaptive, "GENEO_MAX_ITERATIONS", 2)
+    monkeypatch.setattr(geneo, "GENEO_MAX_ITERATIONS", 2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         geneo_basis(A, d)
@@ -84,15 +84,15 @@ def _agdsw_pencils(A, owner, monkeypatch):
     """The (S^N_e, S^D_e) pencil of every component as AGDSW builds it."""
     comps = interface_components(A, owner)
     store = []
-    real = adaptive._generalized_eigh
+    real = agdsw.generalized_eigh
 
     def spy(SN, SD):
         store.append((SN.copy(), SD.copy()))
         return real(SN, SD)
 
-    monkeypatch.setattr(adaptive, "_generalized_eigh", spy)
-    groups, _, sizes = adaptive._agdsw_eigenpairs(A, owner, comps, 2**26,
-                                                  np.zeros((comps.interface.size, 0)))
+    monkeypatch.setattr(agdsw, "generalized_eigh", spy)
+    groups, _, sizes = agdsw._agdsw_eigenpairs(A, owner, comps, 2**26,
+                                               np.zeros((comps.interface.size, 0)))
     got = {}
     for (members, _), (SN, SD) in zip(groups.values(), store, strict=True):
         for j, c in enumerate(members):

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 import ddops
-from ddops.dd import gdsw
+from ddops.dd import extension
 from ddops.dd.gdsw import EXTENSION_RTOL, gdsw_basis, harmonic_extension
 from tests._optional import need
 
@@ -166,7 +166,7 @@ def test_default_rtol_is_pinned_and_applied(medium):
     really used)."""
     need("amg")
     assert EXTENSION_RTOL == 1e-6
-    assert gdsw.EXTENSION_RTOL == 1e-6
+    assert extension.EXTENSION_RTOL == 1e-6
     G = medium.random_values(5, seed=2)
     Gs = sp.csr_matrix(G)
     default = harmonic_extension(medium.A, medium.owner, medium.interface, Gs,
@@ -259,9 +259,9 @@ def test_iteration_limit_is_pinned_and_stops_with_a_message(medium, monkeypatch)
     iteration and a tolerance one V-cycle cannot reach, the extension stops with a
     ValueError naming the tolerance instead of returning an unconverged basis."""
     need("amg")
-    assert gdsw.EXTENSION_MAXITER == 200
+    assert extension.EXTENSION_MAXITER == 200
     G = sp.csr_matrix(medium.random_values(3, seed=5))
-    monkeypatch.setattr(gdsw, "EXTENSION_MAXITER", 1)
+    monkeypatch.setattr(extension, "EXTENSION_MAXITER", 1)
     with pytest.raises(ValueError, match=r"rtol=1e-12 in 1 preconditioned CG"):
         harmonic_extension(medium.A, medium.owner, medium.interface, G, solver="amg",
                            rtol=1e-12)

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 import ddops
-from ddops.dd import gdsw
+from ddops.dd import extension, gdsw
 from ddops.dd.gdsw import chunk_bounds, gdsw_basis, harmonic_extension
 from ddops.precond import corrections
 from ddops.precond.schwarz import TwoLevelSchwarz
@@ -80,9 +80,9 @@ def test_local_solver_against_explicit_inverses(monkeypatch):
 @pytest.mark.parametrize("variant", ["gdsw", "rgdsw"])
 def test_chunked_harmonic_extension_matches_one_factorisation(monkeypatch, variant):
     A, d = _problem(30, 5)
-    monkeypatch.setattr(gdsw, "FACTOR_CHUNK_ROWS", SINGLE)
+    monkeypatch.setattr(extension, "FACTOR_CHUNK_ROWS", SINGLE)
     one = gdsw_basis(A, d.owner, variant=variant)
-    monkeypatch.setattr(gdsw, "FACTOR_CHUNK_ROWS", 1)  # one part per chunk
+    monkeypatch.setattr(extension, "FACTOR_CHUNK_ROWS", 1)  # one part per chunk
     chunked = gdsw_basis(A, d.owner, variant=variant)
     assert one.nnz == chunked.nnz
     assert rel(chunked.toarray(), one.toarray()) < 1e-12

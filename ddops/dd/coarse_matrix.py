@@ -1,0 +1,206 @@
+"""The Galerkin coarse matrix ``Phi^T A Phi``: checked for full rank, and cleaned of dependence.
+
+A coarse basis ``Phi`` whose columns are (numerically) linearly dependent gives a singular
+coarse matrix.  :func:`coarse_matrix_checked` forms ``A_0 = Phi^T A Phi`` and refuses such a
+``Phi``, naming the dependent columns; :func:`drop_dependent_columns` removes them instead
+(the coarse-space builders call it where functions of different components or subdomains
+can depend on each other).  Both measure a column by its pivot in a Cholesky factorisation
+of the unit-diagonal scaled coarse matrix: the squared sine of its ``A``-angle to the
+columns eliminated before it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+from .._validation import check_finite, check_positive_float
+from ..linalg.spd import off_diagonal_pivots, sparse_spd_factor
+from .validation import as_csr, check_matrix
+
+__all__ = [
+    "SINGULAR_PIVOT_RTOL",
+    "DROP_PIVOT_RTOL",
+    "DENSE_DROP_MAX",
+    "coarse_matrix_checked",
+    "drop_dependent_columns",
+]
+
+#: :func:`coarse_matrix_checked` flags a column of Phi as dependent when its
+#: pivot in the Cholesky factorisation of the unit-diagonal scaled coarse
+#: matrix, the squared sine of its A-angle to the columns eliminated before
+#: it, is at most this.
+SINGULAR_PIVOT_RTOL = 1e-12
+
+#: :func:`drop_dependent_columns` drops a column of Phi whose pivot (the squared sine of its
+#: A-angle to the columns eliminated before it) is at most this: 100 times the tolerance of
+#: :func:`coarse_matrix_checked`, so that what is kept always passes that check.
+DROP_PIVOT_RTOL = 1e-10
+
+#: :func:`drop_dependent_columns` uses a dense pivoted Cholesky factorisation up to this many
+#: coarse functions (about 3 s at 4000 on one core), a sparse one beyond.
+DENSE_DROP_MAX = 4000
+
+
+def coarse_matrix_checked(A: Any, Phi: Any, *, rtol: float = SINGULAR_PIVOT_RTOL) -> sp.csr_matrix:
+    """The Galerkin matrix ``A_0 = Phi^T A Phi`` (sparse), refusing a rank-deficient Phi.
+
+    ``A_0`` is scaled to unit diagonal and factorised by SuperLU with a
+    symmetric ordering and diagonal pivots
+    (:func:`ddops.linalg.spd.sparse_spd_factor`; shifted by ``rtol / 100`` so an
+    exactly dependent column gives a tiny pivot instead of a failure).  The
+    pivot of column ``j`` is the squared sine of the A-angle between
+    ``phi_j`` and the columns eliminated before it; a pivot at most ``rtol``
+    marks ``phi_j`` as a combination of them.
+
+    Parameters
+    ----------
+    A : sparse matrix or array
+        SPD ``n x n``.
+    Phi : sparse matrix or array
+        ``n x n0`` coarse basis.
+    rtol : float
+        See :data:`~ddops.dd.coarse_matrix.SINGULAR_PIVOT_RTOL`.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        ``A_0`` (``n0 x n0``, exactly symmetric).
+
+    Raises
+    ------
+    ValueError
+        Zero columns, or columns that are (numerically) linear combinations of
+        others; the message lists them.
+    """
+    rtol = check_positive_float("rtol", rtol)
+    A = check_matrix(A)
+    Phi = as_csr("Phi", Phi)
+    if Phi.shape[0] != A.shape[0] or Phi.shape[1] < 1:
+        raise ValueError(f"Phi must have shape ({A.shape[0]}, n0 >= 1), got {Phi.shape}")
+    check_finite("Phi", Phi.data)
+    A0 = (Phi.T @ A @ Phi).tocsr()
+    A0 = ((A0 + A0.T) * 0.5).tocsr()
+    A0.sort_indices()
+    diag = A0.diagonal()
+    zero = np.flatnonzero(~(diag > 0))
+    if zero.size:
+        raise ValueError(f"Phi: column(s) {_listing(zero)} have zero energy phi^T A phi (zero "
+                         "columns, or A is not positive definite)")
+    s = sp.diags(1.0 / np.sqrt(diag))
+    K = (s @ A0 @ s + sp.identity(A0.shape[0]) * (rtol * 1e-2)).tocsc()
+    # the pivot of column j against K's diagonal (1 plus the shift): its squared sine
+    lu, bad = sparse_spd_factor(K, rtol=rtol)
+    if lu is None:  # pragma: no cover - the shift keeps K positive definite
+        raise ValueError("Phi: the coarse matrix Phi^T A Phi is singular")
+    if off_diagonal_pivots(lu).size:
+        raise ValueError("Phi: the coarse matrix Phi^T A Phi is not positive definite")
+    if bad.size:
+        raise ValueError(f"Phi has linearly dependent columns: column(s) {_listing(bad)} are "
+                         f"(up to a squared A-angle of {rtol:g}) combinations of the other "
+                         "columns; remove them")
+    return A0
+
+
+def _scaled_coarse(A: sp.csr_matrix, Phi: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+    """``Phi^T A Phi`` scaled to unit diagonal (zero-energy columns: a unit diagonal), and
+    the mask of the columns of positive energy."""
+    A0 = (Phi.T @ A @ Phi).tocsr()
+    A0 = ((A0 + A0.T) * 0.5).tocsr()
+    diag = A0.diagonal()
+    pos = diag > 0
+    s = sp.diags(np.where(pos, 1.0 / np.sqrt(np.where(pos, diag, 1.0)), 0.0))
+    return (s @ A0 @ s + sp.diags((~pos).astype(np.float64))).tocsr(), pos
+
+
+def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
+                           first: Any = None) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Phi without its (numerically) linearly dependent columns, and the kept column indices.
+
+    The Galerkin matrix ``Phi^T A Phi`` is scaled to unit diagonal and factorised by a
+    Cholesky factorisation with complete (diagonal) pivoting, LAPACK ``dpstrf``: every
+    step eliminates the column with the largest remaining pivot, the squared sine of its
+    A-angle to the columns already chosen, and the factorisation stops when that is at
+    most ``rtol``; the columns not chosen are dropped (zero-energy columns too).  The
+    span is unchanged up to that tolerance.  Unlike the pivots of a factorisation in a
+    fixed order, which can all stay well above the smallest eigenvalue (a dependence
+    spread over many columns), complete pivoting reveals the rank.  Coarse matrices of
+    more than :data:`~ddops.dd.coarse_matrix.DENSE_DROP_MAX` columns use the sparse
+    factorisation of :func:`~ddops.dd.coarse_matrix.coarse_matrix_checked` in its own
+    order instead.  The builders of the coarse
+    spaces call it where functions of different components or subdomains can depend on
+    each other (RGDSW with several null-space vectors, the adaptive spaces).
+
+    Parameters
+    ----------
+    A : sparse matrix
+        SPD ``n x n``.
+    Phi : sparse matrix
+        ``n x n0``.
+    rtol : float
+        See :data:`~ddops.dd.coarse_matrix.DROP_PIVOT_RTOL`.
+    first : array of bool, optional
+        Columns to choose before all others (the null-space columns of the adaptive
+        spaces, so that they stay whenever they are independent among themselves): the
+        others are then chosen on the Schur complement of these.
+
+    Returns
+    -------
+    Phi : scipy.sparse.csr_matrix
+        The kept columns, in their order.
+    kept : numpy.ndarray
+        Their indices in the given Phi (increasing).
+    """
+    from scipy.linalg import lapack
+
+    rtol = check_positive_float("rtol", rtol)
+    A = check_matrix(A)
+    Phi = as_csr("Phi", Phi)
+    if Phi.shape[0] != A.shape[0]:
+        raise ValueError(f"Phi must have {A.shape[0]} rows, got shape {Phi.shape}")
+    n0 = Phi.shape[1]
+    if n0 == 0:
+        return Phi, np.zeros(0, dtype=np.int64)
+    K, pos = _scaled_coarse(A, Phi)
+    if n0 <= DENSE_DROP_MAX:
+        Kd = K.toarray()
+        order = np.arange(n0)
+        if first is not None:
+            first = np.asarray(first, dtype=bool)
+            if first.shape != (n0,):
+                raise ValueError(f"first must be a Boolean mask of shape ({n0},), got "
+                                 f"{first.shape}")
+            order = np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)])
+        m = int(first.sum()) if first is not None else n0
+        K1 = Kd[np.ix_(order[:m], order[:m])]
+        _, piv, rank, _ = lapack.dpstrf(K1, lower=1, tol=rtol)
+        kept = order[:m][piv[:rank] - 1]
+        if m < n0:
+            rest = order[m:]
+            C = Kd[np.ix_(kept, rest)]
+            L = np.linalg.cholesky(Kd[np.ix_(kept, kept)]) if kept.size else None
+            W = sla.solve_triangular(L, C, lower=True) if kept.size else C[:0]
+            S = Kd[np.ix_(rest, rest)] - W.T @ W
+            _, piv, rank, _ = lapack.dpstrf(0.5 * (S + S.T), lower=1, tol=rtol)
+            kept = np.concatenate([kept, rest[piv[:rank] - 1]])
+        kept = np.sort(kept)
+        kept = kept[pos[kept]]
+    else:
+        lu, bad = sparse_spd_factor((K + sp.identity(n0) * (rtol * 1e-2)).tocsc(), rtol=rtol)
+        if lu is None:  # pragma: no cover - the shift keeps K positive definite
+            raise ValueError("Phi: the coarse matrix Phi^T A Phi is singular")
+        good = pos.copy()
+        good[bad] = False  # dependent columns, or where SuperLU left the diagonal
+        kept = np.flatnonzero(good)
+    if kept.size < n0:
+        Phi = Phi[:, kept].tocsr()
+    Phi.sort_indices()
+    return Phi, kept.astype(np.int64)
+
+
+def _listing(idx: np.ndarray, limit: int = 20) -> str:
+    shown = ", ".join(str(int(i)) for i in idx[:limit])
+    return f"[{shown}{', ...' if idx.size > limit else ''}] ({idx.size} in all)"
