@@ -92,8 +92,8 @@ from ..dd.coarse import (
     validate_coarse_matrix,
 )
 from ..dd.coarse import coarse_basis as build_coarse_basis
-from ..linalg.local_solvers import _bad_pivots
-from ..precond.corrections import sparse_spd_factor as _sparse_spd_factor
+from ..linalg.spd import bad_pivots as _bad_pivots
+from ..linalg.spd import sparse_spd_factor as _sparse_spd_factor
 from ..precond.schwarz import (
     COARSE_DENSE_MAX,
     TwoLevelSchwarz,

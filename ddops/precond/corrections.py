@@ -29,17 +29,17 @@ from .._validation import check_memory, fits_in_memory, subdomain_matrix_name, w
 from ..backend import asarray
 from ..dd.coarse import coarse_basis as build_coarse_basis
 from ..dd.coarse import validate_coarse_matrix
+from ..dd.coarse_matrix import coarse_matrix_checked
 from ..dd.decomposition import Decomposition
-from ..dd.gdsw import FACTOR_CHUNK_ROWS, coarse_matrix_checked
+from ..dd.extension import FACTOR_CHUNK_ROWS
 from ..dd.kernel import ground_basis
 from ..linalg.local_solvers import (
     BlockSolver,
     SingularBlockError,
-    _bad_pivots,
     default_exact_solver,
     factorize_blocks,
-    superlu_chunk,
 )
+from ..linalg.spd import dense_spd_cholesky, sparse_spd_factor
 
 __all__ = [
     "DENSE_LOCAL_LIMIT_BYTES",
@@ -48,6 +48,7 @@ __all__ = [
     "EXACT_PIVOT_CHECK_ROWS",
     "SINGULAR_HINT",
     "SingularMatrixError",
+    "entry_map",
     "OverlappingCorrection",
     "CoarseCorrection",
     "SumCorrection",
@@ -79,36 +80,6 @@ EXACT_PIVOT_CHECK_ROWS = 2**17
 # the stacked restrictions S_in / S_out of each variant: the weights of the rows
 _WEIGHTS = {"additive": ("none", "none"), "restricted": ("none", "full"),
             "symmetric_restricted": ("sqrt", "sqrt"), "hybrid": ("none", "none")}
-
-
-def sparse_spd_factor(K: sp.spmatrix) -> tuple[Any, np.ndarray | None]:
-    """SuperLU factorisation of a symmetric matrix with its pivots checked.
-
-    Every unknown is its own block of :func:`ddops.linalg.local_solvers.superlu_chunk`,
-    which reads the ``LDL^T`` pivots of SuperLU's symmetric mode.
-
-    Returns
-    -------
-    lu : SuperLU or None
-        The factorisation, or None when SuperLU hit an exactly zero pivot.
-    bad : array of int or None
-        Original indices of non-positive, tiny or off-diagonal pivots (empty when SPD).
-    """
-    K = sp.csc_matrix(K)
-    return superlu_chunk(K, np.arange(K.shape[0]), True, np.float64)
-
-
-def dense_spd_blocks_ok(blocks: np.ndarray) -> np.ndarray:
-    """Which dense blocks are numerically SPD (used only to name a failing block)."""
-    ok = np.ones(blocks.shape[0], dtype=bool)
-    for i, block in enumerate(blocks):
-        try:
-            L = np.linalg.cholesky(block)
-        except np.linalg.LinAlgError:
-            ok[i] = False
-            continue
-        ok[i] = not _bad_pivots(np.diagonal(L) ** 2, np.diagonal(block)).any()
-    return ok
 
 
 def entry_map(A: sp.csr_matrix, S: sp.csr_matrix, block_of_row: np.ndarray) -> sp.coo_matrix:
@@ -267,12 +238,8 @@ class OverlappingCorrection:
         # identity on padding rows keeps every padded block nonsingular; S has empty
         # rows there, so the padding never reaches the result
         dense[self._padding[0], self._padding[1], self._padding[1]] = 1.0
-        try:
-            L = np.linalg.cholesky(dense)
-            bad = _bad_pivots(np.diagonal(L, axis1=1, axis2=2) ** 2,
-                              np.diagonal(dense, axis1=1, axis2=2)).any(axis=1)
-        except np.linalg.LinAlgError:
-            bad = ~dense_spd_blocks_ok(dense)
+        L, ok = dense_spd_cholesky(dense)
+        bad = ~ok
         if bad.any():
             raise self._singular_block_error(int(np.flatnonzero(bad)[0]))
         # explicit inverses A_i^{-1} = L^{-T} L^{-1}: one batched GEMM per application
@@ -509,13 +476,10 @@ class CoarseCorrection:
         self._PhiT = self._Phi.T if backend == "numpy" else asarray(
             Phi.T.tocsr().astype(dt, copy=False), backend=backend)
         if self.dim <= COARSE_DENSE_MAX or backend == "cupy":
-            A0d = A0.toarray()
-            try:
-                c, lower = sla.cho_factor(A0d, lower=True, check_finite=False)
-            except np.linalg.LinAlgError:
-                raise singular.error() from None
-            if _bad_pivots(np.diagonal(c) ** 2, np.diagonal(A0d)).any():
+            c, ok = dense_spd_cholesky(A0.toarray())
+            if not ok:
                 raise singular.error()
+            lower = True
             self.solver = "dense"
             self._cho = (c, lower)
             if backend == "cupy":  # no cho_solve on the GPU: ship A_0^{-1}

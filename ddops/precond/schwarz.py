@@ -43,20 +43,20 @@ from .._validation import (
 from ..backend import asarray, check_backend
 from ..dd.coarse import resolve_coarse_kind
 from ..dd.decomposition import Decomposition
-from ..dd.gdsw import symmetry_defect
 from ..dd.kernel import (
     KERNEL_RHS_RTOL,
     KERNEL_RTOL,
     check_kernel,
     remove_kernel,
 )
+from ..dd.validation import symmetry_defect
 from ..linalg.local_solvers import (
-    SINGULAR_PIVOT_RTOL,
     BlockSolver,
     check_threads,
     pardiso_available,
     thread_limit,
 )
+from ..linalg.spd import SINGULAR_PIVOT_RTOL
 from ..operators.linop import DENSE_LIMIT_BYTES, BackendLinearOperator
 from .corrections import (
     COARSE_DENSE_MAX,
