@@ -171,6 +171,9 @@ class Decomposition:
     def _init_from_packed(self, indices, sizes, num_dofs, interface_nodes, coordinates, h, *,
                           owner=None, shared_nodes=None, block_size=1, owner_checked=False,
                           coordinates_known=True):
+        #: seconds of the construction by phase (``partition_seconds``, ``overlap_seconds``
+        #: for :meth:`from_matrix`; empty otherwise)
+        self.setup_stats: dict = {}
         if indices.size and (indices.min() < 0 or indices.max() >= num_dofs):
             raise ValueError(f"subdomains: indices must lie in [0, {num_dofs}), got "
                              f"[{indices.min()}, {indices.max()}]")
@@ -650,10 +653,13 @@ def decomposition_from_matrix(A: Any, subdomains: int | None = None, overlap: in
         With the non-overlapping labels as ``owner`` (one per unknown), and
         ``coordinates`` per unknown when given (``n`` or ``n x d``).
     """
+    timings: dict = {}
     indices, sizes, owner, points, b = matrix_subdomains(
         A, subdomains, overlap, partitioner=partitioner, coordinates=coordinates,
-        block_size=block_size, seed=seed)
-    return _decomposition(indices, sizes, owner, points, block_size=b)
+        block_size=block_size, seed=seed, timings=timings)
+    d = _decomposition(indices, sizes, owner, points, block_size=b)
+    d.setup_stats = timings
+    return d
 
 
 def decomposition_from_grid(shape: Sequence[int], parts: Sequence[int],

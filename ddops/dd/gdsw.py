@@ -40,7 +40,7 @@ interface classification, the harmonic extension, the Nicolaides space
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -144,6 +144,9 @@ class GDSWInfo:
         The interface unknowns when every column is exactly discrete harmonic off them
         (an exact extension: ``A Phi`` vanishes on the other rows up to rounding, so
         ``Phi^T A Phi = Phi_G^T (A Phi)_G``); None after the inexact extension.
+    stats : dict
+        Seconds by phase: ``interface_seconds`` (the interface and its components),
+        ``extension_seconds`` (the harmonic extension) and ``seconds`` (all).
     """
 
     variant: str
@@ -153,6 +156,7 @@ class GDSWInfo:
     dropped: int
     seconds: float
     harmonic_interface: np.ndarray | None = None
+    stats: dict = field(default_factory=dict)
 
 
 def gdsw_basis(
@@ -232,6 +236,7 @@ def gdsw_basis(
     owner = check_owner(owner, n)
     Z = check_null_space(null_space, n)
     comps = classify_interface(A, owner, interface, block_size)
+    interface_seconds = time.perf_counter() - start
     if comps.interface.size == 0:
         raise ValueError("owner: the partition has a single part (or parts A does not couple), "
                          "so there is no interface and no GDSW coarse function")
@@ -271,8 +276,10 @@ def gdsw_basis(
         Phi_G = (pieces_G @ combine).tocsr()
     # the extension is linear: extending the kept (GDSW) or combined (RGDSW) interface
     # values solves with as few columns as there are functions next to a part
+    extension_start = time.perf_counter()
     Phi = harmonic_extension(A, owner, x, Phi_G, chunk_bytes=chunk_bytes, solver=solver,
                              rtol=extension_rtol, null_space=Z)
+    extension_seconds = time.perf_counter() - extension_start
     Phi.eliminate_zeros()
     Phi.sort_indices()
     col_group, col_vector = np.nonzero(keep)
@@ -288,5 +295,8 @@ def gdsw_basis(
     info = GDSWInfo(variant=variant, components=comps,
                     column_component=group_component[col_group], column_vector=col_vector,
                     dropped=dropped, seconds=time.perf_counter() - start,
-                    harmonic_interface=None if solver == "amg" else x)
+                    harmonic_interface=None if solver == "amg" else x,
+                    stats={"interface_seconds": interface_seconds,
+                           "extension_seconds": extension_seconds})
+    info.stats["seconds"] = info.seconds
     return Phi, info

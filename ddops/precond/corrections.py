@@ -19,6 +19,7 @@ numeric phase (:meth:`~ddops.precond.schwarz.TwoLevelSchwarz.update`).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -214,15 +215,19 @@ class OverlappingCorrection:
         reusable = getattr(self.solver, "refactor", None)
         # release the old factors first: they are not needed for the new ones
         self.solver = self.inverses = None
+        start = time.perf_counter()
         if self.local_solver == "dense":
-            self._factor_dense(A)
-        elif reusable is not None:
+            blocks = self._dense_blocks(A)
+            self.extraction_seconds = time.perf_counter() - start
+            self._factor_dense(blocks)
+        else:
+            K = self.subdomain_matrices(A)
+            self.extraction_seconds = time.perf_counter() - start
             try:
-                self.solver = reusable(self.subdomain_matrices(A))
+                self.solver = reusable(K) if reusable is not None else self._factor_sparse(K)
             except SingularBlockError as exc:
                 raise self._singular_block_error(exc.block) from None
-        else:
-            self._factor_sparse(A)
+        self.factorization_seconds = time.perf_counter() - start - self.extraction_seconds
 
     def _singular_block_error(self, i: int) -> ValueError:
         # subdomain_matrix_name already names the subdomain; the size follows it once
@@ -230,7 +235,8 @@ class OverlappingCorrection:
                           f"{int(self.decomposition.sizes[i])} unknowns, is singular or not "
                           f"positive definite{self._singular_hint}")
 
-    def _factor_dense(self, A: sp.csr_matrix) -> None:
+    def _dense_blocks(self, A: sp.csr_matrix) -> np.ndarray:
+        """The padded subdomain matrices ``(N, p, p)`` of ``A`` (dense solver)."""
         d = self.decomposition
         N, p = d.num_subdomains, d.max_size
         dense = np.zeros((N, p, p))
@@ -238,6 +244,9 @@ class OverlappingCorrection:
         # identity on padding rows keeps every padded block nonsingular; S has empty
         # rows there, so the padding never reaches the result
         dense[self._padding[0], self._padding[1], self._padding[1]] = 1.0
+        return dense
+
+    def _factor_dense(self, dense: np.ndarray) -> None:
         L, ok = dense_spd_cholesky(dense)
         bad = ~ok
         if bad.any():
@@ -250,17 +259,12 @@ class OverlappingCorrection:
         xp = np if self.backend == "numpy" else _cupy()
         self.inverses = xp.asarray(inv.astype(inv_dtype))
 
-    def _factor_sparse(self, A: sp.csr_matrix) -> None:
-        """Factorise ``diag(A_1, ..., A_N)`` with the sparse solver."""
-        K = self.subdomain_matrices(A)
-        try:
-            self.solver = factorize_blocks(K, self.decomposition.offsets, self.sparse_solver,
-                                           dtype=self.factor_dtype,
-                                           exact_check=K.shape[0] <= EXACT_PIVOT_CHECK_ROWS,
-                                           near_null=self._near_null,
-                                           chunk_rows=LOCAL_CHUNK_ROWS)
-        except SingularBlockError as exc:
-            raise self._singular_block_error(exc.block) from None
+    def _factor_sparse(self, K: sp.csr_matrix) -> BlockSolver:
+        """Factorise ``K = diag(A_1, ..., A_N)`` with the sparse solver."""
+        return factorize_blocks(K, self.decomposition.offsets, self.sparse_solver,
+                                dtype=self.factor_dtype,
+                                exact_check=K.shape[0] <= EXACT_PIVOT_CHECK_ROWS,
+                                near_null=self._near_null, chunk_rows=LOCAL_CHUNK_ROWS)
 
     @property
     def nbytes(self) -> int:
@@ -437,6 +441,15 @@ class CoarseCorrection:
         a basis kept from another matrix, whose columns are not discrete harmonic for
         ``A``: ``A_0`` then takes the full product).
         """
+        start = time.perf_counter()
+        self.assembly_seconds = self.factorization_seconds = 0.0
+        try:
+            self._compute(A, basis_of_A, start)
+        finally:
+            if self.assembly_seconds:
+                self.factorization_seconds = time.perf_counter() - start - self.assembly_seconds
+
+    def _compute(self, A: sp.csr_matrix, basis_of_A: bool, start: float) -> None:
         Phi = self.Phi
         self.dim = 0 if Phi is None else int(Phi.shape[1])
         self.solver = None
@@ -461,6 +474,7 @@ class CoarseCorrection:
             A0 = (Phi.T @ AP).tocsr()
         A0 = (A0 + A0.T) * 0.5
         self.A0 = A0
+        self.assembly_seconds = time.perf_counter() - start
         singular = _SingularCoarse(A, Phi, self.dim)
         dt, backend = self.dtype, self.backend
         if self.hybrid:

@@ -724,8 +724,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
             :meth:`update`), ``symbolic_seconds`` and ``numeric_seconds`` (its two
             phases; 0 symbolic after an update), ``coarse_basis_seconds``,
             ``local_setup_seconds``, ``coarse_setup_seconds`` (the parts of the numeric
-            phase); bytes held: ``local_factor_bytes`` (the sparse
-            local factors, the ``"amg"`` hierarchy or the dense inverses),
+            phase), ``phases`` (:attr:`setup_phases`, the finer split); bytes held:
+            ``local_factor_bytes`` (the sparse local factors, the ``"amg"`` hierarchy or
+            the dense inverses),
             ``coarse_factor_bytes`` (dense Cholesky factor or SuperLU factors of
             ``A_0``), ``coarse_basis_bytes`` (``Phi``, and ``A Phi`` for the hybrid
             variant), ``restriction_bytes`` (the stacked restrictions ``S_in``,
@@ -754,6 +755,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
         restriction = sum(sparse_bytes(m) for m in mats.values())
         symbolic = loc.symbolic_bytes + sum(int(a.nbytes) for a in self._pattern)
         return {
+            "phases": self.setup_phases,
             "local_solver": self.local_solver, "sparse_solver": self.sparse_solver,
             "coarse_dim": self.coarse_dim, "setup_seconds": self.setup_seconds,
             "symbolic_seconds": self.symbolic_seconds, "numeric_seconds": self.numeric_seconds,
@@ -765,6 +767,42 @@ class TwoLevelSchwarz(BackendLinearOperator):
             "symbolic_bytes": symbolic,
             "total_bytes": local + coarse + basis + restriction + symbolic,
             "factor_nnz": self.factor_nnz,
+        }
+
+    @property
+    def setup_phases(self) -> dict:
+        """Seconds of the last set-up by phase (wall time).
+
+        ``partition`` and ``overlap`` (the decomposition's, when it was built by
+        :meth:`~ddops.Decomposition.from_matrix`; not part of :attr:`setup_seconds`),
+        ``symbolic`` (checks of ``A``, the restrictions, the map from ``A`` to the
+        subdomain matrices; 0 after :meth:`update`), ``interface`` (the interface and its
+        components), ``extension`` (the harmonic extension), ``eigenproblems`` (the
+        adaptive spaces' eigenproblems, AGDSW's Schur complements included),
+        ``coarse_basis_other`` (the rest of the coarse basis: null-space pieces, grounding,
+        checks), ``extraction`` (the subdomain matrices), ``local_factorization``,
+        ``coarse_assembly`` (``A_0 = Phi^T A Phi``) and ``coarse_factorization``.  All but
+        the first two add up to :attr:`setup_seconds` (to the bookkeeping between them).
+        """
+        d_stats = getattr(self.decomposition, "setup_stats", {}) or {}
+        info = dict(self.coarse_stats)
+        interface = float(info.get("interface_seconds", 0.0))
+        extension = float(info.get("extension_seconds", 0.0))
+        eigen = float(info.get("eigen_seconds", 0.0))
+        coarse = self.coarse
+        return {
+            "partition": float(d_stats.get("partition_seconds", 0.0)),
+            "overlap": float(d_stats.get("overlap_seconds", 0.0)),
+            "symbolic": self.symbolic_seconds,
+            "interface": interface,
+            "extension": extension,
+            "eigenproblems": eigen,
+            "coarse_basis_other": max(self.coarse_basis_seconds - interface - extension
+                                      - eigen, 0.0),
+            "extraction": self.local.extraction_seconds,
+            "local_factorization": self.local.factorization_seconds,
+            "coarse_assembly": 0.0 if coarse is None else coarse.assembly_seconds,
+            "coarse_factorization": 0.0 if coarse is None else coarse.factorization_seconds,
         }
 
     # -- application -----------------------------------------------------------------------

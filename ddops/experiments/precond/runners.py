@@ -36,6 +36,7 @@ from ...precond.learned import (
     learned_schwarz_preconditioner,
     train_preconditioner,
 )
+from ...precond.options import SchwarzOptions, coarse_options_from_dict
 from ...precond.schwarz import (
     SingularMatrixError,
     TwoLevelSchwarz,
@@ -486,9 +487,10 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                         options["neumann"] = prob.neumann(d)
                         t_outside = time.perf_counter() - start
                         extra.update(neumann="finite element", neumann_seconds=t_outside)
-                M = TwoLevelSchwarz(A, d, coarse_basis=coarse, null_space=Z,
-                                    factor_dtype=c.factor_dtype, coarse_options=options or None,
-                                    local_solver=c.local_solver, kernel=K)
+                M = TwoLevelSchwarz(A, d, options=SchwarzOptions(
+                    coarse=coarse, null_space=Z, factor_dtype=np.dtype(c.factor_dtype).name,
+                    local_solver=c.local_solver, kernel=K,
+                    **coarse_options_from_dict(coarse, options)))
             split = {"partition": t_part, "overlap": t_overlap,
                      "local_factorisation": M.local_setup_seconds,
                      "coarse_space": M.coarse_basis_seconds + t_outside,
@@ -501,6 +503,7 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                     "local_solver": M.local_solver, "sparse_solver": M.sparse_solver,
                     "coarse_solver": M.coarse_solver,
                     "memory_held": {k: v for k, v in M.stats.items() if k.endswith("_bytes")},
+                    "phases": M.stats["phases"],
                     "factor_dtype": str(M.factor_dtype),
                     "subdomain_sizes": {"min": int(d.sizes.min()), "mean": float(d.sizes.mean()),
                                         "max": int(d.sizes.max())}}
