@@ -175,3 +175,23 @@ def test_native_route_refuses_what_petsc_factorises(PETSc):
     finally:
         pc.destroy()
         P.destroy()
+
+
+def test_docs_table_matches_the_options(PETSc):
+    """The options table of docs/petsc.md has every option, with its choices and default."""
+    import re
+    from pathlib import Path
+
+    from ddops.petsc.options import OPTIONS
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "petsc.md").read_text()
+    rows = {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(
+        r"^\| `-ddops_(\w+)` \| ([^|]*) \| ([^|]*) \|", text, flags=re.M)}
+    assert set(rows) == set(OPTIONS)
+    for name, option in OPTIONS.items():
+        values, default = rows[name]
+        if option.kind == "choice":
+            assert re.findall(r"`(\w+)`", values) == list(option.choices), name
+        if option.default is not None:
+            shown = str(option.default).lower() if option.kind == "bool" else option.default
+            assert f"`{shown}`" in default, name
