@@ -27,11 +27,7 @@ BENCHMARKS = ROOT / "benchmarks"
 OTHER_MODULES: frozenset[str] = frozenset()
 
 #: ``(file, private name)`` -> what the public replacement needs.
-KNOWN: dict[tuple[str, str], str] = {
-    ("distributed.py", "_coarse_solve"):
-        "DistributedTwoLevelSchwarz (ddops/distributed/precond.py) has no public coarse "
-        "solve to time on its own",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 _ATTRIBUTE_CALLS = ("getattr", "setattr", "hasattr", "delattr")
 

@@ -18,6 +18,18 @@ non-blocking before the local solves so that it overlaps them.  The
 ``"hybrid"`` variant adds two products with ``A`` (one halo exchange each) and
 a second coarse reduction.
 
+Set-up phases and update
+------------------------
+As the serial preconditioner, the set-up is a symbolic phase (the options, the
+form and pattern of ``A``, the coarse construction and the solvers) and a
+numeric phase (the ghost rows, the coarse basis, ``A_0`` and the local and
+coarse factors).  :meth:`DistributedTwoLevelSchwarz.update` runs the numeric
+phase again for a matrix with the same pattern on every rank (collectively
+checked: a changed pattern on any rank raises on all of them), with
+``reuse_coarse=True`` keeping Phi.  The options are those of
+:class:`ddops.SchwarzOptions` (``options=`` or the keywords), except
+``kernel``, which is refused (:data:`KERNEL_REFUSAL`).
+
 The coarse space
 ----------------
 GDSW and RGDSW with the default (constant) null space are built rank-locally:
@@ -82,23 +94,19 @@ import time
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sla
 import scipy.sparse as sp
+from threadpoolctl import ThreadpoolController
 
 from .._validation import check_choice, check_finite
-from ..dd.coarse import (
-    MATRIX_COARSE_BASES,
-    resolve_coarse_kind,
-    validate_coarse_matrix,
-)
-from ..dd.coarse import coarse_basis as build_coarse_basis
-from ..linalg.spd import bad_pivots as _bad_pivots
-from ..linalg.spd import sparse_spd_factor as _sparse_spd_factor
+from ..dd.coarse import MATRIX_COARSE_BASES, resolve_coarse_kind
+from ..linalg.local_solvers import check_threads, pardiso_available, thread_limit
+from ..precond.corrections import CoarseCorrection
+from ..precond.options import SchwarzOptions
 from ..precond.schwarz import (
-    COARSE_DENSE_MAX,
     TwoLevelSchwarz,
-    _check_matrix,
-    _check_symmetric,
+    check_matrix,
+    check_symmetric,
+    resolve_options,
 )
 from .comm import mpi
 from .layout import DistributedLayout
@@ -108,8 +116,8 @@ from .matrix import DistributedMatrix
 #: GenEO) are built from the gathered matrix, as their serial construction reads every row.
 RANK_LOCAL_BASES = ("gdsw", "rgdsw")
 
-__all__ = ["DISTRIBUTED_VARIANTS", "DistributedTwoLevelSchwarz", "allreduce_sparse",
-           "rank_local_gdsw_rows"]
+__all__ = ["DISTRIBUTED_VARIANTS", "KERNEL_REFUSAL", "DistributedTwoLevelSchwarz",
+           "allreduce_sparse", "rank_local_gdsw_rows"]
 
 #: Variants of :class:`DistributedTwoLevelSchwarz`: all of the serial preconditioner's.
 DISTRIBUTED_VARIANTS = ("additive", "restricted", "symmetric_restricted", "hybrid")
@@ -137,8 +145,9 @@ def allreduce_sparse(layout: DistributedLayout, C: sp.spmatrix) -> sp.csr_matrix
     return S
 
 
-def _rank_local_gdsw(layout: DistributedLayout, A: sp.csr_matrix,
-                     kind: str) -> tuple[sp.csr_matrix, tuple[np.ndarray, np.ndarray]]:
+def _rank_local_gdsw(layout: DistributedLayout, A: sp.csr_matrix, kind: str,
+                     extension_solver: str = "auto",
+                     ) -> tuple[sp.csr_matrix, tuple[np.ndarray, np.ndarray]]:
     """GDSW/RGDSW (constant null space) rows of this rank: the extension into its parts only.
 
     The interface components are classified on every rank (the same global
@@ -168,7 +177,8 @@ def _rank_local_gdsw(layout: DistributedLayout, A: sp.csr_matrix,
     on_interface[x] = True
     mine = layout.dof_ranks == layout.rank
     known = mine | on_interface
-    pieces = harmonic_extension(A, d.owner, np.flatnonzero(~mine | on_interface), E)
+    pieces = harmonic_extension(A, d.owner, np.flatnonzero(~mine | on_interface), E,
+                                solver=extension_solver)
     Phi = pieces if kind == "gdsw" else pieces @ comps.root_weights().tocsr()
     Phi = sp.csr_matrix(Phi)
     Phi.eliminate_zeros()
@@ -210,7 +220,8 @@ def _interface_rows(layout: DistributedLayout, rows: sp.csr_matrix) -> sp.csr_ma
 
 
 def rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: str,
-                         null_space: Any = None, rows_ext: sp.csr_matrix | None = None):
+                         null_space: Any = None, rows_ext: sp.csr_matrix | None = None,
+                         extension_solver: str = "auto"):
     """GDSW/RGDSW from this rank's owned rows of ``A`` only (any null space).
 
     Collective.  The interface components come from the replicated interface
@@ -236,6 +247,9 @@ def rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: s
         Global ``n x k`` null space (default: the constants per component).
     rows_ext : scipy.sparse.csr_matrix, optional
         ``layout.local_rows(rows)`` when the caller has it already.
+    extension_solver : {"auto", "superlu", "pardiso", "amg"}
+        Solver of the interior problems of the harmonic extension
+        (:class:`ddops.GDSWOptions`).
 
     Returns
     -------
@@ -284,7 +298,7 @@ def rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: s
     A_ext = sp.vstack([rows_ext, sp.csr_matrix((layout.num_ghosts, m))], format="csr")
     A_ext.sort_indices()
     pieces = harmonic_extension(A_ext, d.owner[ext], np.flatnonzero(~mine | on_ext),
-                                (pick @ pieces_G).tocsr())
+                                (pick @ pieces_G).tocsr(), solver=extension_solver)
     if kind == "gdsw":
         keep = _independent_vectors(comps.component, values, C, DEPENDENCE_RTOL)
         Phi = pieces[:, piece_of[keep]]
@@ -339,12 +353,61 @@ def _coarse_contribution(layout: DistributedLayout, rows: sp.csr_matrix, Phi_ext
     return (first + second.T).tocsr()
 
 
+def _agree(comm: Any, error: BaseException | None, what: str) -> None:
+    """Raise on every rank when ``error`` is set on any (collective: call on every rank).
+
+    The rank that failed raises its own exception; the others one of the same kind
+    (TypeError, else ValueError) naming the lowest failing rank and its message.  An
+    ``allgather`` suffices here: every rank reaches it from the same point, with no
+    collective in between (unlike the set-up of ``ddops.petsc``, whose agreement is
+    point-to-point for that reason).
+    """
+    mine = None if error is None else (isinstance(error, TypeError), str(error))
+    verdicts = comm.allgather(mine) if comm.Get_size() > 1 else [mine]
+    if error is not None:
+        raise error
+    failed = [(r, v) for r, v in enumerate(verdicts) if v is not None]
+    if failed:
+        rank, (is_type, message) = failed[0]
+        cls = TypeError if is_type else ValueError
+        raise cls(f"{what} failed on rank {rank} of {comm.Get_size()}: {message}")
+
+
+#: Why :class:`DistributedTwoLevelSchwarz` refuses ``kernel=``.
+KERNEL_REFUSAL = (
+    "kernel= is not supported by DistributedTwoLevelSchwarz: the singular form P M P "
+    "(P = I - Q Q^T) needs the kernel's inner products summed over the ranks in every "
+    "application and the grounding of the coarse space needs the whole Phi, which the "
+    "distributed layout does not hold; use the serial ddops.TwoLevelSchwarz, or ground the "
+    "problem (fix one unknown per kernel vector)")
+
+
+def _canonical_rows(rows: Any) -> sp.csr_matrix:
+    """``rows`` as float64 CSR with sorted, summed indices (the pattern ``update`` compares)."""
+    rows = sp.csr_matrix(rows, dtype=np.float64)
+    if not rows.has_canonical_format:
+        rows = rows.copy()
+        rows.sum_duplicates()
+    return rows
+
+
 class DistributedTwoLevelSchwarz:
     """Two-level overlapping Schwarz preconditioner with subdomains on MPI ranks.
 
     Equal, to rounding, to the serial :class:`ddops.TwoLevelSchwarz` with the
-    same decomposition, coarse basis and variant; vectors follow the layout's
+    same decomposition, coarse basis and options; vectors follow the layout's
     convention (each rank's owned entries, increasing global order).
+
+    The set-up has the serial preconditioner's two phases.  The **symbolic**
+    phase (the constructor, once) checks the options, the form of ``A`` and its
+    pattern, and chooses the coarse construction and solvers; the **numeric**
+    phase (the constructor, then every :meth:`update`) exchanges the region's
+    ghost rows, builds the coarse basis (unless kept), sums and factorises
+    ``A_0`` and factorises the subdomain matrices, through the serial parts
+    (:class:`~ddops.precond.corrections.CoarseCorrection` for ``A_0``, a
+    one-level :class:`ddops.TwoLevelSchwarz` on the rank's region, whose
+    ``update`` reuses its map from the entries of ``A`` to the subdomain
+    matrices).
 
     Parameters
     ----------
@@ -356,31 +419,47 @@ class DistributedTwoLevelSchwarz:
         ``A`` give the subdomain matrices), or this rank's owned rows only
         (``num_owned x n``, global column indices, rows in the order of
         ``layout.owned``), or None: the owned rows the layout was built with.
-        From owned rows the ghost rows are exchanged once at set-up (module
+        From owned rows the ghost rows are exchanged at every set-up (module
         notes); on one rank both forms coincide.
     coarse_basis : str, sparse matrix or None
         A name of :data:`ddops.dd.coarse.ALL_COARSE_BASES` or ``"auto"``
         (:func:`ddops.dd.coarse.auto_coarse_basis`, as in the serial preconditioner), a
         global ``n x n0`` matrix Phi (identical on every rank), or None (one level).
+        Default ``"gdsw"`` (with ``options=``: the options' ``coarse``).
     variant : {"additive", "restricted", "symmetric_restricted", "hybrid"}
         As in the serial preconditioner; ``"restricted"`` is not symmetric
         (GMRES).  ``"hybrid"`` (``P_0 + (I - P_0 A) M_1 (I - A P_0)``) costs
         two products with ``A`` and two coarse reductions more per application.
-    null_space : array (n x k), optional
-        Passed to a named coarse basis; accepted and not used otherwise (also with
+    null_space : array (n x k) or "constants", optional
+        Passed to a named coarse basis (and restricted to the region for
+        ``local_solver="amg"``); accepted and not used otherwise (also with
         ``coarse_basis=None``), as by the serial preconditioner.
     local_solver : {"auto", "dense", "sparse", "superlu", "pardiso", "amg"}
         Local solver of the rank's serial one-level preconditioner (see
         :class:`ddops.TwoLevelSchwarz`).
     local_basis : bool
-        Build GDSW/RGDSW with the constant null space rank-locally (the
-        harmonic extension into this rank's parts only); False: the serial
-        basis on every rank.  Both give the same Phi to rounding.
+        Build GDSW/RGDSW rank-locally (the harmonic extension into this rank's
+        parts only); False: the serial basis on every rank.  Both give the same
+        Phi to rounding.  Distributed only (not a field of :class:`ddops.SchwarzOptions`).
+    coarse, coarse_size, factor_dtype, coarse_options, threads
+        As in :class:`ddops.TwoLevelSchwarz` (``coarse_options`` is deprecated there
+        too: use ``options=``).
+    kernel : None
+        Refused (:data:`KERNEL_REFUSAL`): the singular form needs the whole kernel
+        and coarse basis.
+    options : ddops.SchwarzOptions, optional
+        All the settings in one object, instead of the keyword arguments (not both),
+        as for :class:`ddops.TwoLevelSchwarz`; its decomposition fields are not used
+        (the layout has the decomposition).
 
     Attributes
     ----------
+    options : ddops.SchwarzOptions
+        The settings in force.
     local : TwoLevelSchwarz
         The rank's one-level preconditioner on its region.
+    coarse : CoarseCorrection or None
+        The coarse part: the basis built by the serial code and the factor of ``A_0``.
     coarse_dim : int
         ``n0`` (0 for one level).
     coarse_construction : {"rank-local", "serial"} or None
@@ -389,97 +468,163 @@ class DistributedTwoLevelSchwarz:
         Which form of ``A`` was given.
     gathered_matrix : bool
         True when the owned rows of all ranks were gathered for the serial
-        GDSW/RGDSW code (local rows with ``local_basis=False`` or no owner
-        labels).
+        matrix-based coarse code (local rows with ``local_basis=False``, no
+        owner labels, or AGDSW/GenEO).
     setup_seconds, coarse_basis_seconds, coarse_matrix_seconds : float
-        Wall times of this rank's set-up and of its coarse-basis and
-        coarse-matrix parts.
+        Wall times of this rank's last set-up (the constructor's or the last
+        :meth:`update`) and of its coarse-basis and coarse-matrix parts.
+    symbolic_seconds, numeric_seconds : float
+        The two phases of the last set-up (0 symbolic after an update).
+    updates : int
+        How many times :meth:`update` ran.
 
     Raises
     ------
     ValueError
         A different size than the layout, owned rows of the wrong shape (or
         ``A=None`` with a layout built without a matrix), a non-symmetric
-        ``A``, an unknown variant or coarse basis, a singular coarse matrix.
+        ``A``, an unknown variant or coarse basis, a singular coarse matrix,
+        ``kernel=``.
     """
 
     def __init__(self, layout: DistributedLayout, A: Any = None, coarse_basis: Any = "gdsw",
                  variant: str = "additive", *, null_space: Any = None,
-                 local_solver: str = "auto", local_basis: bool = True) -> None:
+                 local_solver: str = "auto", local_basis: bool = True, coarse: bool = True,
+                 coarse_size: int | None = None, factor_dtype: Any = np.float64,
+                 coarse_options: dict | None = None, kernel: Any = None,
+                 threads: int | None = None, options: SchwarzOptions | None = None) -> None:
         start = time.perf_counter()
         if not isinstance(layout, DistributedLayout):
             raise TypeError(f"layout must be a DistributedLayout, got {type(layout).__name__}")
-        check_choice("variant", variant, DISTRIBUTED_VARIANTS)
         if not isinstance(local_basis, (bool, np.bool_)):
             raise TypeError(f"local_basis must be a bool, got {type(local_basis).__name__}")
-        # as TwoLevelSchwarz: the matrix is always known here
-        coarse_basis = resolve_coarse_kind(coarse_basis, layout.decomposition, matrix=True)
-        n = layout.num_dofs
+        given = {"coarse_basis": coarse_basis, "variant": variant, "coarse": coarse,
+                 "coarse_size": coarse_size, "local_solver": local_solver,
+                 "null_space": null_space, "factor_dtype": factor_dtype,
+                 "coarse_options": coarse_options, "kernel": kernel, "threads": threads}
+        if options is not None and isinstance(coarse_basis, str) and coarse_basis == "gdsw":
+            given["coarse_basis"] = "auto"  # this class's default: not a setting beside options=
+        self.options = opts = resolve_options(options, given, layout.decomposition)
+        if opts.kernel is not None:
+            raise ValueError(KERNEL_REFUSAL)
+        check_choice("variant", opts.variant, DISTRIBUTED_VARIANTS)
+        self.threads = check_threads(opts.threads)
         self.layout = layout
-        self.variant = variant
+        self.local_basis = bool(local_basis)
+        self.updates = 0
+        with thread_limit(self.threads):
+            matrix = self._symbolic(layout, A, opts)
+            self.symbolic_seconds = time.perf_counter() - start
+            self._numeric(matrix, reuse_coarse=False)
+        del matrix
+        self.setup_seconds = time.perf_counter() - start
+        self._thread_pools = None if self.threads is None else ThreadpoolController()
+
+    # -- set-up: the symbolic phase ----------------------------------------------------------
+    def _symbolic(self, layout: DistributedLayout, A: Any, opts: SchwarzOptions) -> Any:
+        """The options, the form and pattern of ``A``, the coarse construction and solvers;
+        returns the checked matrix for the numeric phase."""
+        d = layout.decomposition
+        n = layout.num_dofs
+        self.variant = opts.variant
         self.shape = (n, n)
         self.dtype = np.dtype(np.float64)
-        self.gathered_matrix = False
+        self.factor_dtype = np.dtype(opts.factor_dtype)
         shape = tuple(getattr(A, "shape", ()))
         # owned rows: n columns but not n rows (with one rank both forms are the same matrix)
-        if A is None or (len(shape) == 2 and shape[1] == n and shape[0] != n):
-            self.matrix_input = "local rows"
-            self._setup_local_rows(layout, A, coarse_basis, null_space, local_solver,
-                                   local_basis)
-        else:
-            self.matrix_input = "global"
-            self._setup_global(layout, A, coarse_basis, null_space, local_solver, local_basis)
-        self.setup_seconds = time.perf_counter() - start
+        local_rows = A is None or (len(shape) == 2 and shape[1] == n and shape[0] != n)
+        self.matrix_input = "local rows" if local_rows else "global"
+        matrix, pattern = self._checked_input(A)
+        # the pattern that update() must see again (canonical: sorted, no duplicates)
+        self._pattern = (pattern[0].copy(), pattern[1].copy())
+        null_space = opts.null_space
+        if isinstance(null_space, str):  # "constants"
+            null_space = np.ones(n)
+        self._null_space = null_space
+        kind = opts.coarse
+        if isinstance(kind, str):  # as TwoLevelSchwarz: the matrix is always known here
+            kind = None if kind == "none" else resolve_coarse_kind(kind, d, matrix=True)
+        named = isinstance(kind, str)
+        self.coarse_construction = None
+        if kind is not None:
+            rank_local = (self.local_basis and named and kind in RANK_LOCAL_BASES
+                          and d.owner is not None and (local_rows or null_space is None))
+            self.coarse_construction = "rank-local" if rank_local else "serial"
+        self.gathered_matrix = (local_rows and self.coarse_construction == "serial"
+                                and named and kind in MATRIX_COARSE_BASES)
+        self._coarse_keywords = opts.coarse_keywords(kind) if named else {}
+        self.coarse = None
+        if kind is not None:
+            # the coarse matrix above COARSE_DENSE_MAX as the serial preconditioner: PARDISO
+            # when installed, unless SuperLU was asked for by name
+            superlu = opts.local_solver in ("superlu", "sparse") or not pardiso_available()
+            self.coarse = CoarseCorrection(d, kind, opts.coarse_size, null_space, None,
+                                           self._coarse_keywords, False, self.dtype, "numpy",
+                                           "superlu" if superlu else "pardiso")
+        self.local = None
+        self._Phi_ext = self._known = None
+        return matrix
 
-    # -- set-up ----------------------------------------------------------------------------
-    def _local_part(self, layout: DistributedLayout, A_region: sp.csr_matrix,
-                    local_solver: str) -> None:
-        """The serial one-level preconditioner on the rank's region."""
-        # hybrid: the additive local sum, the coarse correction applied multiplicatively
-        local_variant = "additive" if self.variant == "hybrid" else self.variant
-        self.local = TwoLevelSchwarz(A_region, layout.local_decomposition(), coarse_basis=None,
-                                     variant=local_variant, coarse=False,
-                                     local_solver=local_solver)
-        self._region_in_ext = layout.region_in_ext
-        self._y_ext = np.zeros(layout.num_ext)
-
-    def _setup_global(self, layout: DistributedLayout, A: Any, coarse_basis: Any,
-                      null_space: Any, local_solver: str, local_basis: bool) -> None:
-        """Set-up from the global matrix, identical on every rank."""
-        A, _ = _check_matrix(A)
+    def _checked_input(self, A: Any) -> tuple[sp.csr_matrix, tuple[np.ndarray, np.ndarray]]:
+        """``A`` in the form the preconditioner was built with, checked and canonical, and
+        the pattern of what was given (``indptr``, ``indices``), which :meth:`update`
+        compares."""
+        layout = self.layout
         n = layout.num_dofs
-        if A.shape[0] != n:
-            raise ValueError(f"A has size {A.shape[0]} but the layout has num_dofs={n}")
-        _check_symmetric(A)
-        A = ((A + A.T) * 0.5).tocsr()  # as the serial preconditioner does
-        region = layout.region
-        self._local_part(layout, A[region][:, region], local_solver)
-        self._A = DistributedMatrix(layout, A) if self.variant == "hybrid" else None
+        if self.matrix_input == "local rows":
+            rows = _canonical_rows(layout._owned_rows(A))  # its ValueError names the shapes
+            check_finite("A", rows.data)
+            pattern = (rows.indptr, rows.indices)
+            matrix = rows
+        else:
+            A, _ = check_matrix(A)
+            if A.shape[0] != n:
+                raise ValueError(f"A has size {A.shape[0]} but the layout has num_dofs={n}")
+            A = _canonical_rows(A)
+            pattern = (A.indptr, A.indices)
+            if not check_symmetric(A):  # (A + A^T) / 2 is A itself when A is exactly symmetric
+                A = ((A + A.T) * 0.5).tocsr()
+            matrix = A
+        return matrix, pattern
+
+    # -- set-up: the numeric phase -----------------------------------------------------------
+    def _numeric(self, matrix: sp.csr_matrix, reuse_coarse: bool) -> None:
+        """Everything that depends on the values: the region block (ghost rows exchanged),
+        the coarse basis (unless kept), ``A_0`` and its factor, the local factors."""
+        start = time.perf_counter()
+        layout = self.layout
+        if self.matrix_input == "local rows":
+            rows = matrix
+            A_region = self._region_block(rows)
+        else:
+            rows = matrix  # the global matrix: every consumer takes its owned rows
+            region = layout.region
+            A_region = matrix[region][:, region]
+        self._A = DistributedMatrix(layout, rows) if self.variant == "hybrid" else None
         basis_start = time.perf_counter()
-        Phi, known = self._basis(layout, A, coarse_basis, null_space, local_basis)
+        rows_ext = None
+        if self.coarse is not None and not reuse_coarse:
+            rows_ext = self._build_basis(rows)
         self.coarse_basis_seconds = time.perf_counter() - basis_start
         matrix_start = time.perf_counter()
-        if Phi is None:
-            self._factor_coarse(layout, None, None, None, None)
-        else:
-            Phi = sp.csr_matrix(Phi, dtype=np.float64)
-            if known is not None:
-                known = (known[0][layout.ext_indices], known[1][layout.owned])
-            self._factor_coarse(layout, layout.local_rows(A), Phi[layout.owned],
-                                Phi[layout.ext_indices], known)
+        if rows_ext is None and self._Phi_ext is not None:
+            rows_ext = layout.local_rows(rows)
+        self._factor_coarse(rows_ext)
         self.coarse_matrix_seconds = time.perf_counter() - matrix_start
+        # the local factorisations last: the coarse set-up's temporaries are gone by then, so
+        # they do not add to the factors in the set-up's peak memory (2D Poisson 10^6 on 2
+        # ranks: about 150 MB less per rank)
+        del rows, rows_ext, matrix
+        self._local_part(layout, A_region)
+        self.numeric_seconds = time.perf_counter() - start
 
-    def _setup_local_rows(self, layout: DistributedLayout, A: Any, coarse_basis: Any,
-                          null_space: Any, local_solver: str, local_basis: bool) -> None:
-        """Set-up from this rank's owned rows of ``A`` and the ghost rows of its region."""
-        rows = layout._owned_rows(A)  # its ValueError names A and the shapes expected
-        rows = sp.csr_matrix(rows, dtype=np.float64)
-        rows.sum_duplicates()
-        check_finite("A", rows.data)
-        # the region's ghost rows, once (counted in the setup_* keys of layout.stats)
+    def _region_block(self, rows: sp.csr_matrix) -> sp.csr_matrix:
+        """``sym(A)[region][:, region]`` from the owned rows and the region's ghost rows."""
+        layout = self.layout
         region = layout.region
         at = np.minimum(np.searchsorted(region, layout.ghosts), max(region.size - 1, 0))
         in_region = region[at] == layout.ghosts if region.size else np.zeros(0, bool)
+        # the region's ghost rows (counted in the setup_* keys of layout.stats)
         R = layout.ext_rows(rows, which=in_region)[layout.region_in_ext].tocoo()
         pos = np.minimum(np.searchsorted(region, R.col), region.size - 1)
         keep = region[pos] == R.col
@@ -487,119 +632,180 @@ class DistributedTwoLevelSchwarz:
                                  shape=(region.size, region.size))
         del R, pos, keep  # the set-up's peak memory: no copy of A outlives its use
         A_region.sum_duplicates()
-        _check_symmetric(A_region, "A")  # the region's block: the part this rank can see
-        # the same values as the serial sym(A)[region][:, region]
-        A_region = ((A_region + A_region.T) * 0.5).tocsr()
-        self._A = DistributedMatrix(layout, rows) if self.variant == "hybrid" else None
-        basis_start = time.perf_counter()
-        Phi_owned = Phi_ext = known = None
-        self.coarse_construction = None
-        d = layout.decomposition
-        rows_ext = None  # the owned rows in extended numbering, built once where needed
-        # null_space is problem data: accepted whatever the coarse basis (as by the serial
-        # preconditioner), used where a named basis is built from it
-        if coarse_basis is None:
-            pass
-        elif (local_basis and isinstance(coarse_basis, str)
-                and coarse_basis in RANK_LOCAL_BASES and d.owner is not None):
-            self.coarse_construction = "rank-local"
-            rows_ext = layout.local_rows(rows)
-            Phi_ext, known = rank_local_gdsw_rows(layout, rows, coarse_basis, null_space,
-                                                  rows_ext=rows_ext)
-            Phi_owned = Phi_ext[: layout.num_owned]
-        else:
-            self.coarse_construction = "serial"
-            if isinstance(coarse_basis, str) and coarse_basis in MATRIX_COARSE_BASES:
-                # the serial GDSW code needs the whole matrix: gathered on every rank
-                self.gathered_matrix = True
-                A_full = layout.allgather_rows(rows)
-                _check_symmetric(A_full)
-                A_full = ((A_full + A_full.T) * 0.5).tocsr()
-                Phi = build_coarse_basis(d, coarse_basis, A=A_full, null_space=null_space)
-                del A_full
-            elif isinstance(coarse_basis, str):
-                Phi = build_coarse_basis(d, coarse_basis, A=None, null_space=null_space)
+        # the region's block: the part this rank can see; the same values as the serial
+        # sym(A)[region][:, region]
+        if not check_symmetric(A_region, "A"):
+            A_region = ((A_region + A_region.T) * 0.5).tocsr()
+        return A_region
+
+    def _local_part(self, layout: DistributedLayout, A_region: sp.csr_matrix) -> None:
+        """The serial one-level preconditioner on the rank's region (built, or updated)."""
+        if self.local is not None:
+            self.local.update(A_region)
+            return
+        # hybrid: the additive local sum, the coarse correction applied multiplicatively
+        local_variant = "additive" if self.variant == "hybrid" else self.variant
+        opts = self.options
+        near = None
+        if opts.local_solver == "amg" and self._null_space is not None:
+            near = np.asarray(self._null_space, dtype=np.float64)[layout.region]
+        self.local = TwoLevelSchwarz(A_region, layout.local_decomposition(), coarse_basis=None,
+                                     variant=local_variant, coarse=False,
+                                     local_solver=opts.local_solver, null_space=near,
+                                     factor_dtype=self.factor_dtype)
+        self._region_in_ext = layout.region_in_ext
+        self._y_ext = np.zeros(layout.num_ext)
+
+    def _build_basis(self, matrix: sp.csr_matrix) -> sp.csr_matrix | None:
+        """Phi's owned and extended rows (and where they are correct); returns the owned
+        rows in extended numbering when it built them."""
+        layout = self.layout
+        kind = self.coarse.kind
+        solver = self._coarse_keywords.get("extension_solver", "auto")
+        rows_ext = known = None
+        if self.matrix_input == "local rows":
+            rows = matrix
+            if self.coarse_construction == "rank-local":
+                rows_ext = layout.local_rows(rows)
+                Phi_ext, known = rank_local_gdsw_rows(layout, rows, kind, self._null_space,
+                                                      rows_ext=rows_ext,
+                                                      extension_solver=solver)
             else:
-                Phi = validate_coarse_matrix(coarse_basis, d.num_dofs)
-            Phi = sp.csr_matrix(Phi, dtype=np.float64)
-            Phi_owned, Phi_ext = Phi[layout.owned], Phi[layout.ext_indices]
-            rows_ext = layout.local_rows(rows)  # after the gathered matrix is gone
-        self.coarse_basis_seconds = time.perf_counter() - basis_start
-        matrix_start = time.perf_counter()
-        self._factor_coarse(layout, rows_ext, Phi_owned, Phi_ext, known)
-        self.coarse_matrix_seconds = time.perf_counter() - matrix_start
-        # the local factorisations last: the coarse set-up's temporaries are gone by then, so
-        # they do not add to the factors in the set-up's peak memory (2D Poisson 10^6 on 2
-        # ranks: about 150 MB less per rank)
-        del rows, rows_ext, Phi_owned, Phi_ext, known
-        self._local_part(layout, A_region, local_solver)
+                if self.gathered_matrix:
+                    # the serial matrix-based code needs the whole matrix: gathered on every rank
+                    A_full = layout.allgather_rows(rows)
+                    if not check_symmetric(A_full):
+                        A_full = ((A_full + A_full.T) * 0.5).tocsr()
+                    Phi = self.coarse.build_basis(A_full)
+                    del A_full
+                else:
+                    Phi = self.coarse.build_basis(None)
+                Phi_ext = None if Phi is None else sp.csr_matrix(Phi[layout.ext_indices])
+        else:
+            A = matrix
+            if self.coarse_construction == "rank-local":
+                Phi, known = _rank_local_gdsw(layout, A, kind, solver)
+                known = (known[0][layout.ext_indices], known[1][layout.owned])
+            else:
+                Phi = self.coarse.build_basis(A)
+            Phi_ext = None if Phi is None else sp.csr_matrix(Phi, dtype=np.float64)[
+                layout.ext_indices]
+        self.coarse.Phi = None  # the global Phi is not kept: each rank holds its rows
+        self.coarse_info, self.coarse_stats = self.coarse.info, self.coarse.stats
+        self._Phi_ext = None if Phi_ext is None else sp.csr_matrix(Phi_ext, dtype=np.float64)
+        self._known = known
+        return rows_ext
 
-    def _basis(self, layout: DistributedLayout, A: sp.csr_matrix, coarse_basis: Any,
-               null_space: Any, local_basis: bool) -> tuple[sp.csr_matrix | None, Any]:
-        """``(Phi, known)``: Phi with correct rows where ``known`` (None: every row)."""
-        self.coarse_construction = None
-        if coarse_basis is None:
-            return None, None
-        d = layout.decomposition
-        if (local_basis and null_space is None and isinstance(coarse_basis, str)
-                and coarse_basis in RANK_LOCAL_BASES and d.owner is not None):
-            self.coarse_construction = "rank-local"
-            return _rank_local_gdsw(layout, A, coarse_basis)
-        self.coarse_construction = "serial"
-        if isinstance(coarse_basis, str):
-            return build_coarse_basis(d, coarse_basis, A=A, null_space=null_space), None
-        return validate_coarse_matrix(coarse_basis, d.num_dofs), None
-
-    def _factor_coarse(self, layout: DistributedLayout, rows: sp.csr_matrix | None,
-                       Phi_owned: sp.csr_matrix | None, Phi_ext: sp.csr_matrix | None,
-                       known: Any) -> None:
+    def _factor_coarse(self, rows_ext: sp.csr_matrix | None) -> None:
         """Assemble ``A_0`` from every rank's contribution and factorise it on every rank.
 
-        ``rows`` are the owned rows in extended numbering, ``Phi_owned`` and
-        ``Phi_ext`` the owned and extended rows of Phi, ``known`` None (Phi
+        ``rows_ext`` are the owned rows in extended numbering; ``self._known`` None (Phi
         correct on every extended row) or ``(known_ext, on_interface_owned)``.
         """
-        self.coarse_dim = 0 if Phi_owned is None else int(Phi_owned.shape[1])
+        layout = self.layout
+        Phi_ext = self._Phi_ext
+        self.coarse_dim = 0
         self.coarse_solver = None
-        if Phi_owned is None:
+        self._Phi = self._PhiT = None
+        if Phi_ext is None or Phi_ext.shape[1] == 0:
             return
-        self._Phi = sp.csr_matrix(Phi_owned, dtype=np.float64)
+        self._Phi = Phi_ext[: layout.num_owned]
         self._PhiT = self._Phi.T  # a CSC view, as the serial preconditioner: Phi is stored once
-        Phi_ext = sp.csr_matrix(Phi_ext, dtype=np.float64)
         # this rank's contribution Phi_owned^T (A_owned Phi_ext), summed over the ranks
-        if known is None:
-            contribution = self._PhiT @ (rows @ Phi_ext)
+        if self._known is None:
+            contribution = self._PhiT @ (rows_ext @ Phi_ext)
         else:  # the pairs whose Phi rows this rank lacks come from their owners, transposed
-            contribution = _coarse_contribution(layout, rows, Phi_ext, *known)
+            contribution = _coarse_contribution(layout, rows_ext, Phi_ext, *self._known)
         A0 = allreduce_sparse(layout, contribution)
         A0 = ((A0 + A0.T) * 0.5).tocsr()
-        singular = ValueError(
-            f"coarse matrix A_0 = Phi^T A Phi ({self.coarse_dim} x {self.coarse_dim}) is "
-            "singular or not positive definite; the coarse basis Phi must have full column "
-            "rank and A must be SPD")
-        if self.coarse_dim <= COARSE_DENSE_MAX:
-            A0d = A0.toarray()
-            try:
-                c, lower = sla.cho_factor(A0d, lower=True, check_finite=False)
-            except np.linalg.LinAlgError:
-                raise singular from None
-            if _bad_pivots(np.diagonal(c) ** 2, np.diagonal(A0d)).any():
-                raise singular
-            self.coarse_solver = "dense"
-            self._coarse_cho = (c, lower)
-        else:
-            lu, bad = _sparse_spd_factor(A0)
-            if lu is None or bad.size:
-                raise singular
-            self.coarse_solver = "sparse"
-            self._coarse_lu = lu
+        self.coarse.factor(A0)  # the serial factorisation, redundantly on every rank
+        self.coarse_dim = self.coarse.dim
+        self.coarse_solver = self.coarse.solver
         self.coarse_matrix = A0
 
+    # -- update ------------------------------------------------------------------------------
+    def update(self, A: Any = None, *, reuse_coarse: bool = False
+               ) -> DistributedTwoLevelSchwarz:
+        """Rebuild the numeric phase for a new matrix with the same sparsity pattern.
+
+        Collective (call it on every rank).  The form of ``A`` (global or this rank's
+        rows), the decomposition, the coarse construction, the solvers and the map from
+        the entries of ``A`` to the subdomain matrices are kept; the ghost rows are
+        exchanged again and the coarse basis, ``A_0`` and the local and coarse factors
+        are recomputed.  The result equals a preconditioner built from scratch on the
+        new matrix (to rounding), like :meth:`ddops.TwoLevelSchwarz.update`.
+
+        Parameters
+        ----------
+        A : sparse matrix, optional
+            The new matrix, in the form the preconditioner was built with (this rank's
+            owned rows, or the global matrix), with exactly the stored pattern of the
+            old one on every rank (explicit zeros count as entries).  None: the owned
+            rows held by the layout (their values changed in place).
+        reuse_coarse : bool
+            Keep the coarse basis Phi (bit for bit) and recompute only ``A_0``, the
+            local factors and the coarse factor.
+
+        Returns
+        -------
+        DistributedTwoLevelSchwarz
+            ``self``, updated.
+
+        Raises
+        ------
+        ValueError
+            On every rank when the pattern differs on any rank (build a new
+            preconditioner), or the checks of the constructor fail.
+        """
+        if not isinstance(reuse_coarse, (bool, np.bool_)):
+            raise TypeError(f"reuse_coarse must be a bool, got {type(reuse_coarse).__name__}")
+        comm = self.layout.comm
+        with thread_limit(self.threads):
+            start = time.perf_counter()
+            error = matrix = None
+            try:
+                matrix, got = self._checked_input(A)
+                indptr, indices = self._pattern
+                if not (np.array_equal(got[0], indptr) and np.array_equal(got[1], indices)):
+                    raise ValueError(
+                        f"update: A has another sparsity pattern on rank {self.layout.rank} "
+                        f"({got[1].size} stored entries against {indices.size}, or the same "
+                        "count elsewhere) than the matrix this preconditioner was built for; "
+                        "build a new DistributedTwoLevelSchwarz for it")
+            except (ValueError, TypeError) as exc:
+                error = exc
+            _agree(comm, error, "DistributedTwoLevelSchwarz.update")
+            error = None
+            try:
+                self._numeric(matrix, reuse_coarse=bool(reuse_coarse))
+            except (ValueError, TypeError) as exc:  # a subdomain of one rank, singular
+                error = exc
+            _agree(comm, error, "DistributedTwoLevelSchwarz.update")
+            self.symbolic_seconds = 0.0
+            self.setup_seconds = time.perf_counter() - start
+        self.updates += 1
+        return self
+
+    @property
+    def coarse_basis_rows(self) -> sp.csr_matrix | None:
+        """This rank's owned rows of the coarse basis Phi (``num_owned x n0``), or None."""
+        return self._Phi
+
     # -- application -----------------------------------------------------------------------
-    def _coarse_solve(self, c: np.ndarray, adjoint: bool) -> np.ndarray:
-        if self.coarse_solver == "dense":
-            return sla.cho_solve(self._coarse_cho, c, check_finite=False)
-        return self._coarse_lu.solve(c, trans="T" if adjoint else "N")
+    def coarse_solve(self, c: Any, adjoint: bool = False) -> np.ndarray:
+        """``A_0^{-1} c`` (``A_0^{-T} c`` for the adjoint) on this rank: no communication.
+
+        Every rank holds the factor of ``A_0``; ``c`` is a coarse vector (``n0``) or
+        block (``n0 x k``), e.g. the summed ``Phi^T x``.
+        """
+        if not self.coarse_dim:
+            raise ValueError("coarse_solve: this preconditioner has no coarse space")
+        c = np.asarray(c, dtype=np.float64)
+        if c.shape[:1] != (self.coarse_dim,) or c.ndim not in (1, 2):
+            raise ValueError(f"c must have shape ({self.coarse_dim},) or ({self.coarse_dim}, "
+                             f"k), got {c.shape}")
+        Y = self.coarse.solve(c[:, None] if c.ndim == 1 else c, adjoint)
+        return np.asarray(Y[:, 0] if c.ndim == 1 else Y)
 
     def _one_level(self, x: np.ndarray, adjoint: bool, c_local: np.ndarray | None = None):
         """The local sum (forward exchange, local solves, reverse exchange).
@@ -627,9 +833,15 @@ class DistributedTwoLevelSchwarz:
     def _coarse(self, x: np.ndarray, adjoint: bool) -> np.ndarray:
         """``(Phi A_0^{-1} Phi^T x)_owned``: one ``Allreduce`` of ``n0`` values."""
         c = self.layout.allreduce(self._PhiT @ x)
-        return self._Phi @ self._coarse_solve(c, adjoint)
+        return self._Phi @ self.coarse_solve(c, adjoint)
 
     def _apply(self, x: Any, adjoint: bool) -> np.ndarray:
+        if self._thread_pools is None:
+            return self._apply_unlimited(x, adjoint)
+        with self._thread_pools.limit(limits=self.threads):
+            return self._apply_unlimited(x, adjoint)
+
+    def _apply_unlimited(self, x: Any, adjoint: bool) -> np.ndarray:
         layout = self.layout
         x = np.asarray(x, dtype=np.float64)
         if x.shape != (layout.num_owned,):
@@ -642,7 +854,7 @@ class DistributedTwoLevelSchwarz:
         if not self.coarse_dim:
             return self._one_level(x, adjoint)[0]
         y, c = self._one_level(x, adjoint, self._PhiT @ x)
-        return y + self._Phi @ self._coarse_solve(c, adjoint)
+        return y + self._Phi @ self.coarse_solve(c, adjoint)
 
     def matvec(self, x: Any) -> np.ndarray:
         """``(M x)_owned`` from ``x_owned``: two halo exchanges and one reduction."""

@@ -69,6 +69,11 @@ inside :func:`setup_native` (so its options must be in the database then).
 
 The decomposition and Phi are built once, from the operator set when
 :func:`setup_native` is called; call it again for a new matrix.
+:class:`NativePC` does so in every ``PCSetUp``, and for a matrix with the
+pattern of its last full set-up (and the same options) keeps the decomposition
+and the subdomain ``IS`` and rebuilds only Phi (kept too with
+``-ddops_reuse_coarse``) and the inner PC (whose factorisations and Galerkin
+product PETSc computes again).
 """
 
 from __future__ import annotations
@@ -79,10 +84,18 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..linalg.local_solvers import thread_limit
 from ._lifetime import track, untrack
-from .decomposition import RankDecomposition, check_ownership, rank_decomposition
-from .options import SchwarzOptions
-from .pc import DEFAULT_NULL_SPACE, RANK_LOCAL_BASES, near_null_space, null_space_rows
+from .decomposition import RankDecomposition, check_ownership, local_rows, rank_decomposition
+from .options import OPTIONS, SchwarzOptions
+from .pc import (
+    DEFAULT_NULL_SPACE,
+    RANK_LOCAL_BASES,
+    _mpi_land,
+    near_null_space,
+    null_space_rows,
+    resolve_coarse,
+)
 
 __all__ = ["DEFLATION_COARSE_SOLVER", "DEFLATION_DEFAULTS", "NATIVE_DEFAULTS", "NativePC",
            "NativeSchwarz", "owned_coarse_rows", "setup_native"]
@@ -141,6 +154,10 @@ class NativeSchwarz:
         ``n0`` (0 for one level).
     null_space_source : str
         Where the coarse space's null space came from.
+    null_space : numpy.ndarray or None
+        That null space (the rows this rank read), kept for a numeric set-up.
+    coarse_rows : scipy.sparse.csr_matrix or None
+        This rank's rows of Phi.
     setup_seconds : float
         Wall time of this rank's :func:`setup_native` (the PETSc set-up of the
         PC comes later, in ``KSPSetUp``).
@@ -148,8 +165,11 @@ class NativeSchwarz:
 
     def __init__(self, pc: Any, options: SchwarzOptions, parts: RankDecomposition,
                  Phi: Any, subdomains: list, subdomains_local: list, coarse_dim: int,
-                 null_space_source: str, setup_seconds: float) -> None:
+                 null_space_source: str, setup_seconds: float, null_space: Any = None,
+                 coarse_rows: Any = None) -> None:
         self.pc = pc
+        self.null_space = null_space
+        self.coarse_rows = coarse_rows
         self.options = options
         self.parts = parts
         self.Phi = Phi
@@ -168,7 +188,8 @@ class NativeSchwarz:
             f"ddops native route: {self.form}, variant {o.variant}",
             f"  subdomains: {d.num_subdomains} ({int(p.min())} to {int(p.max())} per rank, "
             f"partitioner {o.partitioner}), overlap {o.overlap} (in the IS; PCASM overlap 0)",
-            f"  coarse space: {o.coarse}, dimension {self.coarse_dim}",
+            f"  coarse space: {resolve_coarse(o.coarse) or 'none'}, dimension "
+            f"{self.coarse_dim}",
             f"  null space: {self.null_space_source}",
             f"  set-up on rank 0: {self.setup_seconds:.3g} s",
         ]
@@ -183,7 +204,8 @@ class NativeSchwarz:
 
 
 def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
-                      null_space: np.ndarray | None) -> sp.csr_matrix | None:
+                      null_space: np.ndarray | None,
+                      options: dict | None = None) -> sp.csr_matrix | None:
     """This rank's rows of Phi (``num_rows x n0``, CSR), as the ddops preconditioners build it.
 
     One rank: the serial basis of :func:`ddops.coarse_basis` (what
@@ -192,9 +214,12 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
     GDSW/RGDSW with the owner labels rank-locally (the harmonic extension on
     the rank's rows), the other bases from the replicated decomposition; only
     a matrix basis without rank-local construction gathers the matrix (as
-    there).  ``None`` for ``coarse="none"``.
+    there).  ``None`` for ``coarse="none"``.  ``options``: keyword arguments of
+    :func:`ddops.coarse_basis` for the space (``ddops.SchwarzOptions.coarse_keywords``).
     """
-    if coarse == "none":
+    options = dict(options or {})
+    coarse = resolve_coarse(coarse)
+    if coarse is None:
         return None
     from ..dd.coarse import MATRIX_COARSE_BASES
     from ..dd.coarse import coarse_basis as build_coarse_basis
@@ -203,7 +228,7 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
     rows = parts.rows
     if comm is None:
         A = ((rows + rows.T) * 0.5).tocsr()  # as the serial preconditioner does
-        Phi = build_coarse_basis(d, coarse, A=A, null_space=null_space)
+        Phi = build_coarse_basis(d, coarse, A=A, null_space=null_space, **options)
         return sp.csr_matrix(Phi, dtype=np.float64)
     from ..distributed import DistributedLayout
     from ..distributed.precond import rank_local_gdsw_rows
@@ -212,13 +237,16 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
     # rank-locally for GDSW/RGDSW only: rank_local_gdsw_rows builds no other basis
     if coarse in RANK_LOCAL_BASES and d.owner is not None:
         Phi_ext, _ = rank_local_gdsw_rows(layout, sp.csr_matrix(rows, dtype=np.float64),
-                                           coarse, null_space)
+                                           coarse, null_space,
+                                           extension_solver=options.get("extension_solver",
+                                                                        "auto"))
         return sp.csr_matrix(Phi_ext[: layout.num_owned], dtype=np.float64)
     if coarse in MATRIX_COARSE_BASES:  # AGDSW, GenEO: the serial basis on the gathered matrix
         A = layout.allgather_rows(rows)
-        Phi = build_coarse_basis(d, coarse, A=((A + A.T) * 0.5).tocsr(), null_space=null_space)
+        Phi = build_coarse_basis(d, coarse, A=((A + A.T) * 0.5).tocsr(), null_space=null_space,
+                                 **options)
     else:
-        Phi = build_coarse_basis(d, coarse, A=None, null_space=null_space)
+        Phi = build_coarse_basis(d, coarse, A=None, null_space=null_space, **options)
     return sp.csr_matrix(sp.csr_matrix(Phi)[layout.owned], dtype=np.float64)
 
 
@@ -335,14 +363,17 @@ def setup_native(ksp_or_pc: Any, *, coordinates: Any = None, **options: Any) -> 
     coordinates : array, optional
         Coordinates of this rank's rows, for ``-ddops_partitioner rcb``.
     **options
-        Defaults of :class:`~ddops.petsc.options.SchwarzOptions` (``subdomains``,
+        Defaults of :data:`ddops.petsc.options.OPTIONS` (``subdomains``,
         ``overlap``, ``coarse``, ``variant``, ``partitioner``, ``null_space``,
-        ``block_size``, ``seed``); ``-<prefix>ddops_*`` overrides them.
+        ``block_size``, ``seed``, ``threads``, the coarse spaces' options such as
+        ``agdsw_threshold``); ``-<prefix>ddops_*`` overrides them.
         ``variant`` must be ``additive`` (PCMG, PCASM basic), ``restricted``
         (PCMG, PCASM restrict) or ``hybrid`` (PCDEFLATION with Phi and PCASM
         basic, set up here: its options must be in the database before the
         call); ``local_solver`` is not used (the sub solver is PETSc's:
-        ``-mg_levels_sub_pc_type``, ``-deflation_pc_sub_pc_type``).
+        ``-mg_levels_sub_pc_type``, ``-deflation_pc_sub_pc_type``);
+        ``factor_dtype`` ``float32`` and ``kernel`` are refused (PETSc factorises
+        the subdomains; its ``MatSetNullSpace`` is the kernel).
 
     Returns
     -------
@@ -358,21 +389,18 @@ def setup_native(ksp_or_pc: Any, *, coordinates: Any = None, **options: Any) -> 
 
     start = time.perf_counter()
     pc = ksp_or_pc.getPC() if isinstance(ksp_or_pc, PETSc.KSP) else ksp_or_pc
-    unknown = sorted(set(options) - set(SchwarzOptions.__dataclass_fields__))
+    unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise TypeError(f"setup_native got unknown options {unknown}; the options are "
-                        f"{sorted(SchwarzOptions.__dataclass_fields__)}")
+                        f"{sorted(OPTIONS)}")
     prefix = pc.getOptionsPrefix() or ""
     opts = SchwarzOptions(**options).with_database(prefix)
-    if opts.variant not in NATIVE_VARIANTS:
-        raise ValueError(f"-ddops_variant {opts.variant}: the native route has "
-                         f"{tuple(NATIVE_VARIANTS)} (PCMG with PCASM basic or restrict, "
-                         "PCDEFLATION); use ddops.petsc.SchwarzPC for the others")
+    _check_native(opts)
     try:
         _, P = pc.getOperators()
     except PETSc.Error as exc:
         raise ValueError("setup_native needs the operators: call KSPSetOperators first") from exc
-    size, rank = P.getComm().getSize(), P.getComm().getRank()
+    size = P.getComm().getSize()
     comm = P.getComm().tompi4py() if size > 1 else None
     block_size = opts.block_size or max(int(P.getBlockSize()), 1)
     parts = rank_decomposition(P, comm, subdomains=opts.subdomains, overlap=opts.overlap,
@@ -380,24 +408,55 @@ def setup_native(ksp_or_pc: Any, *, coordinates: Any = None, **options: Any) -> 
                                seed=opts.seed, coordinates=coordinates)
     if comm is not None:
         check_ownership(parts.decomposition, parts.subdomain_ranks, P.getOwnershipRanges())
-    if opts.coarse == "none":  # one level reads no null space (checked all the same)
+    coarse = resolve_coarse(opts.coarse)
+    if coarse is None:  # one level reads no null space (checked all the same)
         near_null_space(P, None, opts.null_space)
         null_space, source = None, DEFAULT_NULL_SPACE
     else:  # only the rows the coarse basis reads (see null_space_rows)
-        wanted = None if comm is None else null_space_rows(parts, comm, opts.coarse)
+        wanted = None if comm is None else null_space_rows(parts, comm, coarse)
         null_space, source = near_null_space(P, comm, opts.null_space, wanted)
-    rows = owned_coarse_rows(parts, comm, opts.coarse, null_space)
-    subdomains, subdomains_local = _subdomain_sets(parts, rank)
-    Phi = None
+    subdomains, subdomains_local = _subdomain_sets(parts, P.getComm().getRank())
+    return _configure(pc, P, comm, opts, parts, null_space, source, subdomains,
+                      subdomains_local, start)
+
+
+def _check_native(opts: SchwarzOptions) -> None:
+    """Refuse what the native route cannot do (PETSc solves the subdomains and A_0)."""
+    if opts.variant not in NATIVE_VARIANTS:
+        raise ValueError(f"-ddops_variant {opts.variant}: the native route has "
+                         f"{tuple(NATIVE_VARIANTS)} (PCMG with PCASM basic or restrict, "
+                         "PCDEFLATION); use ddops.petsc.SchwarzPC for the others")
+    if opts.factor_dtype != "float64":
+        raise ValueError(f"-ddops_factor_dtype {opts.factor_dtype}: the native route's "
+                         "subdomain factorisations are PETSc's (-mg_levels_sub_pc_type, in "
+                         "PETSc's scalar type); use ddops.petsc.SchwarzPC for float32 factors")
+    if opts.kernel is not None:
+        raise ValueError("-ddops_kernel: the native route takes the kernel of A from PETSc "
+                         "(MatSetNullSpace, which KSP projects out); use ddops.petsc.SchwarzPC "
+                         "for ddops' own")
+
+
+def _configure(pc: Any, P: Any, comm: Any, opts: SchwarzOptions, parts: RankDecomposition,
+               null_space: Any, source: str, subdomains: list, subdomains_local: list,
+               start: float, Phi: Any = None, rows: Any = None) -> NativeSchwarz:
+    """Phi (unless given with its ``rows``) and the PC on a decomposition already built."""
+    from petsc4py import PETSc
+
+    prefix = pc.getOptionsPrefix() or ""
+    coarse = resolve_coarse(opts.coarse)
+    if Phi is None:
+        keywords = {} if coarse is None else opts.schwarz_options(coarse).coarse_keywords()
+        with thread_limit(opts.threads):
+            rows = owned_coarse_rows(parts, comm, opts.coarse, null_space, keywords)
     coarse_dim = 0 if rows is None else int(rows.shape[1])
-    if coarse_dim and opts.variant == "hybrid":
+    if coarse_dim and Phi is None:
         Phi = _petsc_rows(P, rows, coarse_dim)
+    if coarse_dim and opts.variant == "hybrid":
         _set_defaults(prefix, DEFLATION_DEFAULTS)
         if PETSc.Sys.hasExternalPackage("mumps"):
             _set_defaults(prefix, DEFLATION_COARSE_SOLVER)
         _configure_deflation(pc, Phi, subdomains, subdomains_local)
     elif coarse_dim:
-        Phi = _petsc_rows(P, rows, coarse_dim)
         _set_defaults(prefix, NATIVE_DEFAULTS)
         pc.setType(PETSc.PC.Type.MG)
         pc.setMGLevels(2)
@@ -411,7 +470,7 @@ def setup_native(ksp_or_pc: Any, *, coordinates: Any = None, **options: Any) -> 
         _set_defaults(prefix, ONE_LEVEL_DEFAULTS)
         _configure_asm(pc, subdomains, subdomains_local, opts.variant)
     return NativeSchwarz(pc, opts, parts, Phi, subdomains, subdomains_local, coarse_dim,
-                         source, time.perf_counter() - start)
+                         source, time.perf_counter() - start, null_space, rows)
 
 
 class NativePC:
@@ -428,11 +487,14 @@ class NativePC:
     defaults :func:`setup_native` writes into the database under that prefix
     stay there, as with :func:`setup_native` itself.
 
-    PETSc calls ``setUp`` again, and so rebuilds the decomposition, Phi and
-    the inner PC, when the operators change: a new matrix, or new values in
-    the same one (not when ``KSPSetReusePreconditioner`` is set, and not for
-    ``KSPSetOperators`` with the unchanged matrix).  ``-ksp_view`` prints
-    what was built and the inner PC.
+    PETSc calls ``setUp`` again when the operators change: a new matrix, or new
+    values in the same one (not when ``KSPSetReusePreconditioner`` is set, and
+    not for ``KSPSetOperators`` with the unchanged matrix).  When every rank's
+    rows have the pattern of the last full set-up and the options are the same,
+    only the numeric phase runs: the decomposition and the subdomain ``IS`` are
+    kept, Phi is built again for the new values (kept with
+    ``-ddops_reuse_coarse``) and a new inner PC is set up on them; otherwise
+    everything is rebuilt.  ``-ksp_view`` prints what was built and the inner PC.
 
     Parameters
     ----------
@@ -446,14 +508,18 @@ class NativePC:
     native : NativeSchwarz or None
         What the last ``setUp`` built (its ``pc`` is the inner PC).
     setups : int
-        How many times the PC was built.
+        How many times the PC was built from scratch.
+    updates : int
+        How many set-ups ran the numeric phase only (the same pattern and options).
+    last_setup : {"full", "numeric"} or None
+        What the last ``setUp`` ran.
     """
 
     def __init__(self, *, coordinates: Any = None, **options: Any) -> None:
-        unknown = sorted(set(options) - set(SchwarzOptions.__dataclass_fields__))
+        unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise TypeError(f"NativePC got unknown options {unknown}; the options are "
-                            f"{sorted(SchwarzOptions.__dataclass_fields__)}")
+                            f"{sorted(OPTIONS)}")
         variant = SchwarzOptions(**options).variant  # a bad value is named now, not at set-up
         if variant not in NATIVE_VARIANTS:
             raise ValueError(f"variant {variant!r}: the native route has "
@@ -461,7 +527,9 @@ class NativePC:
         self._options = options
         self.coordinates = coordinates
         self.native: NativeSchwarz | None = None
-        self.setups = 0
+        self.setups = self.updates = 0
+        self.last_setup: str | None = None
+        self._pattern: Any = None  # this rank's rows' (indptr, indices) at the last full set-up
 
     # -- PETSc's python-context protocol --------------------------------------------------
     def create(self, pc: Any) -> None:
@@ -473,11 +541,13 @@ class NativePC:
         track(pc)
 
     def setUp(self, pc: Any) -> None:  # noqa: N802 - PETSc's method names
-        """Build the inner PC from the current operators (again after a change)."""
+        """Build the inner PC from the current operators (again after a change): everything,
+        or for the same pattern and options the numeric phase only."""
         from petsc4py import PETSc
 
-        self._release()
         A, P = pc.getOperators()
+        old = self.native
+        rows = self._same_pattern(pc, P)
         inner = PETSc.PC().create(comm=pc.getComm())
         inner.setOptionsPrefix(pc.getOptionsPrefix())
         inner.setOperators(A, P)
@@ -488,21 +558,78 @@ class NativePC:
                   if db.hasName(key)}
         for key in hidden:
             db.delValue(key)
+        native = None
         try:
-            self.native = setup_native(inner, coordinates=self.coordinates, **self._options)
+            if rows is None:
+                self._release()
+                self._pattern = None
+                native = setup_native(inner, coordinates=self.coordinates, **self._options)
+                self._pattern = (native.parts.rows.indptr.copy(),
+                                 native.parts.rows.indices.copy())
+            else:
+                native = self._numeric(inner, P, rows, old)
+            self.native = native
             inner.setFromOptions()
             inner.setUp()
         except BaseException:
-            if self.native is not None:
-                self.native.destroy()
+            if native is not None:
+                native.destroy()
             inner.destroy()
             self.native = None
+            self._pattern = None
             raise
         finally:
             for key, value in hidden.items():
                 db.setValue(key, value)
                 db.getString(key)  # read again: -options_left must not report it unused
-        self.setups += 1
+        if rows is None:
+            self.setups += 1
+            self.last_setup = "full"
+        else:
+            self.updates += 1
+            self.last_setup = "numeric"
+
+    def _same_pattern(self, pc: Any, P: Any) -> Any:
+        """This rank's rows when every rank's pattern and the options are those of the last
+        full set-up (agreed over the ranks), else None."""
+        native = self.native
+        if native is None or self._pattern is None:
+            return None
+        opts = SchwarzOptions(**self._options).with_database(pc.getOptionsPrefix() or "")
+        same = opts == native.options
+        rows = None
+        if same:
+            try:
+                rows = local_rows(P)
+            except (TypeError, ValueError):
+                same = False
+            else:
+                same = (np.array_equal(rows.indptr, self._pattern[0])
+                        and np.array_equal(rows.indices, self._pattern[1]))
+        if P.getComm().getSize() > 1:
+            same = bool(P.getComm().tompi4py().allreduce(bool(same), op=_mpi_land()))
+        return rows if same else None
+
+    def _numeric(self, inner: Any, P: Any, rows: Any, old: NativeSchwarz) -> NativeSchwarz:
+        """A new inner PC on the kept decomposition and IS, with Phi built for the new values
+        (or kept with ``-ddops_reuse_coarse``)."""
+        start = time.perf_counter()
+        opts, parts = old.options, old.parts
+        parts.rows = rows
+        comm = P.getComm().tompi4py() if P.getComm().getSize() > 1 else None
+        keep = bool(opts.reuse_coarse) and old.Phi is not None
+        Phi, coarse_rows = (old.Phi, old.coarse_rows) if keep else (None, None)
+        # the old inner PC goes; the IS (and a kept Phi) move to the new one
+        old_pc = old.pc
+        if not keep and old.Phi is not None:
+            old.Phi.destroy()
+        subdomains, subdomains_local = old.subdomains, old.subdomains_local
+        old.Phi = None
+        old.subdomains = old.subdomains_local = []
+        old_pc.destroy()
+        self.native = None
+        return _configure(inner, P, comm, opts, parts, old.null_space, old.null_space_source,
+                          subdomains, subdomains_local, start, Phi, coarse_rows)
 
     def apply(self, pc: Any, x: Any, y: Any) -> None:
         """``y = M x`` with the inner PC."""

@@ -38,8 +38,17 @@ What ``setUp`` does, on every rank of the operator's communicator:
 
 ``apply`` and ``applyTranspose`` pass the local array of the PETSc vector
 (this rank's rows, increasing global order) to ``matvec``/``rmatvec`` of
-that operator.  Every ``setUp`` rebuilds everything (a new matrix, also
-with the same pattern, gets a new decomposition).
+that operator.
+
+A second ``setUp`` (PETSc calls it after ``KSPSetOperators`` with new values,
+or another matrix) runs only the numeric phase when the matrix has the pattern
+of the last full set-up on every rank (each rank compares its rows' ``indptr``
+and ``indices``; the ranks agree) and the options are unchanged: the
+decomposition, the layout and the symbolic data are kept and the
+preconditioner's ``update`` recomputes the coarse basis (kept with
+``-ddops_reuse_coarse``), ``A_0`` and the factorisations.  Otherwise (first
+set-up, another pattern, other options) everything is built again.
+:attr:`SchwarzPC.setups` and :attr:`SchwarzPC.updates` count the two.
 """
 
 from __future__ import annotations
@@ -57,11 +66,13 @@ from .decomposition import (
     _allgatherv,
     _whole_nodes,
     check_ownership,
+    local_rows,
     rank_decomposition,
 )
-from .options import SchwarzOptions
+from .options import OPTIONS, SchwarzOptions
 
-__all__ = ["DEFAULT_NULL_SPACE", "NOT_USED", "SchwarzPC", "near_null_space", "null_space_rows"]
+__all__ = ["DEFAULT_NULL_SPACE", "NOT_USED", "SchwarzPC", "near_null_space", "null_space_rows",
+           "resolve_coarse"]
 
 #: :attr:`SchwarzPC.null_space_source` without a near-null space: ddops' own default.
 DEFAULT_NULL_SPACE = "ddops default (the constants, one per component of a node)"
@@ -76,11 +87,12 @@ class SchwarzPC:
         Coordinates of this rank's rows (``num_rows x d``), used by the
         ``rcb`` partitioner only.
     **options
-        Defaults of the settings of :class:`~ddops.petsc.options.SchwarzOptions`
-        (``subdomains``, ``overlap``, ``coarse``, ``variant``, ``partitioner``,
-        ``local_solver``, ``null_space``, ``block_size``, ``seed``); the
-        options database (``-<prefix>ddops_<name>``) overrides them in
-        ``setFromOptions``.
+        Defaults of the settings of :data:`ddops.petsc.options.OPTIONS` (those of
+        :class:`ddops.SchwarzOptions`: ``subdomains``, ``overlap``, ``coarse``,
+        ``variant``, ``partitioner``, ``local_solver``, ``factor_dtype``,
+        ``null_space``, ``kernel``, ``threads``, ..., the coarse spaces' options
+        such as ``agdsw_threshold``, and ``reuse_coarse``); the options database
+        (``-<prefix>ddops_<name>``) overrides them in ``setFromOptions``.
 
     Attributes
     ----------
@@ -102,6 +114,11 @@ class SchwarzPC:
         :func:`null_space_rows`; 0 without one).
     setup_seconds : float
         Wall time of this rank's last ``setUp``.
+    setups, updates : int
+        How many ``setUp`` calls built everything, and how many ran only the
+        numeric phase (the same pattern and options: ``update``).
+    last_setup : {"full", "numeric"} or None
+        What the last ``setUp`` ran.
 
     Raises
     ------
@@ -115,10 +132,10 @@ class SchwarzPC:
     """
 
     def __init__(self, *, coordinates: Any = None, **options: Any) -> None:
-        unknown = sorted(set(options) - set(SchwarzOptions.__dataclass_fields__))
+        unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise TypeError(f"SchwarzPC got unknown options {unknown}; the options are "
-                            f"{sorted(SchwarzOptions.__dataclass_fields__)}")
+                            f"{sorted(OPTIONS)}")
         self._defaults = SchwarzOptions(**options)
         self.options = self._defaults
         self.coordinates = None if coordinates is None else np.asarray(coordinates, float)
@@ -129,6 +146,10 @@ class SchwarzPC:
         self.null_space_rows = 0
         self.setup_seconds = 0.0
         self.decomposition_seconds = 0.0
+        self.setups = self.updates = 0
+        self.last_setup: str | None = None
+        self._built: Any = None  # (options, coordinates, pattern) of the last full set-up
+        self.coarse_kind: str | None = None
 
     # -- PETSc's python-context protocol --------------------------------------------------
     def create(self, pc: Any) -> None:
@@ -153,27 +174,75 @@ class SchwarzPC:
         self.options = self._defaults.with_database(pc.getOptionsPrefix())
 
     def setUp(self, pc: Any) -> None:  # noqa: N802
-        """Build the decomposition, the coarse space and the local factorisations."""
+        """Build the preconditioner, or only its numeric phase for the same pattern."""
         start = time.perf_counter()
         _, P = pc.getOperators()
-        opts = self.options
         size = P.getComm().getSize()
         comm = P.getComm().tompi4py() if size > 1 else None
+        rows = self._same_pattern(P, comm)
+        if rows is not None:
+            self._numeric(rows, comm, pc)
+            self.last_setup = "numeric"
+            self.updates += 1
+        else:
+            self._full(P, comm, pc)
+            self.last_setup = "full"
+            self.setups += 1
+        self.setup_seconds = time.perf_counter() - start
+
+    def _same_pattern(self, P: Any, comm: Any) -> Any:
+        """This rank's rows of ``P`` when every rank's pattern and the options are those of
+        the last full set-up (agreed over the ranks), else None."""
+        if self.preconditioner is None or self._built is None:
+            return None
+        options, coordinates, (indptr, indices) = self._built
+        same = options == self.options and coordinates is self.coordinates
+        rows = None
+        if same:
+            try:
+                rows = local_rows(P)
+            except (TypeError, ValueError):  # the full set-up names the problem
+                same = False
+            else:
+                same = (np.array_equal(rows.indptr, indptr)
+                        and np.array_equal(rows.indices, indices))
+        if comm is not None:
+            same = bool(comm.allreduce(bool(same), op=_mpi_land()))
+        return rows if same else None
+
+    def _numeric(self, rows: Any, comm: Any, pc: Any) -> None:
+        """The numeric phase: ``update`` of the preconditioner with this rank's new rows."""
+        reuse = bool(self.options.reuse_coarse)
+        self.parts.rows = rows
+        error = None
+        try:
+            self.preconditioner.update(rows, reuse_coarse=reuse)
+        except Exception as exc:  # noqa: BLE001 - raised again on every rank by agree
+            error = exc
+        try:
+            agree(comm, error, "SchwarzPC.setUp")
+        except Exception:
+            self.reset(pc)  # nothing half-updated stays on the context
+            raise
+
+    def _full(self, P: Any, comm: Any, pc: Any) -> None:
+        """Build the decomposition, the coarse space and the local factorisations."""
+        start = time.perf_counter()
+        opts = self.options
+        self._built = None
         block_size = opts.block_size or max(int(P.getBlockSize()), 1)
         self.parts = parts = rank_decomposition(
             P, comm, subdomains=opts.subdomains, overlap=opts.overlap,
             partitioner=opts.partitioner, block_size=block_size, seed=opts.seed,
             coordinates=self.coordinates)
         self.decomposition_seconds = time.perf_counter() - start
-        coarse = None if opts.coarse == "none" else opts.coarse
+        self.coarse_kind = coarse = resolve_coarse(opts.coarse)
         null_space = self._null_space(P, comm, opts.null_space, coarse)
         d = parts.decomposition
+        settings = opts.schwarz_options("none" if coarse is None else coarse, null_space)
         if comm is None:
             self.layout = None
-            self.preconditioner = TwoLevelSchwarz(
-                parts.rows, d, coarse_basis=coarse, variant=opts.variant,
-                coarse=coarse is not None, null_space=null_space,
-                local_solver=opts.local_solver)
+            self.preconditioner = TwoLevelSchwarz(parts.rows, d, options=settings)
         else:
             from ..distributed import DistributedLayout
             from ..distributed.precond import DistributedTwoLevelSchwarz
@@ -187,8 +256,7 @@ class SchwarzPC:
                 # the rank-local construction exists for GDSW/RGDSW only; AGDSW and GenEO get
                 # the serial one (on the gathered matrix), not RGDSW under their name
                 self.preconditioner = DistributedTwoLevelSchwarz(
-                    self.layout, None, coarse, opts.variant, null_space=null_space,
-                    local_solver=opts.local_solver,
+                    self.layout, None, options=settings,
                     local_basis=coarse is None or coarse in RANK_LOCAL_BASES)
                 error = None
             except Exception as exc:  # noqa: BLE001 - raised again on every rank by agree
@@ -198,11 +266,12 @@ class SchwarzPC:
             except Exception:
                 self.reset(pc)  # nothing half-built stays on the context
                 raise
-        self.setup_seconds = time.perf_counter() - start
+        self._built = (opts, self.coordinates,
+                       (parts.rows.indptr.copy(), parts.rows.indices.copy()))
 
     def reset(self, pc: Any) -> None:
         """Drop the preconditioner (PCReset)."""
-        self.preconditioner = self.layout = self.parts = None
+        self.preconditioner = self.layout = self.parts = self._built = None
 
     def apply(self, pc: Any, x: Any, y: Any) -> None:
         """``y = M x`` on this rank's rows."""
@@ -239,7 +308,7 @@ class SchwarzPC:
             f"partitioner {o.partitioner} on each rank's rows), overlap {o.overlap}, "
             f"block size {d.block_size}",
             f"  unknowns: {d.num_dofs}, largest subdomain {d.max_size}",
-            f"  coarse space: {o.coarse}, dimension {coarse_dim}"
+            f"  coarse space: {self.coarse_kind or 'none'}, dimension {coarse_dim}"
             + (f", built {M.coarse_construction}" if self.layout is not None and coarse_dim
                else ""),
             f"  null space: {self.null_space_source}",
@@ -248,7 +317,8 @@ class SchwarzPC:
             "integers" + (f"; the coarse matrix, {coarse_dim} x {coarse_dim}" if coarse_dim
                           and self.layout is not None else ""),
             f"  set-up on rank 0: {self.setup_seconds:.3g} s (decomposition "
-            f"{self.decomposition_seconds:.3g} s)",
+            f"{self.decomposition_seconds:.3g} s); {self.setups} full, {self.updates} "
+            "numeric only (the same pattern)",
         ]
         return lines
 
@@ -275,6 +345,18 @@ RANK_LOCAL_BASES = ("gdsw", "rgdsw")
 
 #: :attr:`SchwarzPC.null_space_source` of one level (no coarse space reads a null space).
 NOT_USED = "not used (no coarse space)"
+
+
+def resolve_coarse(coarse: str) -> str | None:
+    """``-ddops_coarse`` as a coarse space name, None for ``none``: ``auto`` is ``gdsw`` (the
+    rank decomposition has owner labels, the 1D hats never apply to it)."""
+    return None if coarse == "none" else "gdsw" if coarse == "auto" else coarse
+
+
+def _mpi_land() -> Any:
+    from ..distributed.comm import mpi
+
+    return mpi().LAND
 
 
 def null_space_rows(parts: RankDecomposition, comm: Any, coarse: str) -> np.ndarray | None:
@@ -314,7 +396,7 @@ def near_null_space(P: Any, comm: Any, choice: str,
                     rows: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
     """``(Z, source)``: the near-null space of ``P`` as a global ``n x k`` array, or None.
 
-    ``choice`` is ``-ddops_null_space``: ``constant`` ignores the near-null
+    ``choice`` is ``-ddops_null_space``: ``constants`` ignores the near-null
     space, ``near`` requires one, ``auto`` takes it when there is one.  On
     several ranks (``comm`` not None) the vectors' rows ``rows`` (sorted
     global indices; None: all) are fetched from their owners with a PETSc
@@ -323,7 +405,7 @@ def near_null_space(P: Any, comm: Any, choice: str,
     ``source`` says where the null space came from (:data:`DEFAULT_NULL_SPACE`
     for None).
     """
-    if choice == "constant":
+    if choice == "constants":
         return None, DEFAULT_NULL_SPACE
     nsp = P.getNearNullSpace()
     if not nsp:

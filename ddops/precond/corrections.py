@@ -473,7 +473,6 @@ class CoarseCorrection:
             AP = (A @ Phi).tocsr()
             A0 = (Phi.T @ AP).tocsr()
         A0 = (A0 + A0.T) * 0.5
-        self.A0 = A0
         self.assembly_seconds = time.perf_counter() - start
         singular = _SingularCoarse(A, Phi, self.dim)
         dt, backend = self.dtype, self.backend
@@ -489,10 +488,40 @@ class CoarseCorrection:
         # Phi^T as a transposed view on the host (no copy), a CSR copy on the GPU
         self._PhiT = self._Phi.T if backend == "numpy" else asarray(
             Phi.T.tocsr().astype(dt, copy=False), backend=backend)
+        self.factor(A0, singular.error)
+
+    def factor(self, A0: sp.spmatrix, singular: Any = None) -> None:
+        """Factorise the coarse matrix ``A_0``: the last step of :meth:`compute`.
+
+        Public for a coarse matrix assembled elsewhere (the distributed preconditioner sums
+        ``A_0`` over the ranks and factorises it on every rank).  Dense Cholesky up to
+        :data:`COARSE_DENSE_MAX` (and always on the GPU), else the sparse factorisation of
+        ``factorization``.
+
+        Parameters
+        ----------
+        A0 : sparse matrix
+            The symmetric ``n0 x n0`` coarse matrix.
+        singular : callable, optional
+            Returns the exception raised when ``A_0`` is singular or not positive definite
+            (default: a ValueError that says so).
+        """
+        if singular is None:
+            def singular() -> ValueError:
+                return ValueError(f"coarse matrix A_0 = Phi^T A Phi ({A0.shape[0]} x "
+                                  f"{A0.shape[0]}) is singular or not positive definite; "
+                                  "the coarse basis Phi must have full column rank and A "
+                                  "must be SPD")
+        A0 = sp.csr_matrix(A0)
+        self.A0 = A0
+        self.dim = int(A0.shape[0])
+        self.solver = None
+        self._cho = self._lu = self._inv = None
+        dt, backend = self.dtype, self.backend
         if self.dim <= COARSE_DENSE_MAX or backend == "cupy":
             c, ok = dense_spd_cholesky(A0.toarray())
             if not ok:
-                raise singular.error()
+                raise singular()
             lower = True
             self.solver = "dense"
             self._cho = (c, lower)
@@ -505,11 +534,11 @@ class CoarseCorrection:
             try:
                 self._lu = factorize_blocks(A0, [0, self.dim], "pardiso")
             except SingularBlockError:
-                raise singular.error() from None
+                raise singular() from None
             return
         lu, bad = sparse_spd_factor(A0)
         if lu is None or bad.size:
-            raise singular.error()
+            raise singular()
         self._lu = lu
 
     @property

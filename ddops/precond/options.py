@@ -41,6 +41,7 @@ __all__ = [
     "AGDSWOptions",
     "GenEOOptions",
     "SchwarzOptions",
+    "check_option",
 ]
 
 #: Preconditioner variants: how the partition of unity ``D_i`` enters the local sum, and
@@ -399,3 +400,10 @@ def coarse_options_from_dict(kind: Any, options: dict) -> dict[str, Any]:
     values = {k: v for k, v in options.items() if v is not None}
     attr = "gdsw" if kind_type is GDSWOptions else kind
     return {attr: kind_type(**values)}
+
+
+def check_option(name: str, value: Any, label: str | None = None) -> Any:
+    """``value`` of the field ``name`` of :class:`SchwarzOptions` checked against its
+    :data:`OPTION_SPECS` entry, as :class:`SchwarzOptions` checks it; the messages name
+    ``label`` (e.g. a command-line flag or a PETSc option) instead of the field."""
+    return _check_field(OPTION_SPECS[name], value, label)

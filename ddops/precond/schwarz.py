@@ -97,6 +97,9 @@ __all__ = [
     "zero_energy_defects",
     "SINGULAR_HINT",
     "SingularMatrixError",
+    "check_matrix",
+    "check_symmetric",
+    "resolve_options",
 ]
 
 #: Precisions of the local solves (``factor_dtype``): float64, or float32 factors applied to
@@ -108,7 +111,7 @@ SOLVERS = ("cg", "gmres")
 
 
 # -- validation helpers ----------------------------------------------------------------------
-def _check_matrix(A: Any, name: str = "A") -> tuple[sp.csr_matrix, np.dtype]:
+def check_matrix(A: Any, name: str = "A") -> tuple[sp.csr_matrix, np.dtype]:
     """``A`` as float64 CSR (the package's matrix contract, :func:`ddops._validation.as_matrix`)
     without empty rows, and its original dtype."""
     A, original = as_matrix(A, name)
@@ -116,7 +119,7 @@ def _check_matrix(A: Any, name: str = "A") -> tuple[sp.csr_matrix, np.dtype]:
     return A, original
 
 
-def _check_symmetric(A: sp.csr_matrix, name: str = "A") -> bool:
+def check_symmetric(A: sp.csr_matrix, name: str = "A") -> bool:
     """Raise unless ``max |A - A^T| <= sqrt(eps) * max |A|``; True when ``A = A^T`` exactly."""
     scale = float(np.abs(A.data).max()) if A.nnz else 0.0
     asym, exact = symmetry_defect(A)
@@ -126,6 +129,9 @@ def _check_symmetric(A: sp.csr_matrix, name: str = "A") -> bool:
                          "matrix")
     return exact
 
+
+# the names the package used before they were public
+_check_matrix, _check_symmetric = check_matrix, check_symmetric
 
 def _check_factor_dtype(factor_dtype: Any) -> np.dtype:
     """``factor_dtype`` as float32 or float64, or a TypeError naming it."""
@@ -203,8 +209,13 @@ def _is_default(name: str, value: Any) -> bool:
     return value is default or (isinstance(value, str) and value == default)
 
 
-def _resolve_options(options: Any, given: dict, decomposition: Any) -> SchwarzOptions:
-    """The options of a TwoLevelSchwarz: ``options=`` or its keyword arguments (not both)."""
+def resolve_options(options: Any, given: dict, decomposition: Any) -> SchwarzOptions:
+    """The options of a TwoLevelSchwarz: ``options=`` or its keyword arguments (not both).
+
+    ``given`` holds the option keywords of :class:`TwoLevelSchwarz` by name (the
+    distributed preconditioner passes its own); a keyword with a value other than its
+    default beside ``options=`` is refused.
+    """
     if options is not None:
         if not isinstance(options, SchwarzOptions):
             raise TypeError(f"options must be a ddops.SchwarzOptions, got "
@@ -242,6 +253,10 @@ def _resolve_options(options: Any, given: dict, decomposition: Any) -> SchwarzOp
                           coarse_size=coarse_size, local_solver=given["local_solver"],
                           factor_dtype=factor_dtype, null_space=given["null_space"],
                           kernel=given["kernel"], threads=given["threads"], **sub)
+
+
+
+_resolve_options = resolve_options
 
 
 # -- the two-level Schwarz preconditioner ------------------------------------------------------
