@@ -479,7 +479,7 @@ def _library_default(name: str) -> Any:
     return values.pop() if len(values) == 1 else None
 
 
-def _int_type(flag: str, minimum: int | None):
+def _int_type(minimum: int | None):
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -601,7 +601,7 @@ def add_cli_arguments(parser: Any, names: Any = None, *, defaults: dict | None =
         elif spec.kind == "float":
             kw["type"] = _positive_float
         else:  # "int", "threads"
-            kw["type"] = _int_type(spec.flag, spec.minimum)
+            kw["type"] = _int_type(spec.minimum)
         text = spec.help
         # a default of None means "not given": the library's default applies
         stated = default_help.get(name) or _default_text(
