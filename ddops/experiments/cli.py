@@ -23,6 +23,7 @@ import argparse
 import os
 import re
 import sys
+import warnings
 from dataclasses import fields, replace
 from typing import Any
 
@@ -84,9 +85,11 @@ def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
     from ..learning.metrics import EXACT_FRO_LIMIT
     from ..learning.training import OPTIMIZERS
     from ..operators import INITS, PARTITIONS
+    from ..precond.options import add_deprecated_flag
     from .compare import GRID_FOURIER_MODES, REGRESSION_LOSSES
     from .grid import (
         ELASTICITY_DEFAULTS,
+        GRID_COARSE_BASES,
         PARTITIONERS,
         PROBLEM_DEFAULTS,
         PROBLEMS,
@@ -150,9 +153,14 @@ def _add_experiment_flags(p: argparse.ArgumentParser, default_prefix: str,
         help="ranks of the global Q K^T baselines, one model each (default 39 5; "
              "--preset v1: 40 5; 0 for none; 2D/3D: the Schwarz model's rank bound and its "
              "parameter-matched rank)")
-    add(g, "--coarse-basis", choices=ALL_COARSE_BASES,
-        help=f"coarse interpolation Phi; {_defaults('coarse_basis')}; 2D/3D: gdsw, rgdsw or "
-             f"nicolaides (built from A and the partition), {d2['coarse_basis']}")
+    if "--coarse" not in exclude:  # the preconditioners' name; --coarse-basis still works
+        coarse = g.add_argument(
+            "--coarse", dest="coarse_basis", choices=ALL_COARSE_BASES,
+            help=f"coarse basis Phi of the Schwarz attention operator (ddops.coarse_basis); "
+                 f"{_defaults('coarse_basis')}; 2D/3D: {', '.join(GRID_COARSE_BASES[:2])} "
+                 f"or {GRID_COARSE_BASES[2]} (built from A and the partition), "
+                 f"{d2['coarse_basis']}")
+        add_deprecated_flag(g, "--coarse-basis", coarse)
     add(g, "--partition", choices=tuple(PARTITIONS),
         help=f"placement of the partition-of-unity weight; {_defaults('partition')}")
     add(g, "--init", choices=INITS,
@@ -326,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
                  "  ddops compare --n 64 --steps 200 --no-plots --save-prefix results/small\n"
                  "  ddops compare --checkpoint-every 100 --save-prefix results/run   # then "
                  "add --resume\n"
-                 "  ddops compare --problem poisson2d --n 64 --subdomains 16 --coarse-basis gdsw "
+                 "  ddops compare --problem poisson2d --n 64 --subdomains 16 --coarse gdsw "
                  "--preset improved\n"
                  "  ddops compare --problem diffusion2d --n 32 --subdomains 4 --contrast 1e4 "
                  "--steps 200", _OUTPUT_LINES)
@@ -392,15 +400,34 @@ def _progress(args: argparse.Namespace) -> bool:
 
 
 def _flag_words(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """Map the settings' names (``batch_size``) to the flags of ``parser`` (``--batch-size``)."""
+    """Map the settings' names (``batch_size``) to the flags of ``parser`` (``--batch-size``);
+    a setting stored under another name (``coarse_basis`` by ``--coarse``) maps to its flag,
+    not to an old spelling."""
     out: dict[str, str] = {}
     for action in parser._actions:
         for flag in action.option_strings:
             if flag.startswith("--") and flag not in ("--help", "--version"):
                 out[flag[2:].replace("-", "_")] = flag
+    for action in parser._actions:
+        if action.help != argparse.SUPPRESS and action.nargs != 0 and action.option_strings:
+            out[action.dest] = action.option_strings[0]
     if "global_rank" in out:  # the field behind --global-rank
         out["global_ranks"] = out["global_rank"]
     return out
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``parser.parse_args(argv)``; an old spelling of a flag or of a value prints one line
+    on stderr that names the new one (a DeprecationWarning)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecationWarning)
+        args = parser.parse_args(argv)
+    for w in caught:
+        if issubclass(w.category, DeprecationWarning):
+            print(f"ddops {args.command}: DeprecationWarning: {w.message}", file=sys.stderr)
+        else:  # not ours: as it would have been shown
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return args
 
 
 _QUOTED = re.compile(r"('[^']*'|\"[^\"]*\")")
@@ -630,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
             raise _UsageError(f"ddops: error: the first argument must be a command "
                               f"({', '.join(COMMANDS)}), got {argv[0]!r}; for example "
                               f"'ddops compare {argv[0]} ...'")
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
         words = _flag_words(parser._subparsers._group_actions[0].choices[args.command])
         from ..learning.training import ChangedSettingsError
 

@@ -11,11 +11,18 @@ coarse spaces are typed objects of their own: :class:`GDSWOptions`,
 Old spellings keep working with a :class:`DeprecationWarning` that names the new
 one (:data:`DEPRECATED_CHOICES`), e.g. ``null_space="constant"`` for
 ``"constants"``.
+
+A command line takes the same vocabulary from :func:`add_cli_arguments`: one flag per
+field of :data:`OPTION_SPECS` and per option of the coarse spaces
+(:data:`COARSE_OPTION_SPECS`), with their names, choices, defaults and help;
+:func:`options_from_cli` turns the parsed flags back into a :class:`SchwarzOptions`.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import math
 import numbers
 import warnings
 from dataclasses import dataclass, field
@@ -36,12 +43,19 @@ __all__ = [
     "EXTENSION_SOLVERS",
     "DEPRECATED_CHOICES",
     "OPTION_SPECS",
+    "COARSE_OPTION_SPECS",
     "OptionSpec",
     "GDSWOptions",
     "AGDSWOptions",
     "GenEOOptions",
     "SchwarzOptions",
     "check_option",
+    "coarse_option_users",
+    "coarse_option_defaults",
+    "cli_flag",
+    "add_cli_arguments",
+    "add_deprecated_flag",
+    "options_from_cli",
 ]
 
 #: Preconditioner variants: how the partition of unity ``D_i`` enters the local sum, and
@@ -80,8 +94,9 @@ class OptionSpec:
     name : str
         The field (and keyword argument) name.
     kind : {"choice", "int", "float", "array", "threads"}
-        ``"choice"``: a string from ``choices``; ``"array"``: an array, or a string
-        from ``choices`` (a named array such as ``"constants"``).
+        ``"choice"``: a string from ``choices``; ``"float"``: a positive finite number;
+        ``"array"``: an array, or a string from ``choices`` (a named array such as
+        ``"constants"``).
     choices : tuple of str
         The accepted strings.
     help : str
@@ -90,6 +105,8 @@ class OptionSpec:
         The command-line flag, or None where the command line has none.
     petsc : str or None
         The PETSc option (without ``-<prefix>ddops_``), or None.
+    minimum : int or None
+        The smallest integer accepted (``"int"`` and ``"threads"``).
     """
 
     name: str
@@ -130,6 +147,24 @@ OPTION_SPECS = {s.name: s for s in (
           "of a file", choices=("constants",)),
     _spec("threads", "threads", "threads of the set-up and of every application (default: "
           "the process's settings)", minimum=1),
+)}
+
+#: Every field of the coarse spaces' options objects (:class:`GDSWOptions`,
+#: :class:`AGDSWOptions`, :class:`GenEOOptions`), by name: a name that several spaces
+#: share (``threshold``, ``extension_solver``) is one concept, and one command-line flag
+#: sets it for each of them (:func:`coarse_option_users`); the defaults are the
+#: dataclasses' (:func:`coarse_option_defaults`).
+COARSE_OPTION_SPECS = {s.name: s for s in (
+    _spec("extension_solver", "choice", "solver of the interior problems of the discrete "
+          "harmonic extension (amg: inexact)", choices=EXTENSION_SOLVERS, petsc=False),
+    _spec("threshold", "float", "eigenvalue threshold of the adaptive coarse spaces: a "
+          "larger one keeps more eigenvectors", petsc=False),
+    _spec("max_per_component", "int", "at most this many eigenvectors per interface "
+          "component", minimum=0, petsc=False),
+    _spec("max_per_subdomain", "int", "at most this many eigenvectors per subdomain",
+          minimum=0, petsc=False),
+    _spec("neumann", "array", "one local Neumann matrix per subdomain (finite-element "
+          "assembly)", flag=False, petsc=False),
 )}
 
 
@@ -407,3 +442,252 @@ def check_option(name: str, value: Any, label: str | None = None) -> Any:
     :data:`OPTION_SPECS` entry, as :class:`SchwarzOptions` checks it; the messages name
     ``label`` (e.g. a command-line flag or a PETSc option) instead of the field."""
     return _check_field(OPTION_SPECS[name], value, label)
+
+
+# -- the command line ------------------------------------------------------------------------
+def coarse_option_users(name: str) -> tuple[str, ...]:
+    """The coarse spaces whose options object has the field ``name``, in the order of
+    :data:`COARSE_SPACES` (``"rgdsw"`` takes :class:`GDSWOptions`)."""
+    if name not in COARSE_OPTION_SPECS:
+        raise ValueError(f"{name!r} is not an option of a coarse space; the options are "
+                         f"{tuple(COARSE_OPTION_SPECS)}")
+    return tuple(space for space in COARSE_SPACES if space in COARSE_OPTION_TYPES
+                 and name in {f.name for f in dataclasses.fields(COARSE_OPTION_TYPES[space])})
+
+
+def coarse_option_defaults(name: str) -> dict[str, Any]:
+    """The default of the coarse-space option ``name`` in each space that takes it."""
+    out = {}
+    for space in coarse_option_users(name):
+        f = next(f for f in dataclasses.fields(COARSE_OPTION_TYPES[space]) if f.name == name)
+        out[space] = f.default
+    return out
+
+
+def _spec_of(name: str) -> OptionSpec:
+    spec = OPTION_SPECS.get(name) or COARSE_OPTION_SPECS.get(name)
+    if spec is None:
+        raise ValueError(f"{name!r} is not an option; the options are "
+                         f"{(*OPTION_SPECS, *COARSE_OPTION_SPECS)}")
+    return spec
+
+
+def cli_flag(name: str) -> str | None:
+    """The command-line flag of the option ``name`` (``"block_size"`` -> ``"--block-size"``),
+    None for one without a flag (``neumann``)."""
+    return _spec_of(name).flag
+
+
+def _library_default(name: str) -> Any:
+    """The default of ``name``: :class:`SchwarzOptions`' field, or the coarse spaces' default
+    when they share one (None when they differ)."""
+    if name in OPTION_SPECS:
+        return next(f.default for f in dataclasses.fields(SchwarzOptions) if f.name == name)
+    values = set(coarse_option_defaults(name).values())
+    return values.pop() if len(values) == 1 else None
+
+
+def _int_type(minimum: int | None):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (0 < value < math.inf):
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
+    return value
+
+
+def _name_type(name: str, flag: str):
+    """A string, with the old spellings of :data:`DEPRECATED_CHOICES` warned about and
+    replaced by the new ones."""
+    old = DEPRECATED_CHOICES.get(name, {})
+
+    def parse(text: str) -> str:
+        if text in old:
+            warnings.warn(f"{flag} {text} is deprecated; use {flag} {old[text]}",
+                          DeprecationWarning, stacklevel=2)
+            return old[text]
+        return text
+
+    parse.__name__ = "name"
+    return parse
+
+
+def _default_text(name: str, default: Any) -> str | None:
+    if name in COARSE_OPTION_SPECS:
+        each = coarse_option_defaults(name)
+        if len(set(each.values())) > 1:
+            return ", ".join(f"{space} {value:g}" if isinstance(value, float)
+                             else f"{space} {value}" for space, value in each.items())
+    if default is None:
+        return None
+    return f"{default:g}" if isinstance(default, float) else str(default)
+
+
+def _strip_default(text: str) -> str:
+    """``text`` without a trailing ``(default...)`` of its own."""
+    head, sep, tail = text.rpartition(" (default")
+    return head if sep and tail.endswith(")") else text
+
+
+def add_cli_arguments(parser: Any, names: Any = None, *, defaults: dict | None = None,
+                      notes: dict | None = None, default_help: dict | None = None,
+                      extra_choices: dict | None = None,
+                      extra_names: dict | None = None) -> dict[str, argparse.Action]:
+    """Add one flag per option to ``parser``: its name, choices, default and help come
+    from :data:`OPTION_SPECS`, :data:`COARSE_OPTION_SPECS` and the dataclasses.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser or argument group
+        Where the flags go.
+    names : sequence of str, optional
+        The options (fields of :data:`OPTION_SPECS`, options of the coarse spaces of
+        :data:`COARSE_OPTION_SPECS`); default: every one that has a flag.  The
+        destination of each flag is the option's name.
+    defaults : dict, optional
+        Another default than the library's, by name; None stands for "not given" (the
+        help then states the library's default).
+    notes : dict, optional
+        Text added to an option's help, by name (what a program does with it).
+    default_help : dict, optional
+        How the help states an option's default, by name, instead of the value (for
+        defaults that depend on other settings).
+    extra_choices : dict, optional
+        Further values a ``"choice"`` option takes here, by name (a program's own, such
+        as ``"all"``), after the library's.
+    extra_names : dict, optional
+        Further names an ``"array"`` option takes here, by name, before the library's.
+
+    Returns
+    -------
+    dict
+        The argparse action of each option, by name.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from ddops.precond.options import add_cli_arguments, options_from_cli
+    >>> parser = argparse.ArgumentParser()
+    >>> _ = add_cli_arguments(parser, ["coarse", "threshold"])
+    >>> options_from_cli(parser.parse_args(["--coarse", "geneo", "--threshold", "0.3"])
+    ...                  ).geneo.threshold
+    0.3
+    """
+    defaults, notes, default_help = defaults or {}, notes or {}, default_help or {}
+    extra_choices, extra_names = extra_choices or {}, extra_names or {}
+    if names is None:
+        names = [n for n in (*OPTION_SPECS, *COARSE_OPTION_SPECS) if _spec_of(n).flag]
+    actions = {}
+    for name in names:
+        spec = _spec_of(name)
+        if spec.flag is None:
+            raise ValueError(f"{name!r} has no command-line flag")
+        default = defaults.get(name, _library_default(name))
+        kw: dict[str, Any] = {"dest": name, "default": default}
+        if spec.kind == "choice":
+            kw["type"] = _name_type(name, spec.flag)
+            kw["choices"] = tuple(dict.fromkeys((*spec.choices, *extra_choices.get(name, ()))))
+        elif spec.kind == "array":
+            kw["type"] = _name_type(name, spec.flag)
+            kw["metavar"] = "{" + ",".join(dict.fromkeys(
+                (*extra_names.get(name, ()), *spec.choices, "FILE"))) + "}"
+        elif spec.kind == "float":
+            kw["type"] = _positive_float
+        else:  # "int", "threads"
+            kw["type"] = _int_type(spec.minimum)
+        text = spec.help
+        # a default of None means "not given": the library's default applies
+        stated = default_help.get(name) or _default_text(
+            name, _library_default(name) if default is None else default)
+        if stated is not None:
+            text = _strip_default(text)
+        if name in COARSE_OPTION_SPECS:
+            text = f"{', '.join(coarse_option_users(name))}: {text}"
+        if notes.get(name):
+            text += f"; {notes[name]}"
+        if stated is not None:
+            text += f"; default {stated}"
+        kw["help"] = text.replace("%", "%%")
+        actions[name] = parser.add_argument(spec.flag, **kw)
+    return actions
+
+
+class _DeprecatedFlag(argparse.Action):
+    """A hidden old spelling of a flag: warns, naming the new one, then does what it does."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str = "",
+                 target: argparse.Action | None = None, **kwargs: Any) -> None:
+        self.new, self.target = new, target
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        warnings.warn(f"{option_string} is deprecated; use {self.new}", DeprecationWarning,
+                      stacklevel=2)
+        if self.target is not None:
+            self.target(parser, namespace, values, self.new)
+        else:
+            setattr(namespace, self.dest, values)
+
+
+def add_deprecated_flag(parser: Any, old: str, action: argparse.Action) -> argparse.Action:
+    """Add ``old`` as a hidden spelling of the flag of ``action``: it takes the same values,
+    stores them in the same place, and warns (:class:`DeprecationWarning`) naming the
+    flag's name.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser or argument group
+        Where ``action`` was added.
+    old : str
+        The old flag, e.g. ``"--coarse-basis"``.
+    action : argparse.Action
+        The flag's action (what ``add_argument`` returned).
+    """
+    return parser.add_argument(old, dest=action.dest, action=_DeprecatedFlag,
+                               new=action.option_strings[0], target=action,
+                               type=action.type, choices=action.choices,
+                               nargs=action.nargs, metavar=action.metavar,
+                               default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def options_from_cli(namespace: Any, **changes: Any) -> SchwarzOptions:
+    """The :class:`SchwarzOptions` of flags from :func:`add_cli_arguments`.
+
+    Every attribute of ``namespace`` named as an option and not None is used; an option
+    of the coarse spaces goes to the options object of each space that takes it.
+
+    Parameters
+    ----------
+    namespace : argparse.Namespace
+        The parsed flags.
+    **changes
+        Fields to set besides (or instead of) the flags' values.
+    """
+    values = {k: v for k, v in vars(namespace).items() if v is not None}
+    fields = {k: values[k] for k in OPTION_SPECS if k in values}
+    sub: dict[str, dict[str, Any]] = {}
+    for name in COARSE_OPTION_SPECS:
+        if name in values:
+            for space in coarse_option_users(name):
+                attr = "gdsw" if COARSE_OPTION_TYPES[space] is GDSWOptions else space
+                sub.setdefault(attr, {})[name] = values[name]
+    for attr, kw in sub.items():
+        fields[attr] = COARSE_OPTION_TYPES[attr](**kw)
+    fields.update(changes)
+    return SchwarzOptions(**fields)

@@ -125,3 +125,25 @@ def test_compare_with_workers(tmp_path):
     assert rc == 0
     payload = json.loads((tmp_path / "w_metrics.json").read_text())
     assert payload["config"]["workers"] == 2
+
+
+def test_coarse_basis_is_an_old_spelling_of_coarse(tmp_path, capsys):
+    """``--coarse`` is the preconditioners' name; ``--coarse-basis`` works and warns once."""
+    argv = ["compare", "--n", "64", "--subdomains", "2", "--steps", "1", "--global-rank", "0",
+            "--no-plots", "--no-progress"]
+    assert main([*argv, "--coarse-basis", "pou", "--save-prefix", str(tmp_path / "old")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["ddops compare: DeprecationWarning: --coarse-basis is deprecated; use "
+                   "--coarse"]
+    assert main([*argv, "--coarse", "pou", "--save-prefix", str(tmp_path / "new")]) == 0
+    assert capsys.readouterr().err == ""
+    for name in ("old", "new"):
+        config = json.loads((tmp_path / f"{name}_metrics.json").read_text())["config"]
+        assert config["coarse_basis"] == "pou"
+    # the choices are the library's coarse bases
+    from ddops.dd.coarse import ALL_COARSE_BASES
+    from ddops.experiments.cli import build_parser
+
+    sub = build_parser()._subparsers._group_actions[0].choices["compare"]
+    coarse = next(a for a in sub._actions if "--coarse" in a.option_strings)
+    assert tuple(coarse.choices) == ALL_COARSE_BASES and coarse.dest == "coarse_basis"

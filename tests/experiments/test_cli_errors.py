@@ -4,6 +4,7 @@ resume and divergence."""
 
 from __future__ import annotations
 
+import argparse
 import errno
 import importlib.metadata
 import json
@@ -124,7 +125,7 @@ def test_every_command_has_description_and_example():
 def test_every_flag_has_help_with_its_default():
     for name, p in _subparsers().items():
         for action in p._actions:
-            if action.dest == "help":
+            if action.dest == "help" or action.help == argparse.SUPPRESS:  # old spellings
                 continue
             assert action.help and "default" in action.help, (name, action.option_strings)
         overlap = next(a for a in p._actions if "--overlap" in a.option_strings)
@@ -147,7 +148,8 @@ def test_stated_defaults_are_the_applied_ones(command):
     checked = 0
     for action in p._actions:
         field = action.dest
-        if not action.option_strings or not hasattr(applied, field) or field == "save_prefix":
+        if (not action.option_strings or not hasattr(applied, field) or field == "save_prefix"
+                or action.help == argparse.SUPPRESS):  # an old spelling
             continue
         value = getattr(applied, field)
         if value is None or isinstance(value, (tuple, bool)):
@@ -200,7 +202,7 @@ def _check_names_flags(line: str, needle: str) -> None:
     (["compare", "--n", "4"], "--n must be >= 17"),
     (["compare", "--n", "16"], "--n must be >= 17"),
     (["compare", "--n", "15", "--kind", "dof"], "--n must be >= 16"),
-    (["compare", "--n", "64", "--subdomains", "1"], "--coarse-basis"),
+    (["compare", "--n", "64", "--subdomains", "1"], "--coarse='interface_hats'"),
     (["compare", "--n", "64", "--subdomains", "65"], "--n must be"),
     (["compare", "--n", "64", "--subdomains", "4", "--overlap", "40"], "--overlap"),
     (["compare", "--n", "64", "--subdomains", "4", "--kind", "dof", "--overlap", "40"],
@@ -221,6 +223,7 @@ def _check_names_flags(line: str, needle: str) -> None:
     (["compare", "--exact-limit", "0"], "--exact-limit"),
     (["compare", "--partition", "middle"], "--partition"),
     (["compare", "--coarse-basis", "hats"], "--coarse-basis"),
+    (["compare", "--coarse", "hats"], "--coarse"),
     (["compare", "--rhs-mode", "low"], "--rhs-mode"),
     (["compare", "--loss", "energy"], "--loss"),
     (["compare", "--optimizer", "sgd"], "--optimizer"),

@@ -115,7 +115,7 @@ def test_compare_poisson2d_cli(tmp_path):
 def test_compare_3d_metis_and_diffusion(tmp_path):
     for problem, extra in (("poisson3d", ["--n", "8", "--subdomains", "8"]),
                            ("diffusion2d", ["--partitioner", "metis", "--contrast", "1e3",
-                                            "--coarse-basis", "rgdsw"])):
+                                            "--coarse", "rgdsw"])):
         prefix = str(tmp_path / problem)
         argv = ["compare", "--problem", problem, *SMALL, *extra, "--global-rank", "3",
                 "--no-plots", "--save-prefix", prefix]
@@ -130,7 +130,7 @@ def test_compare_3d_metis_and_diffusion(tmp_path):
     (["--problem", "poisson3d", "--n", "8", "--subdomains", "11"], "--subdomains=11"),
     (["--problem", "poisson2d", "--n", "8"], "--n must be >= 16"),
     (["--problem", "poisson2d", "--kind", "dof"], "--kind"),
-    (["--problem", "poisson2d", "--coarse-basis", "interface_hats"], "--coarse-basis"),
+    (["--problem", "poisson2d", "--coarse", "interface_hats"], "--coarse"),
     (["--problem", "poisson2d", "--n", "16", "--subdomains", "300", "--partitioner", "metis"],
      "--subdomains=300"),
     (["--partitioner", "metis"], "--partitioner"),
@@ -146,7 +146,7 @@ def test_bad_grid_input_one_line(argv, needle, capsys, tmp_path):
 
 def test_resume_on_another_problem_is_refused(tmp_path, capsys):
     prefix = str(tmp_path / "r")
-    common = [*SMALL, "--coarse-basis", "nicolaides", "--global-rank", "0", "--no-plots",
+    common = [*SMALL, "--coarse", "nicolaides", "--global-rank", "0", "--no-plots",
               "--checkpoint-every", "2", "--save-prefix", prefix]
     assert main(["compare", "--problem", "poisson2d", *common]) == 0
     capsys.readouterr()

@@ -80,7 +80,7 @@ def test_a_run_of_hours_is_announced_in_one_line(ran, capsys, tmp_path):
     assert "2000 steps of 3 models" in err[0] and "documented run times" in err[0]
     # the documented commands are not
     for argv in (["compare"], ["compare", "--problem", "poisson2d", "--n", "64",
-                               "--subdomains", "16", "--coarse-basis", "gdsw", "--preset",
+                               "--subdomains", "16", "--coarse", "gdsw", "--preset",
                                "improved"]):
         assert main([*argv, "--save-prefix", str(tmp_path / "y")]) == 0
         assert capsys.readouterr().err == ""

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 
 import numpy as np
 import pytest
 
 import ddops
-from ddops.precond.options import OPTION_SPECS, SchwarzOptions
+from ddops.precond.options import (
+    COARSE_OPTION_SPECS,
+    OPTION_SPECS,
+    SchwarzOptions,
+    add_cli_arguments,
+    add_deprecated_flag,
+    cli_flag,
+    coarse_option_defaults,
+    coarse_option_users,
+    options_from_cli,
+)
 from ddops.precond.schwarz import TwoLevelSchwarz
 
 
@@ -140,3 +151,102 @@ def test_decomposition_from_the_options(small):
     assert all(np.array_equal(a, b) for a, b in zip(d.subdomains, ref.subdomains))
     with pytest.raises(ValueError, match="grid"):
         SchwarzOptions(partitioner="grid").decomposition(A)
+
+
+# -- the command-line flags of the options -----------------------------------------------------
+def _parser(**kwargs):
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    actions = add_cli_arguments(parser, **kwargs)
+    return parser, actions
+
+
+def test_every_coarse_space_option_has_a_spec():
+    fields = {f.name for kind in (ddops.GDSWOptions, ddops.AGDSWOptions, ddops.GenEOOptions)
+              for f in dataclasses.fields(kind)}
+    assert set(COARSE_OPTION_SPECS) == fields
+    assert coarse_option_users("threshold") == ("agdsw", "geneo")
+    assert coarse_option_users("extension_solver") == ("gdsw", "rgdsw", "agdsw")
+    assert coarse_option_defaults("threshold") == {"agdsw": ddops.AGDSWOptions().threshold,
+                                                   "geneo": ddops.GenEOOptions().threshold}
+
+
+def test_flags_carry_the_names_choices_and_defaults_of_the_options():
+    parser, actions = _parser()
+    expected = [n for n in (*OPTION_SPECS, *COARSE_OPTION_SPECS) if n != "neumann"]
+    assert list(actions) == expected
+    defaults = SchwarzOptions()
+    for name, action in actions.items():
+        spec = OPTION_SPECS.get(name) or COARSE_OPTION_SPECS[name]
+        assert action.option_strings == ["--" + name.replace("_", "-")] == [cli_flag(name)]
+        assert action.dest == name
+        if spec.kind == "choice":
+            assert tuple(action.choices) == spec.choices
+        if name in OPTION_SPECS:
+            assert action.default == getattr(defaults, name), name
+    # no flag given: the default options
+    assert options_from_cli(parser.parse_args([])) == defaults
+    # a default the coarse spaces do not share is not one value: the help states each
+    assert actions["threshold"].default is None
+    assert "default agdsw 0.05, geneo 0.25" in actions["threshold"].help
+    with pytest.raises(ValueError, match="no command-line flag"):
+        add_cli_arguments(argparse.ArgumentParser(), ["neumann"])
+
+
+def test_flags_reach_the_options_of_every_space_that_takes_them():
+    parser, _ = _parser()
+    args = parser.parse_args(["--coarse", "agdsw", "--threshold", "0.3", "--extension-solver",
+                              "amg", "--max-per-subdomain", "5", "--local-solver", "sparse",
+                              "--subdomains", "4", "--partitioner", "rcb"])
+    opts = options_from_cli(args)
+    assert (opts.coarse, opts.local_solver, opts.subdomains, opts.partitioner) == (
+        "agdsw", "sparse", 4, "rcb")
+    assert opts.agdsw.threshold == opts.geneo.threshold == 0.3
+    assert opts.gdsw.extension_solver == opts.agdsw.extension_solver == "amg"
+    assert opts.geneo.max_per_subdomain == 5
+    assert opts.agdsw.max_per_component == ddops.AGDSWOptions().max_per_component
+    assert opts.coarse_keywords()["threshold"] == 0.3
+    assert options_from_cli(args, variant="hybrid").variant == "hybrid"
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--partitioner", "metsi"], r"invalid choice: 'metsi'.*'metis', 'rcb'"),
+    (["--local-solver", "superlo"], "invalid choice"),
+    (["--overlap", "-1"], "integer >= 0"),
+    (["--threshold", "0"], "finite positive number"),
+    (["--max-per-component", "x"], "expected an integer"),
+])
+def test_bad_flags_are_refused_by_the_parser(argv, match):
+    parser, _ = _parser()
+    with pytest.raises(argparse.ArgumentError, match=match):
+        parser.parse_args(argv)
+
+
+def test_overrides_of_a_program():
+    parser, actions = _parser(names=["coarse", "null_space", "overlap"],
+                              defaults={"coarse": None, "overlap": None},
+                              extra_choices={"coarse": ("all",)},
+                              extra_names={"null_space": ("rbm",)},
+                              notes={"overlap": "in elements in 1D"},
+                              default_help={"overlap": "2 in 1D"})
+    assert actions["coarse"].choices[-1] == "all" and actions["coarse"].default is None
+    assert actions["coarse"].help.endswith("default auto")  # the library's, where not given
+    assert actions["null_space"].metavar == "{rbm,constants,FILE}"
+    assert actions["overlap"].help == ("layers of the graph of A added to every subdomain; "
+                                       "in elements in 1D; default 2 in 1D")
+    assert parser.parse_args(["--coarse", "all"]).coarse == "all"
+
+
+def test_old_spellings_of_flags_and_values_warn_and_work():
+    parser, actions = _parser(names=["coarse", "null_space"])
+    add_deprecated_flag(parser, "--coarse-space", actions["coarse"])
+    with pytest.warns(DeprecationWarning, match="--coarse-space is deprecated; use --coarse"):
+        args = parser.parse_args(["--coarse-space", "gdsw"])
+    assert args.coarse == "gdsw"
+    with pytest.raises(argparse.ArgumentError, match="invalid choice"):
+        parser.parse_args(["--coarse-space", "gdws"])
+    with pytest.warns(DeprecationWarning, match="--null-space constant is deprecated; use "
+                                                "--null-space constants"):
+        args = parser.parse_args(["--null-space", "constant"])
+    assert options_from_cli(args).null_space == "constants"
+    # hidden from the help
+    assert "--coarse-space" not in parser.format_help()

@@ -92,6 +92,7 @@ from __future__ import annotations
 from .command_line import add_arguments, run_from_args
 from .config import (  # noqa: F401 - the public names of the modules, re-exported
     ADAPTIVE_COARSE_SPACES,
+    BUILT_COARSE,
     COARSE_CHOICES,
     COARSE_SPACES,
     DEFAULT_EXTRA,

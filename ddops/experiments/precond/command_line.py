@@ -1,7 +1,11 @@
 """The flags of ``ddops precond``: :func:`add_arguments` and :func:`run_from_args`.
 
 :func:`add_arguments` adds the flags to the subcommand's parser (the defaults are
-those of :class:`~ddops.experiments.precond.config.PrecondConfig`);
+those of :class:`~ddops.experiments.precond.config.PrecondConfig`).  The flags of the
+preconditioners' settings (``--subdomains``, ``--partitioner``, ``--coarse``,
+``--local-solver``, ``--threshold``, ...) are generated from the library's vocabulary,
+:func:`ddops.precond.options.add_cli_arguments`: their names, choices and defaults are
+those of :class:`ddops.SchwarzOptions` and of the coarse spaces' options objects;
 :func:`run_from_args` turns the parsed flags into a configuration, refusing a
 1D-only flag given with a 2D/3D problem or ``--matrix``, and runs it.
 """
@@ -11,22 +15,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ...dd.adaptive import (
-    AGDSW_THRESHOLD,
-    GENEO_THRESHOLD,
-    MAX_PER_COMPONENT,
-    MAX_PER_SUBDOMAIN,
-)
 from ...dd.partition import TARGET_SUBDOMAIN_UNKNOWNS
 from ...precond.learned import OBJECTIVES
+from ...precond.options import add_cli_arguments
 from ...problems.poisson1d import KINDS
 from .._argtypes import int_at_least, positive_float
 from .config import (
-    COARSE_CHOICES,
+    BUILT_COARSE,
     DEFAULT_EXTRA,
-    EXTENSION_SOLVER_CHOICES,
-    FACTOR_DTYPES,
-    LOCAL_SOLVER_CHOICES,
+    NULL_SPACES,
     ONE_D_ONLY,
     PARTITIONER_CHOICES,
     PrecondConfig,
@@ -82,14 +79,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "unknowns) or unknowns (--kind dof); otherwise interior grid points "
                         f"per direction (defaults: {sizes})")
     widths = ", ".join(f"{k} {v}" for k, v in PROBLEM_SUBDOMAIN_WIDTH.items())
-    g.add_argument("--subdomains", type=pos,
-                   help="number of subdomains N (default: n/32 in 1D, at least 2; otherwise "
-                        f"parts of about {TARGET_SUBDOMAIN_UNKNOWNS} unknowns, at least 2, "
-                        f"but (n/width)^dim with these widths: {widths})")
-    g.add_argument("--overlap", type=nonneg,
-                   help="poisson1d: elements (--kind element) or unknowns (--kind dof) added "
-                        "on each side of a subdomain (default 2); otherwise layers of the "
-                        "graph of A (default 1)")
+    add_cli_arguments(
+        g, ["subdomains", "overlap"], defaults={"subdomains": None, "overlap": None},
+        notes={"overlap": "poisson1d: elements (--kind element) or unknowns (--kind dof) "
+                          "added on each side of a subdomain"},
+        default_help={"subdomains": f"n/32 in 1D, at least 2; otherwise parts of about "
+                                    f"{TARGET_SUBDOMAIN_UNKNOWNS} unknowns, at least 2, but "
+                                    f"(n/width)^dim with these widths: {widths}",
+                      "overlap": "2 in 1D, otherwise 1"})
     g.add_argument("--kind", choices=KINDS, default=d.kind, action=_Given,
                    help="discretisation convention of poisson1d; default %(default)s")
     contrasts = ", ".join(f"{k} {v:.0e}".replace("e+0", "e")
@@ -110,74 +107,67 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     u.add_argument("--coordinates", metavar="FILE",
                    help=".npy coordinates, one row per node or per unknown (for "
                         "--partitioner rcb and --null-space rigid; default: none)")
-    u.add_argument("--block-size", type=pos,
-                   help="unknowns per node, interleaved (node k holds unknowns k*b .. "
-                        "k*b+b-1); default 1")
-    u.add_argument("--kernel", metavar="{constants,FILE}",
-                   help="kernel of a singular matrix (pure Neumann, floating body): "
-                        "constants or a .npy/.mtx file; the right-hand side is projected off "
-                        "it and the Schwarz preconditioners get kernel= (default: none, A "
-                        "nonsingular)")
-    g.add_argument("--seed", type=nonneg, default=d.seed,
-                   help="seed of the right-hand sides, initialisations, METIS and the "
-                        "random coefficients; default %(default)s")
+    add_cli_arguments(
+        u, ["block_size", "kernel"], defaults={"block_size": None},
+        notes={"block_size": "interleaved (node k holds unknowns k*b .. k*b+b-1)",
+               "kernel": "for a pure Neumann problem or a floating body; the file is a "
+                         ".npy or .mtx; the right-hand side is projected off it and the "
+                         "Schwarz preconditioners get kernel="},
+        default_help={"block_size": "1", "kernel": "none, A nonsingular"})
+    add_cli_arguments(g, ["seed"], notes={
+        "seed": "here also of the right-hand sides, the initialisations and the random "
+                "coefficients"})
     g.add_argument("--blas-threads", type=nonneg, default=d.blas_threads,
                    help="threads of BLAS and of the local solvers (PARDISO's MKL threads); "
                         "0 leaves the library's setting; default %(default)s")
     dd = parser.add_argument_group("decomposition and coarse space")
-    dd.add_argument("--partitioner", choices=PARTITIONER_CHOICES,
-                    help="2D/3D: boxes of the grid (Decomposition.from_grid), METIS or "
-                         "recursive coordinate bisection (Decomposition.from_matrix); default "
-                         "grid for the finite-difference problems when N has a box grid "
-                         f"with at most {GRID_ASPECT}:1 box counts, else metis; metis for "
-                         "elasticity")
-    dd.add_argument("--coarse", choices=COARSE_CHOICES,
-                    help="coarse space of the two-level rows, or all of them (nicolaides, "
-                         "gdsw, rgdsw, then the adaptive agdsw and geneo; 1D: first "
-                         "interface_hats); default interface_hats for poisson1d, gdsw "
-                         "otherwise.  geneo takes the finite-element Neumann matrices of the "
-                         "subdomains on elasticity, the algebraic ones otherwise.  learned "
-                         "(2D/3D): GDSW enriched by --extra learned functions per subdomain, "
-                         "in one table with gdsw, agdsw, geneo and the exact-deflation "
-                         "ceiling (dense, small problems only)")
+    built = ", ".join(PARTITIONER_CHOICES)
+    add_cli_arguments(
+        dd, ["partitioner", "coarse"], defaults={"partitioner": None, "coarse": None},
+        extra_choices={"coarse": ("learned", "all")},
+        notes={"partitioner": f"2D/3D: {built} (boxes of the grid, Decomposition.from_grid; "
+                              "METIS or recursive coordinate bisection, "
+                              "Decomposition.from_matrix); the others are refused",
+               "coarse": f"ddops precond builds {', '.join(BUILT_COARSE)} (interface_hats: "
+                         "1D only) and learned, or all of them "
+                         "(nicolaides, gdsw, rgdsw, then the adaptive agdsw and geneo; 1D: "
+                         "first interface_hats).  geneo takes the finite-element Neumann "
+                         "matrices of the subdomains on elasticity, the algebraic ones "
+                         "otherwise.  learned (2D/3D): GDSW enriched by --extra learned "
+                         "functions per subdomain, in one table with gdsw, agdsw, geneo and "
+                         "the exact-deflation ceiling (dense, small problems only)"},
+        default_help={"partitioner": "grid for the finite-difference problems when N has a "
+                                     f"box grid with at most {GRID_ASPECT}:1 box counts, else "
+                                     "metis; metis for elasticity",
+                      "coarse": "interface_hats for poisson1d, gdsw otherwise"})
     dd.add_argument("--extra", type=pos,
                     help="--coarse learned: learned functions per subdomain, and the deflation "
                          f"row's eigenvectors per subdomain (default {DEFAULT_EXTRA}); "
                          "--train-steps sets its Adam steps (default 0: the initialisation, "
                          "which measured best)")
-    dd.add_argument("--threshold", type=positive_float,
-                    help="eigenvalue threshold of the adaptive coarse spaces (agdsw, geneo; "
-                         "with --coarse all both take it): a larger one keeps more "
-                         f"eigenvectors (default: agdsw {AGDSW_THRESHOLD:g}, geneo "
-                         f"{GENEO_THRESHOLD:g})")
-    dd.add_argument("--max-per-component", type=nonneg,
-                    help="agdsw: at most this many eigenvectors per interface component "
-                         f"(default {MAX_PER_COMPONENT}); a warning in the table says where "
-                         "it bites")
-    dd.add_argument("--max-per-subdomain", type=nonneg,
-                    help="geneo: at most this many eigenvectors per subdomain (default "
-                         f"{MAX_PER_SUBDOMAIN}); a warning in the table says where it bites")
-    dd.add_argument("--null-space", metavar="{rbm,rigid,translations,constants,FILE}",
-                    help="null space of the coarse spaces and of pyamg's smoothed "
-                         "aggregation: elasticity: rigid body modes (rbm or rigid), "
-                         "translations or constants (default rbm); --matrix: constants "
-                         "(default), rigid (needs --coordinates and --block-size 2 or 3) or a "
-                         ".npy/.mtx file with one column per vector")
+    bites = "a warning in the table says where it bites"
+    add_cli_arguments(
+        dd, ["threshold", "max_per_component", "max_per_subdomain", "null_space"],
+        defaults={"threshold": None, "max_per_component": None, "max_per_subdomain": None},
+        extra_names={"null_space": tuple(n for n in NULL_SPACES if n != "constants")},
+        notes={"threshold": "with --coarse all both take it",
+               "max_per_component": bites, "max_per_subdomain": bites,
+               "null_space": "also of pyamg's smoothed aggregation: elasticity: rigid body "
+                             "modes (rbm or rigid), translations or constants; --matrix: "
+                             "constants, rigid (needs --coordinates and --block-size 2 or 3) "
+                             "or a .npy/.mtx file with one column per vector"},
+        default_help={"null_space": "rbm for elasticity, constants with --matrix"})
     s = parser.add_argument_group("solvers")
-    s.add_argument("--factor-dtype", choices=FACTOR_DTYPES, default=d.factor_dtype,
-                   help="precision of the Schwarz rows' local factorisations: float32 "
-                        "factors are applied to the float64 residual (the coarse solve and "
-                        "CG stay in float64); default %(default)s")
-    s.add_argument("--local-solver", choices=LOCAL_SOLVER_CHOICES, default=d.local_solver,
-                   help="local solver of the Schwarz rows: dense inverses, SuperLU, MKL "
-                        "PARDISO (extra ddops[solvers]) or one aggregation-AMG V-cycle "
-                        "(inexact); auto: dense when small, else pardiso when installed, else "
-                        "superlu; default %(default)s")
-    s.add_argument("--extension-solver", choices=EXTENSION_SOLVER_CHOICES,
-                   default=d.extension_solver,
-                   help="interior solver of the harmonic extension of gdsw, rgdsw and agdsw "
-                        "(amg: inexact, CG with a V-cycle to rtol 1e-6); auto: pardiso when "
-                        "installed, else superlu; default %(default)s")
+    add_cli_arguments(
+        s, ["factor_dtype", "local_solver", "extension_solver"],
+        notes={"factor_dtype": "float32 factors are applied to the float64 residual (the "
+                               "coarse solve and CG stay in float64)",
+               "local_solver": "dense inverses, SuperLU (sparse is another name of superlu), "
+                               "MKL PARDISO (extra ddops[solvers]) or one aggregation-AMG "
+                               "V-cycle (inexact); auto: dense when small, else pardiso when "
+                               "installed, else superlu",
+               "extension_solver": "amg runs CG with a V-cycle to rtol 1e-6; auto: pardiso "
+                                   "when installed, else superlu"})
     s.add_argument("--rtol", type=positive_float, default=d.rtol,
                    help="relative residual tolerance of every solve, below 1; "
                         "default %(default)g")

@@ -2,8 +2,11 @@
 
 :meth:`PrecondConfig.validated` resolves the defaults of the problem (built-in or
 ``--matrix``), the decomposition and the coarse spaces, and refuses a setting that
-the chosen problem does not use, naming the field.  The tuples of allowed values
-(``COARSE_CHOICES``, ``FACTOR_DTYPES``, ...) are those of the command line's flags.
+the chosen problem does not use, naming the field.  The settings of the
+preconditioners use the library's vocabulary (:mod:`ddops.precond.options`): the
+library's names are accepted, and one the experiment does not build (a partitioner, a
+coarse space) is refused with the names it builds (``PARTITIONER_CHOICES``,
+``COARSE_CHOICES``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import numpy as np
 from ..._validation import check_choice, check_int, check_positive_float
 from ...dd.adaptive import AGDSW_THRESHOLD, GENEO_THRESHOLD
 from ...dd.partition import default_subdomains
+from ...precond import options as library
 from ...precond.learned import BASES, OBJECTIVES
 from ...problems.poisson1d import KINDS
 from .matrix_files import read_matrix_files
@@ -34,7 +38,8 @@ from .problem_registry import (
 __all__ = ["PrecondConfig", "COARSE_SPACES", "ADAPTIVE_COARSE_SPACES", "COARSE_CHOICES",
            "LEARNED_ROWS", "DEFAULT_EXTRA", "DEFAULT_THRESHOLDS", "PARTITIONER_CHOICES",
            "NULL_SPACES", "MATRIX_OPTIONS", "FACTOR_DTYPES", "LOCAL_SOLVER_CHOICES",
-           "EXTENSION_SOLVER_CHOICES", "ONE_D_ONLY", "coarse_list", "paper_config"]
+           "EXTENSION_SOLVER_CHOICES", "ONE_D_ONLY", "BUILT_COARSE", "coarse_list",
+           "paper_config"]
 
 #: Coarse spaces of the two-level rows built from a few fixed functions per subdomain or
 #: interface component (``--coarse all``: each, then :data:`ADAPTIVE_COARSE_SPACES`).
@@ -43,8 +48,14 @@ COARSE_SPACES = ("nicolaides", "gdsw", "rgdsw")
 #: The adaptive (spectral) coarse spaces: adaptive GDSW and GenEO (:mod:`ddops.dd.adaptive`).
 ADAPTIVE_COARSE_SPACES = ("agdsw", "geneo")
 
-#: Values of ``--coarse``; ``"interface_hats"`` (the 1D default) needs 1D coordinates.
-COARSE_CHOICES = ("interface_hats", *COARSE_SPACES, *ADAPTIVE_COARSE_SPACES, "learned", "all")
+#: The coarse spaces of :data:`ddops.precond.options.COARSE_SPACES` that the two-level rows
+#: build; ``"interface_hats"`` (the 1D default) needs 1D coordinates.
+BUILT_COARSE = ("interface_hats", *COARSE_SPACES, *ADAPTIVE_COARSE_SPACES)
+
+#: Values of ``coarse`` that the experiment runs: :data:`BUILT_COARSE`, ``"learned"`` and
+#: ``"all"``.  ``--coarse`` accepts every name of the library and refuses the others with
+#: these.
+COARSE_CHOICES = (*BUILT_COARSE, "learned", "all")
 
 #: The rows of ``--coarse learned`` (2D/3D and ``--matrix``): the learned enrichment
 #: (:func:`ddops.precond.learned_coarse.learned_coarse_basis`) beside its GDSW base, the
@@ -58,7 +69,9 @@ DEFAULT_EXTRA = 2
 #: The library's default eigenvalue thresholds of the adaptive coarse spaces.
 DEFAULT_THRESHOLDS = {"agdsw": AGDSW_THRESHOLD, "geneo": GENEO_THRESHOLD}
 
-#: Values of ``--partitioner``: boxes of the grid, METIS, recursive coordinate bisection.
+#: The partitioners of :data:`ddops.precond.options.PARTITIONERS` that the experiment builds:
+#: boxes of the grid, METIS, recursive coordinate bisection (``--partitioner`` accepts every
+#: name of the library and refuses ``"contiguous"``, the ranks' rows under PETSc, with these).
 PARTITIONER_CHOICES = ("grid", "metis", "rcb")
 
 #: Null spaces of ``--null-space`` (elasticity): the three rigid body modes, the two
@@ -69,14 +82,15 @@ NULL_SPACES = ("rbm", "rigid", "translations", "constants")
 MATRIX_OPTIONS = ("rhs", "coordinates", "block_size", "kernel")
 
 #: ``--factor-dtype``: precision of the Schwarz rows' local factorisations
-#: (``TwoLevelSchwarz(factor_dtype=...)``; the coarse solve and CG stay in float64).
-FACTOR_DTYPES = ("float64", "float32")
+#: (:data:`ddops.precond.options.FACTOR_DTYPES`; the coarse solve and CG stay in float64).
+FACTOR_DTYPES = library.FACTOR_DTYPES
 
-#: ``--local-solver`` choices (:data:`ddops.precond.schwarz.LOCAL_SOLVERS` without the alias).
-LOCAL_SOLVER_CHOICES = ("auto", "dense", "superlu", "pardiso", "amg")
+#: ``--local-solver`` choices (:data:`ddops.precond.options.LOCAL_SOLVERS`; ``"sparse"`` is
+#: another name of ``"superlu"``).
+LOCAL_SOLVER_CHOICES = library.LOCAL_SOLVERS
 
-#: ``--extension-solver`` choices (:func:`ddops.dd.gdsw.harmonic_extension`).
-EXTENSION_SOLVER_CHOICES = ("auto", "superlu", "pardiso", "amg")
+#: ``--extension-solver`` choices (:data:`ddops.precond.options.EXTENSION_SOLVERS`).
+EXTENSION_SOLVER_CHOICES = library.EXTENSION_SOLVERS
 
 #: The settings that only the 1D problem uses (its learned and GMRES rows).
 ONE_D_ONLY = ("kind", "restart", "local_rank", "coarse_rank", "train_steps", "lr",
@@ -127,7 +141,8 @@ class PrecondConfig:
         :data:`ddops.dd.adaptive.MAX_PER_SUBDOMAIN`); only with ``coarse`` ``"geneo"`` or
         ``"all"``.
     partitioner : {"grid", "metis", "rcb"}, optional
-        Non-overlapping partition of the 2D/3D problems.  Default ``"grid"`` for the
+        Non-overlapping partition of the 2D/3D problems (the other names of
+        :data:`ddops.precond.options.PARTITIONERS` are refused).  Default ``"grid"`` for the
         finite-difference problems when ``N`` has a box grid
         (:func:`~ddops.experiments.precond.problem_registry.box_grid`), otherwise ``"metis"``;
         ``"metis"`` for elasticity.
@@ -167,7 +182,7 @@ class PrecondConfig:
         Precision of the local factorisations of the one- and two-level Schwarz rows
         (``TwoLevelSchwarz(factor_dtype=...)``); the coarse solve and the Krylov
         method stay in float64.
-    local_solver : {"auto", "dense", "superlu", "pardiso", "amg"}
+    local_solver : {"auto", "dense", "sparse", "superlu", "pardiso", "amg"}
         Local solver of the Schwarz rows (``TwoLevelSchwarz(local_solver=...)``).
     extension_solver : {"auto", "superlu", "pardiso", "amg"}
         Interior solver of the harmonic extension of the GDSW, RGDSW and AGDSW rows.
@@ -235,9 +250,9 @@ class PrecondConfig:
     kernel: str | None = None
     extra: int | None = None
     coarse_train_steps: int | None = None
-    factor_dtype: str = "float64"
-    local_solver: str = "auto"
-    extension_solver: str = "auto"
+    factor_dtype: str = library.SchwarzOptions.factor_dtype
+    local_solver: str = library.SchwarzOptions.local_solver
+    extension_solver: str = library.GDSWOptions.extension_solver
     memory: bool = True
     local_rank: int = 4
     coarse_rank: int | None = None
@@ -251,7 +266,7 @@ class PrecondConfig:
     objective: str = "energy"
     learned_base: str = "one_level"
     paper_steps: int = 2000
-    seed: int = 0
+    seed: int = library.SchwarzOptions.seed
     blas_threads: int | None = 1
     save_prefix: str = "results/precond"
     plots: bool = True
@@ -355,7 +370,8 @@ def _resolve_matrix(c: PrecondConfig) -> None:
     n, b = files["A"].shape[0], c.block_size
     _resolve_parts_and_coarse(c, n // b, default_subdomains(n, b), "the matrix")
     c.partitioner = c.partitioner or "metis"
-    check_choice("partitioner", c.partitioner, ("metis", "rcb"))
+    _check_built("partitioner", c.partitioner, ("metis", "rcb"), library.PARTITIONERS,
+                 "with matrix=FILE")
     if c.partitioner == "rcb" and files["X"] is None:
         raise ValueError("partitioner: 'rcb' needs coordinates=FILE (--coordinates)")
 
@@ -377,20 +393,20 @@ def _resolve_parts_and_coarse(c: PrecondConfig, nodes: int, default: int, what: 
                          f"{c.subdomains}")
     c.overlap = check_int("overlap", 1 if c.overlap is None else c.overlap, minimum=0)
     c.coarse = "gdsw" if c.coarse is None else c.coarse
-    check_choice("coarse", c.coarse, COARSE_CHOICES)
     if c.coarse == "interface_hats":
         raise ValueError("coarse: 'interface_hats' needs 1D coordinates (problem='poisson1d'); "
                          f"use one of {(*COARSE_SPACES, *ADAPTIVE_COARSE_SPACES, 'all')}")
+    _check_built("coarse", c.coarse, tuple(k for k in COARSE_CHOICES if k != "interface_hats"),
+                 library.COARSE_SPACES)
 
 
 def _check_adaptive_options(c: PrecondConfig) -> None:
     """The options of the adaptive coarse spaces: only with a row that uses them."""
     rows = coarse_list(c)
-    for name, users in (("threshold", ADAPTIVE_COARSE_SPACES),
-                        ("max_per_component", ("agdsw",)),
-                        ("max_per_subdomain", ("geneo",))):
+    for name in ("threshold", "max_per_component", "max_per_subdomain"):
         if getattr(c, name) is None:
             continue
+        users = library.coarse_option_users(name)  # the spaces whose options have it
         if not set(users) & set(rows):
             choices = [repr(u) for u in (*users, "all")]
             raise ValueError(f"{name}: only used with coarse={', '.join(choices[:-1])} or "
@@ -400,6 +416,17 @@ def _check_adaptive_options(c: PrecondConfig) -> None:
     for name in ("max_per_component", "max_per_subdomain"):
         if getattr(c, name) is not None:
             setattr(c, name, check_int(name, getattr(c, name), minimum=0))
+
+
+def _check_built(name: str, value: Any, built: tuple[str, ...], names: tuple[str, ...],
+                 where: str = "in ddops precond") -> None:
+    """``value`` is one of ``built``; a name of the library's ``names`` that the experiment
+    does not build is refused with the ones it builds."""
+    if isinstance(value, str) and value in names and value not in built:
+        listed = [repr(b) for b in built]
+        raise ValueError(f"{name}: {value!r} is not available {where}; it takes "
+                         f"{', '.join(listed[:-1])} or {listed[-1]}")
+    check_choice(name, value, built)
 
 
 def _resolve_1d(c: PrecondConfig) -> None:
@@ -414,7 +441,7 @@ def _resolve_1d(c: PrecondConfig) -> None:
     c.overlap = check_int("overlap", 2 if c.overlap is None else c.overlap, minimum=0)
     check_choice("kind", c.kind, KINDS)
     c.coarse = "interface_hats" if c.coarse is None else c.coarse
-    check_choice("coarse", c.coarse, COARSE_CHOICES)
+    _check_built("coarse", c.coarse, COARSE_CHOICES, library.COARSE_SPACES)
     c.local_rank = check_int("local_rank", c.local_rank, minimum=1)
     if c.coarse_rank is not None:
         c.coarse_rank = check_int("coarse_rank", c.coarse_rank, minimum=1)
@@ -444,7 +471,7 @@ def _resolve_nd(c: PrecondConfig) -> None:
         default = default_subdomains(nodes * block, block)
     _resolve_parts_and_coarse(c, nodes, default, f"problem={c.problem!r} with n={c.n}")
     if c.partitioner is not None:
-        check_choice("partitioner", c.partitioner, PARTITIONER_CHOICES)
+        _check_built("partitioner", c.partitioner, PARTITIONER_CHOICES, library.PARTITIONERS)
     if elasticity:
         if c.partitioner == "grid":
             raise ValueError("partitioner: 'grid' is for the finite-difference problems; "
