@@ -57,11 +57,6 @@ from .interface import InterfaceComponents, classify_interface, interface_compon
 from .nicolaides import nicolaides_basis
 from .validation import check_matrix, check_null_space, check_owner, symmetry_defect
 
-# kept for callers outside ddops.dd (ddops.distributed.precond); to be removed
-_check_null_space = check_null_space
-_columns_from_groups = columns_from_groups
-_independent_vectors = independent_vectors
-
 __all__ = [
     "GDSW_VARIANTS",
     "DEPENDENCE_RTOL",

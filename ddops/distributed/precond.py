@@ -160,7 +160,8 @@ def _rank_local_gdsw(layout: DistributedLayout, A: sp.csr_matrix, kind: str,
     order.  Returns Phi (correct on the interface and this rank's interiors,
     zero elsewhere) and the masks of those rows and of the interface.
     """
-    from ..dd.gdsw import harmonic_extension, interface_components
+    from ..dd.extension import harmonic_extension
+    from ..dd.interface import interface_components
 
     check_choice("kind", kind, RANK_LOCAL_BASES)
     d = layout.decomposition
@@ -259,20 +260,16 @@ def rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: s
         ``(known_ext, on_interface_owned)``: the extended rows where ``Phi_ext``
         is correct, and the owned unknowns on the interface.
     """
-    from ..dd.gdsw import (
-        DEPENDENCE_RTOL,
-        _check_null_space,
-        _columns_from_groups,
-        _independent_vectors,
-        harmonic_extension,
-        interface_components,
-    )
+    from ..dd.extension import harmonic_extension
+    from ..dd.groups import DEPENDENCE_RTOL, columns_from_groups, independent_vectors
+    from ..dd.interface import interface_components
+    from ..dd.validation import check_null_space
 
     # an adaptive kind here would silently get the RGDSW-like construction below
     check_choice("kind", kind, RANK_LOCAL_BASES)
     d = layout.decomposition
     n = d.num_dofs
-    Z = _check_null_space(null_space, n)
+    Z = check_null_space(null_space, n)
     comps = interface_components(_interface_rows(layout, rows), d.owner,
                                  interface=d.shared_nodes, block_size=d.block_size)
     x = comps.interface
@@ -285,7 +282,7 @@ def rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: s
     nz_row, nz_col = np.nonzero(values)
     nonzero[comps.component[nz_row], nz_col] = True
     # the interface pieces in interface numbering, then on this rank's extended rows
-    pieces_G, piece_of = _columns_from_groups(np.arange(x.size), comps.component, values,
+    pieces_G, piece_of = columns_from_groups(np.arange(x.size), comps.component, values,
                                               nonzero, x.size)
     ext, m = layout.ext_indices, layout.num_ext
     at = np.minimum(np.searchsorted(x, ext), x.size - 1)
@@ -300,14 +297,14 @@ def rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: s
     pieces = harmonic_extension(A_ext, d.owner[ext], np.flatnonzero(~mine | on_ext),
                                 (pick @ pieces_G).tocsr(), solver=extension_solver)
     if kind == "gdsw":
-        keep = _independent_vectors(comps.component, values, C, DEPENDENCE_RTOL)
+        keep = independent_vectors(comps.component, values, C, DEPENDENCE_RTOL)
         Phi = pieces[:, piece_of[keep]]
     else:  # as gdsw_basis: piece (c, a) enters column (r, a) with weight W[c, r]
         W = comps.root_weights().tocoo()
         E = sp.csr_matrix((np.ones(x.size), (np.arange(x.size), comps.component)),
                           shape=(x.size, C))
         XW = (E @ W.tocsr()).tocoo()
-        keep = _independent_vectors(XW.col, XW.data[:, None] * Z[x[XW.row]],
+        keep = independent_vectors(XW.col, XW.data[:, None] * Z[x[XW.row]],
                                     comps.roots().size, DEPENDENCE_RTOL)
         column = np.full(keep.shape, -1, dtype=np.int64)
         column[keep] = np.arange(int(keep.sum()))

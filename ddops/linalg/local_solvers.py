@@ -50,7 +50,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import spd
-from .spd import bad_pivots, sparse_spd_factor, superlu_spd
+from .spd import sparse_spd_factor, superlu_spd
 
 __all__ = [
     "SPARSE_SOLVERS",
@@ -78,10 +78,6 @@ __all__ = [
     "superlu_spd",
     "superlu_chunk",
 ]
-
-# kept for callers outside ddops.dd and ddops.linalg (ddops.precond.schwarz, and through it
-# ddops.distributed.precond); to be removed
-_bad_pivots = bad_pivots
 
 #: Sparse solvers of :func:`factorize_blocks`.
 SPARSE_SOLVERS = ("superlu", "pardiso", "amg")

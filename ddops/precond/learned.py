@@ -59,7 +59,7 @@ from ..dd.decomposition import Decomposition, Decomposition1D
 from ..learning.training import Trainer, TrainingConfig
 from ..linalg.spd import sparse_spd_factor
 from ..operators import PARTITIONS, SchwarzOperator, init_scale
-from .schwarz import TwoLevelSchwarz, _check_matrix, _check_symmetric, solve_with_history
+from .schwarz import TwoLevelSchwarz, check_matrix, check_symmetric, solve_with_history
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -93,8 +93,8 @@ LEARNED_INITS = ("classical", "scaled")
 # -- validation --------------------------------------------------------------------------------
 def _check_spd_candidate(A: Any, name: str = "A") -> sp.csr_matrix:
     """Square, finite, symmetric matrix with a positive diagonal, as float64 CSR."""
-    A, _ = _check_matrix(A, name)
-    _check_symmetric(A, name)
+    A, _ = check_matrix(A, name)
+    check_symmetric(A, name)
     diagonal = A.diagonal()
     if np.any(diagonal <= 0):
         k = int(np.flatnonzero(diagonal <= 0)[0])
@@ -128,7 +128,7 @@ def parameter_scale(A: Any) -> float:
     -------
     float
     """
-    A, _ = _check_matrix(A)
+    A, _ = check_matrix(A)
     c = float(A.diagonal().mean())
     if not c > 0:
         raise ValueError(f"A must have a positive mean diagonal, got {c:g}")
@@ -220,7 +220,7 @@ class PreconditionerSampler:
         if norm is None:
             norm = "energy" if distribution == "energy" else "l2"
         check_choice("norm", norm, ("l2", "energy"))
-        self.A, _ = _check_matrix(A)
+        self.A, _ = check_matrix(A)
         self.num_dofs = self.A.shape[0]
         self.distribution = distribution
         self.smooth_fraction = frac
@@ -231,7 +231,7 @@ class PreconditionerSampler:
         self._lu: Any = None
         self._C: sp.csr_matrix | None = None
         if distribution == "energy":
-            _check_symmetric(self.A)
+            check_symmetric(self.A)
             self._lu, self._C = _spd_factor(self.A)
         elif distribution != "gaussian":
             try:
@@ -318,7 +318,7 @@ def preconditioner_objective(M: Any, A: Any, Z: Any, objective: str = "mse") -> 
     float
     """
     check_choice("objective", objective, OBJECTIVES)
-    A, _ = _check_matrix(A)
+    A, _ = check_matrix(A)
     Z = np.asarray(to_numpy(Z), dtype=np.float64)
     if Z.ndim != 2 or Z.shape[0] != A.shape[0]:
         raise ValueError(f"Z must have shape ({A.shape[0]}, B), got {Z.shape}")

@@ -131,7 +131,6 @@ def check_symmetric(A: sp.csr_matrix, name: str = "A") -> bool:
 
 
 # the names the package used before they were public
-_check_matrix, _check_symmetric = check_matrix, check_symmetric
 
 def _check_factor_dtype(factor_dtype: Any) -> np.dtype:
     """``factor_dtype`` as float32 or float64, or a TypeError naming it."""
@@ -254,9 +253,6 @@ def resolve_options(options: Any, given: dict, decomposition: Any) -> SchwarzOpt
                           factor_dtype=factor_dtype, null_space=given["null_space"],
                           kernel=given["kernel"], threads=given["threads"], **sub)
 
-
-
-_resolve_options = resolve_options
 
 
 # -- the two-level Schwarz preconditioner ------------------------------------------------------
@@ -465,7 +461,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
                  "coarse_size": coarse_size, "local_solver": local_solver,
                  "null_space": null_space, "factor_dtype": factor_dtype,
                  "coarse_options": coarse_options, "kernel": kernel, "threads": threads}
-        self.options = opts = _resolve_options(options, given, decomposition)
+        self.options = opts = resolve_options(options, given, decomposition)
         self.threads = check_threads(opts.threads)
         # the whole set-up (factorisations, eigenproblems, BLAS) under one limit; mkl_rt is
         # loaded first so that PARDISO's threads are covered too
@@ -548,11 +544,11 @@ class TwoLevelSchwarz(BackendLinearOperator):
     @staticmethod
     def _checked_matrix(A: Any, num_dofs: int) -> tuple[sp.csr_matrix, np.dtype]:
         """``A`` as canonical float64 CSR, checked and symmetrised, and its dtype."""
-        A, a_dtype = _check_matrix(A)
+        A, a_dtype = check_matrix(A)
         if A.shape[0] != num_dofs:
             raise ValueError(f"A has size {A.shape[0]} but the decomposition has "
                              f"num_dofs={num_dofs}")
-        if not _check_symmetric(A):  # (A + A^T) / 2 is A itself when A is exactly symmetric
+        if not check_symmetric(A):  # (A + A^T) / 2 is A itself when A is exactly symmetric
             A = ((A + A.T) * 0.5).tocsr()
         if not A.has_canonical_format:
             A = A.copy()
@@ -657,11 +653,12 @@ class TwoLevelSchwarz(BackendLinearOperator):
                 self._check_not_singular(A, self._named_coarse, self._null_space)
             if neumann is not None and not reuse_coarse:
                 coarse.options = dict(coarse.options, neumann=neumann)
+            # what is left of the symbolic phase: checking the matrix and its pattern
+            self.symbolic_seconds = time.perf_counter() - start
             self._numeric(A, reuse_coarse=reuse_coarse)
             self._largest_residual = 0.0
             self._warned_inconsistent = False
             self.setup_seconds = time.perf_counter() - start
-            self.symbolic_seconds = 0.0
         return self
 
     @staticmethod
@@ -737,7 +734,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
             ``local_solver``, ``sparse_solver``, ``coarse_dim``; seconds:
             ``setup_seconds`` (the last set-up: the constructor's, or the last
             :meth:`update`), ``symbolic_seconds`` and ``numeric_seconds`` (its two
-            phases; 0 symbolic after an update), ``coarse_basis_seconds``,
+            phases; after an update, symbolic is the check of the matrix and its
+            pattern), ``coarse_basis_seconds``,
             ``local_setup_seconds``, ``coarse_setup_seconds`` (the parts of the numeric
             phase), ``phases`` (:attr:`setup_phases`, the finer split); bytes held:
             ``local_factor_bytes`` (the sparse local factors, the ``"amg"`` hierarchy or
@@ -791,7 +789,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
         ``partition`` and ``overlap`` (the decomposition's, when it was built by
         :meth:`~ddops.Decomposition.from_matrix`; not part of :attr:`setup_seconds`),
         ``symbolic`` (checks of ``A``, the restrictions, the map from ``A`` to the
-        subdomain matrices; 0 after :meth:`update`), ``interface`` (the interface and its
+        subdomain matrices; after :meth:`update`, the check of the new matrix and its
+        pattern), ``interface`` (the interface and its
         components), ``extension`` (the harmonic extension), ``eigenproblems`` (the
         adaptive spaces' eigenproblems, AGDSW's Schur complements included),
         ``coarse_basis_other`` (the rest of the coarse basis: null-space pieces, grounding,
@@ -925,7 +924,7 @@ def jacobi(A: Any, dtype: Any = None, backend: str = "numpy") -> JacobiPrecondit
         Non-square or non-finite ``A``, or a zero diagonal entry.
     """
     start = time.perf_counter()
-    A, a_dtype = _check_matrix(A)
+    A, a_dtype = check_matrix(A)
     diagonal = A.diagonal()
     zero = np.flatnonzero(diagonal == 0)
     if zero.size:

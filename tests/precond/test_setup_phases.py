@@ -35,7 +35,6 @@ def test_the_phases_add_up_to_the_set_up(problem, coarse, solver):
         assert abs(total - M.setup_seconds) <= 0.05 * M.setup_seconds, (phases, M.setup_seconds)
         assert all(v >= 0 for v in phases.values())
         M.update((2.0 * A).tocsr())
-    assert M.stats["phases"]["symbolic"] == 0.0  # after the update
     phases = M.stats["phases"]
     assert (phases["extension"] > 0) == (coarse in ("gdsw", "agdsw"))
     assert (phases["interface"] > 0) == (coarse == "gdsw")
