@@ -30,7 +30,8 @@ rewritten after every section and case, so a run cut short keeps what it measure
    distribution), the stacked restrictions, ``spmm`` and ``take_rows``,
    ``Trainer`` (history, ``log_every``, validation, checkpoint and resume, a
    float64 sampler for a float32 operator, the energy loss; ``workers > 1``
-   must be refused on the GPU), ``TwoLevelSchwarz`` (every variant and coarse
+   must be refused on the GPU), ``TwoLevelSchwarz`` (``update`` and ``options=`` too; every
+   variant and coarse
    basis, float32 local factors) and ``jacobi``, CG and GMRES of the device's Krylov module with
    them (additive and symmetric restricted in CG, RAS in GMRES), and the
    learned preconditioner (every base and initialisation, ``classical_init``,
@@ -130,6 +131,7 @@ from ddops.precond.learned import (  # noqa: E402
     preconditioner_objective,
     train_preconditioner,
 )
+from ddops.precond.options import SchwarzOptions  # noqa: E402
 from ddops.precond.schwarz import VARIANTS, TwoLevelSchwarz, jacobi  # noqa: E402
 from ddops.problems import diffusion_2d, high_contrast_channels, poisson_2d  # noqa: E402
 from ddops.problems.poisson1d import KINDS, poisson_1d  # noqa: E402
@@ -762,6 +764,21 @@ def check_preconditioners(dev: Device, dt: np.dtype, c: Checks) -> None:
                                           factor_dtype=np.float32, backend=b), dev)
     c.value("two_level.factor_dtype_float32",
             max(rel(g.matmat(Xd), h.matmat(X)), rel(g.rmatmat(Xd), h.rmatmat(X))), c.tol)
+    # update: the numeric phase again on the device for new values of the same pattern,
+    # against a fresh host build on the new matrix; the options object as the keywords
+    A2 = (A + sp.diags(np.linspace(0.0, 1.0, A.shape[0]))).tocsr()
+    for reuse in (False, True):
+        g = TwoLevelSchwarz(A, d, dtype=dt, local_solver="dense", backend=dev.backend)
+        # the reference: a fresh host build on A2 (with the kept basis for reuse_coarse)
+        fresh = TwoLevelSchwarz(A2, d, coarse_basis=g.coarse_matrix if reuse else "auto",
+                                dtype=dt, local_solver="dense")
+        g.update(A2, reuse_coarse=reuse)
+        c.value(f"two_level.update{'_reuse_coarse' if reuse else ''}",
+                rel(g.matmat(Xd), fresh.matmat(X)), c.tol)
+    g = TwoLevelSchwarz(A, d, dtype=dt, backend=dev.backend, options=SchwarzOptions(
+        variant="hybrid", local_solver="dense"))
+    h = TwoLevelSchwarz(A, d, variant="hybrid", dtype=dt, local_solver="dense")
+    c.rel("two_level.options", g.matmat(Xd), h.matmat(X))
     h, g = both(lambda b: jacobi(A, dtype=dt, backend=b), dev)
     c.rel("jacobi", g.matmat(Xd), h.matmat(X))
     # Krylov solves: the device's module with device operators against scipy with host ones
@@ -1175,6 +1192,12 @@ def krylov_case(dev: Device, label: str, n: int, A: sp.csr_matrix, d: Decomposit
                 holder = getattr(Md, "base", None) or Md
                 if hasattr(holder, f"{part}_setup_seconds"):
                     row[f"{part}_setup_s"] = getattr(holder, f"{part}_setup_seconds")
+            if hasattr(Md, "update"):  # the numeric phase again (same matrix, same pattern)
+                t = time.perf_counter()
+                Md.update(A)
+                dev.synchronize()
+                row["update_s"] = time.perf_counter() - t
+                row["phases"] = Md.stats["phases"]
             t = time.perf_counter()
             xh, info_h, calls_h = krylov_solve(spla, method, A, b, Mh, rtol, 500)
             row["host_solve_s"] = time.perf_counter() - t
