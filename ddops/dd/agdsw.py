@@ -562,24 +562,11 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None):
                 X = lu.solve(rhs)
                 Wp[:, :, s0:s1] = (Aexp @ X).reshape(nparts, width, s1 - s0)
             del lu
-        # Neumann Schur complement of each part on Gamma_p: A_GG - cut - W_p
-        SN = -Wp
-        q0, q1 = int(gg_off[p0]), int(gg_off[p1])
-        np.add.at(SN, (gg_part[q0:q1] - p0, gg_r[q0:q1], gg_c[q0:q1]), gg_v[q0:q1])
-        ps = slice(int(goff[p0]), int(goff[p1]))
-        SN[pair_p[ps] - p0, pair_slot[ps], pair_slot[ps]] -= pair_cut[ps]
-        SN = 0.5 * (SN + np.swapaxes(SN, 1, 2))
-        # pad to identity; the shift goes on the rest of the interface only (below)
-        real = np.arange(width)[None, :] < gsize[p0:p1, None]
-        diag = np.einsum("pii->pi", SN)
-        scale = np.where(real, np.abs(diag), 0.0).max(axis=1)
-        scale = np.where(scale > 0, scale, 1.0)
-        idx = np.arange(width)
-        SN[:, idx, idx] = np.where(real, diag, 1.0)
-        # (part, component) blocks: the Schur complement of S_p onto e and W_p[e, e]
+        # (part, component) blocks: W_p[e, e] and the Schur complement of S_p onto e
         b0, b1 = int(pc_off[p0]), int(pc_off[p1])
         if b1 == b0:
             continue
+        ps = slice(int(goff[p0]), int(goff[p1]))
         bsz = sizes[pc_comp[b0:b1]]
         bw = int(bsz.max())
         # slots of the unknowns of each block, padded with -1
@@ -593,7 +580,23 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None):
         bp = pc_part[b0:b1] - p0
         WB = Wp[bp[:, None, None], sl[:, :, None], sl[:, None, :]]
         both = valid[:, :, None] & valid[:, None, :]
+        # Neumann Schur complement of each part on Gamma_p, A_GG - cut - W_p, in the place of
+        # W_p (each pass over these stacks costs about as much as a level of the tree below;
+        # it symmetrises the matrices it forms, so SN is not symmetrised here)
+        SN = np.negative(Wp, out=Wp)
+        del Wp
+        q0, q1 = int(gg_off[p0]), int(gg_off[p1])
+        np.add.at(SN, (gg_part[q0:q1] - p0, gg_r[q0:q1], gg_c[q0:q1]), gg_v[q0:q1])
+        SN[pair_p[ps] - p0, pair_slot[ps], pair_slot[ps]] -= pair_cut[ps]
+        # pad to identity; the shift of an exactly singular block goes on its real entries
+        real = np.arange(width)[None, :] < gsize[p0:p1, None]
+        diag = np.einsum("pii->pi", SN)
+        scale = np.where(real, np.abs(diag), 0.0).max(axis=1)
+        scale = np.where(scale > 0, scale, 1.0)
+        idx = np.arange(width)
+        SN[:, idx, idx] = np.where(real, diag, 1.0)
         SB = _schur_onto_blocks(SN, real, scale, bp, sl, valid, chunk_bytes)
+        del SN
         # accumulate on the components (real entries only)
         bi, ri, ci = np.nonzero(both)
         comp_b = pc_comp[b0:b1][bi]
