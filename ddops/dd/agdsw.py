@@ -37,9 +37,10 @@ with the contrast.
 The Schur complements need ``A_II^{-1} A_I Gamma_p`` for every part ``p``:
 one multi-column solve per chunk of parts (as the harmonic extension, with
 one column per interface unknown of a part), the dense ``|Gamma_p|``-square
-matrices of one chunk at a time, one batched solve with the rest of the part's
-interface per batch of its (part, component) pairs (the Schur complement onto the
-component), and one batched ``eigh`` per size group of components.
+matrices of one chunk at a time, one tree of eliminations per part that splits its
+interface in halves down to the components (the Schur complements onto all of them for
+about the cost of two factorisations of the part's matrix, see ``_schur_onto_blocks``),
+and one batched ``eigh`` per size group of components.
 
 A given null space ``Z`` enters first (GDSW's pieces ``Z`` on every component), the
 eigenvectors follow; see :mod:`ddops.dd.adaptive`.
@@ -92,11 +93,12 @@ AGDSW_THRESHOLD = 0.05
 #: Default cap on the eigenvectors added per interface component (AGDSW).
 MAX_PER_COMPONENT = 32
 
-#: Relative shift of the rest ``S_rr`` of a part's Neumann Schur complement when it is
-#: eliminated onto a component ``e`` (``S_ee - S_er S_rr^{-1} S_re``) and found exactly
-#: singular: a rounding-size guard (a kernel vector of the part that vanishes on ``e``,
-#: e.g. a rotation about a one-node vertex); the constants of a floating part do not vanish
-#: on ``e``, so ``S_rr`` is nonsingular there.  A larger shift costs accuracy at high contrast
+#: Relative shift of a block of a part's Neumann Schur complement when it is eliminated
+#: on the way to a component ``e`` (a principal block of the rest ``S_rr`` in
+#: ``S_ee - S_er S_rr^{-1} S_re``) and found exactly singular: a rounding-size guard (a
+#: kernel vector of the part that vanishes on ``e``, e.g. a rotation about a one-node
+#: vertex); the constants of a floating part do not vanish on ``e``, so ``S_rr`` is
+#: nonsingular there.  A larger shift costs accuracy at high contrast
 #: (1e-10 of the largest diagonal entry: 6e-3 relative error in ``S_e^N`` at contrast 1e6).
 NEUMANN_SHIFT = 1e-15
 
@@ -272,46 +274,131 @@ def _schur_onto_blocks(S: np.ndarray, real: np.ndarray, scale: np.ndarray, bp: n
     """Schur complements ``S_ee - S_er S_rr^{-1} S_re`` of padded stacked matrices onto blocks.
 
     Block ``b`` is the set of slots ``sl[b][valid[b]]`` of the matrix ``S[bp[b]]`` (``real``
-    marks its real slots, ``scale`` its largest diagonal entry); ``r`` is the rest of that
-    matrix's real slots.  One batched solve with ``S_rr`` (the other slots made identity)
-    and ``|e|`` right-hand sides per batch of blocks, instead of the inverse of the block
-    of an inverse, ``(S^{-1})_ee^{-1}``, which at high contrast loses about as many digits as
-    the contrast has (the shifted floating ``S`` is nearly singular).  A batch whose
-    ``S_rr`` is exactly singular is solved again with the rounding-size relative shift
-    :data:`NEUMANN_SHIFT` on it.  Padding rows and columns of the result are the identity.
+    marks its real slots, ``scale`` its largest diagonal entry, ``valid[b]`` is a prefix);
+    ``r`` is the rest of that matrix's real slots, and the blocks of a matrix (consecutive
+    in ``bp``) partition its real slots.  Padding rows and columns of the result are the
+    identity.
+
+    All the blocks of a matrix are reached by one tree of eliminations instead of one
+    elimination of ``S_rr`` per block (``|Gamma_p|^3`` each): the blocks of a node are split
+    into two halves ``L`` and ``R`` of about equal size and the node's matrix ``M`` into its
+    two Schur complements ``M_LL - M_LR M_RR^{-1} M_RL`` and ``M_RR - M_RL M_LL^{-1} M_LR``,
+    the children, until a node holds one block (the quotient property of Schur complements:
+    eliminating ``r`` in two steps gives the same matrix).  A level costs about
+    ``(7 / 6) n^3`` on a node of size ``n`` and the sizes halve, so a matrix of width ``w``
+    costs about ``1.6 w^3`` whatever its number of blocks, against ``(2 / 3) w^3`` per block.
+    Every step eliminates a principal block of ``S_rr`` for some block ``e`` (as the direct
+    elimination does, with LU and partial pivoting), so nothing is lost to the near-kernel
+    of a floating part at high contrast, unlike the block of an inverse, ``(S^{-1})_ee^{-1}``.
+    A batch whose eliminated block is exactly singular is solved again with the
+    rounding-size relative shift :data:`NEUMANN_SHIFT` on it.  The matrices go through the
+    tree in groups of similar width and memory-bounded batches.
     """
     nb, bw = sl.shape
-    width = S.shape[1]
-    in_e = np.zeros((nb, width), dtype=bool)
+    sz = valid.sum(axis=1)
+    nparts = S.shape[0]
+    first = np.searchsorted(bp, np.arange(nparts + 1))  # blocks of matrix p: first[p]:first[p+1]
+    tot = np.bincount(bp, weights=sz, minlength=nparts).astype(np.int64)
+    # block positions in a global order (the matrices one after the other, blocks in order)
+    gend = np.cumsum(sz)
+    gstart = gend - sz
+    pstart = gstart[np.minimum(first[:-1], nb - 1)]
+    # the slot of every position of a matrix: its blocks' slots one after the other
     bi, ri = np.nonzero(valid)
-    in_e[bi, sl[bi, ri]] = True
-    out = in_e | ~real[bp]  # rows and columns outside r
-    per_block = 8 * (3 * width * width + 3 * width * bw)
-    batch = max(1, int(chunk_bytes) // per_block)
-    check_memory(f"the AGDSW Schur complements of {min(batch, nb)} (part, component) blocks "
-                 f"of up to {width} interface unknowns", min(batch, nb) * per_block,
-                 "more, smaller parts have smaller interfaces")
+    pos_of = np.zeros(int(gend[-1]), dtype=np.int64)
+    pos_of[gstart[bi] + ri] = sl[bi, ri]
     SB = np.empty((nb, bw, bw))
-    idx = np.arange(width)
-    both = valid[:, :, None] & valid[:, None, :]
-    for q0 in range(0, nb, batch):  # a loop over memory-bounded batches of blocks
-        q = slice(q0, min(q0 + batch, nb))
-        o = out[q]
-        M = S[bp[q]]  # a copy (fancy index)
-        M[o[:, :, None] | o[:, None, :]] = 0.0
-        d = np.einsum("bii->bi", M)
-        M[:, idx, idx] = np.where(o, 1.0, d)
-        Se = S[bp[q][:, None, None], idx[None, :, None], sl[q][:, None, :]]  # (b, width, bw)
-        Se = np.where(valid[q][:, None, :], Se, 0.0)  # the columns of e
-        R = np.where(o[:, :, None], 0.0, Se)  # S_re on the rows of r
-        try:
-            X = np.linalg.solve(M, R)
-        except np.linalg.LinAlgError:  # an exactly singular S_rr: the rounding-size shift
-            M[:, idx, idx] += np.where(o, 0.0, NEUMANN_SHIFT * scale[bp[q], None])
-            X = np.linalg.solve(M, R)
-        See = np.take_along_axis(Se, sl[q][:, :, None], axis=1)  # S_ee: rows e of columns e
-        SB[q] = np.where(both[q], See - np.swapaxes(R, 1, 2) @ X, np.eye(bw)[None])
+    padded, ladder = size_groups(np.maximum(tot, 1))
+    for width in ladder:  # a loop over a few size groups of matrices
+        group = np.flatnonzero((padded == width) & (tot > 0))
+        width = int(width)
+        per_matrix = 8 * 4 * width * width  # its copy and the first level's blocks
+        batch = max(1, int(chunk_bytes) // per_matrix)
+        check_memory(f"the AGDSW Schur complements of {int(np.diff(first)[group[:batch]].sum())} "
+                     f"(part, component) blocks of up to {int(tot[group].max())} interface "
+                     "unknowns",
+                     min(batch, group.size) * per_matrix,
+                     "more, smaller parts have smaller interfaces")
+        for q0 in range(0, group.size, batch):  # a loop over memory-bounded batches
+            parts = group[q0:q0 + batch]
+            pos = np.arange(width)[None, :]
+            inside = pos < tot[parts, None]
+            slot = pos_of[np.where(inside, pstart[parts, None] + pos, 0)]
+            M = S[parts[:, None, None], slot[:, :, None], slot[:, None, :]]
+            M = np.where(inside[:, :, None] & inside[:, None, :], M, np.eye(width)[None])
+            _schur_tree(M, first[parts], first[parts + 1], scale[parts], gstart, gend, SB)
     return SB
+
+
+def _schur_tree(M: np.ndarray, fb: np.ndarray, lb: np.ndarray, scale: np.ndarray,
+                gstart: np.ndarray, gend: np.ndarray, SB: np.ndarray) -> None:
+    """Split the stacked nodes ``M`` (blocks ``fb:lb`` each, positions in block order,
+    identity padding) down to single blocks, whose matrices go to ``SB``."""
+    bw = SB.shape[1]
+    while M.shape[0]:  # a loop over the levels of the tree (log2 of the blocks per part)
+        leaf = lb - fb == 1
+        if leaf.any():
+            k = min(bw, M.shape[1])
+            b = fb[leaf]
+            SB[b] = np.eye(bw)[None]
+            SB[b, :k, :k] = M[leaf, :k, :k]
+            M, fb, lb, scale = M[~leaf], fb[~leaf], lb[~leaf], scale[~leaf]
+            if not M.shape[0]:
+                break
+        # the block boundary nearest the middle of every node, a block on each side
+        t = gend[lb - 1] - gstart[fb]
+        middle = gstart[fb] + 0.5 * t
+        j = np.searchsorted(gend, middle)
+        below, above = np.clip(j - 1, fb, lb - 2), np.clip(j, fb, lb - 2)
+        j = np.where(np.abs(gend[below] - middle) <= np.abs(gend[above] - middle), below, above)
+        a = gend[j] - gstart[fb]  # the size of L
+        nl, nr = int(a.max()), int((t - a).max())
+        vl = np.arange(nl)[None, :] < a[:, None]
+        vr = np.arange(nr)[None, :] < (t - a)[:, None]
+        il = np.where(vl, np.arange(nl)[None, :], 0)
+        ir = np.where(vr, a[:, None] + np.arange(nr)[None, :], 0)
+        node = np.arange(M.shape[0])[:, None, None]
+        LL = np.where(vl[:, :, None] & vl[:, None, :], M[node, il[:, :, None], il[:, None, :]],
+                      np.eye(nl)[None])
+        RR = np.where(vr[:, :, None] & vr[:, None, :], M[node, ir[:, :, None], ir[:, None, :]],
+                      np.eye(nr)[None])
+        LR = np.where(vl[:, :, None] & vr[:, None, :], M[node, il[:, :, None], ir[:, None, :]],
+                      0.0)
+        RL = np.swapaxes(LR, 1, 2)
+        del M
+        CL = LL - LR @ _solve_shifted(RR, RL, vr, scale)
+        CR = RR - RL @ _solve_shifted(LL, LR, vl, scale)
+        del LL, RR, LR, RL
+        m = max(nl, nr)
+        M = np.concatenate([_identity_padded(CL, m), _identity_padded(CR, m)])
+        M = 0.5 * (M + np.swapaxes(M, 1, 2))
+        fb, lb = np.concatenate([fb, j + 1]), np.concatenate([j + 1, lb])
+        scale = np.concatenate([scale, scale])
+
+
+def _solve_shifted(M: np.ndarray, R: np.ndarray, real: np.ndarray,
+                   scale: np.ndarray) -> np.ndarray:
+    """``M^{-1} R`` for stacks; an exactly singular batch with the rounding-size relative
+    shift :data:`NEUMANN_SHIFT` on the real diagonal entries (``real``)."""
+    try:
+        return np.linalg.solve(M, R)
+    except np.linalg.LinAlgError:  # an exactly singular block: the rounding-size shift
+        M = M.copy()
+        i = np.arange(M.shape[1])
+        M[:, i, i] += np.where(real, NEUMANN_SHIFT * scale[:, None], 0.0)
+        return np.linalg.solve(M, R)
+
+
+def _identity_padded(M: np.ndarray, n: int) -> np.ndarray:
+    """The stack ``M`` (``k x k`` matrices) inside ``n x n`` identities."""
+    k = M.shape[1]
+    if k == n:
+        return M
+    out = np.zeros((M.shape[0], n, n))
+    out[:, :k, :k] = M
+    i = np.arange(k, n)
+    out[:, i, i] = 1.0
+    return out
 
 
 def _not_positive_definite(A_II: sp.csr_matrix, part: np.ndarray, part_off: np.ndarray,
@@ -475,24 +562,11 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None):
                 X = lu.solve(rhs)
                 Wp[:, :, s0:s1] = (Aexp @ X).reshape(nparts, width, s1 - s0)
             del lu
-        # Neumann Schur complement of each part on Gamma_p: A_GG - cut - W_p
-        SN = -Wp
-        q0, q1 = int(gg_off[p0]), int(gg_off[p1])
-        np.add.at(SN, (gg_part[q0:q1] - p0, gg_r[q0:q1], gg_c[q0:q1]), gg_v[q0:q1])
-        ps = slice(int(goff[p0]), int(goff[p1]))
-        SN[pair_p[ps] - p0, pair_slot[ps], pair_slot[ps]] -= pair_cut[ps]
-        SN = 0.5 * (SN + np.swapaxes(SN, 1, 2))
-        # pad to identity; the shift goes on the rest of the interface only (below)
-        real = np.arange(width)[None, :] < gsize[p0:p1, None]
-        diag = np.einsum("pii->pi", SN)
-        scale = np.where(real, np.abs(diag), 0.0).max(axis=1)
-        scale = np.where(scale > 0, scale, 1.0)
-        idx = np.arange(width)
-        SN[:, idx, idx] = np.where(real, diag, 1.0)
-        # (part, component) blocks: the Schur complement of S_p onto e and W_p[e, e]
+        # (part, component) blocks: W_p[e, e] and the Schur complement of S_p onto e
         b0, b1 = int(pc_off[p0]), int(pc_off[p1])
         if b1 == b0:
             continue
+        ps = slice(int(goff[p0]), int(goff[p1]))
         bsz = sizes[pc_comp[b0:b1]]
         bw = int(bsz.max())
         # slots of the unknowns of each block, padded with -1
@@ -506,7 +580,23 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None):
         bp = pc_part[b0:b1] - p0
         WB = Wp[bp[:, None, None], sl[:, :, None], sl[:, None, :]]
         both = valid[:, :, None] & valid[:, None, :]
+        # Neumann Schur complement of each part on Gamma_p, A_GG - cut - W_p, in the place of
+        # W_p (each pass over these stacks costs about as much as a level of the tree below;
+        # it symmetrises the matrices it forms, so SN is not symmetrised here)
+        SN = np.negative(Wp, out=Wp)
+        del Wp
+        q0, q1 = int(gg_off[p0]), int(gg_off[p1])
+        np.add.at(SN, (gg_part[q0:q1] - p0, gg_r[q0:q1], gg_c[q0:q1]), gg_v[q0:q1])
+        SN[pair_p[ps] - p0, pair_slot[ps], pair_slot[ps]] -= pair_cut[ps]
+        # pad to identity; the shift of an exactly singular block goes on its real entries
+        real = np.arange(width)[None, :] < gsize[p0:p1, None]
+        diag = np.einsum("pii->pi", SN)
+        scale = np.where(real, np.abs(diag), 0.0).max(axis=1)
+        scale = np.where(scale > 0, scale, 1.0)
+        idx = np.arange(width)
+        SN[:, idx, idx] = np.where(real, diag, 1.0)
         SB = _schur_onto_blocks(SN, real, scale, bp, sl, valid, chunk_bytes)
+        del SN
         # accumulate on the components (real entries only)
         bi, ri, ci = np.nonzero(both)
         comp_b = pc_comp[b0:b1][bi]

@@ -134,11 +134,16 @@ def test_agdsw_schur_blocks_are_refused_before_they_are_allocated(monkeypatch):
                                          r"\d+ interface unknowns would need .* more than the "
                                          r"1000 B this machine has; more, smaller parts"):
         agdsw_basis(A, d.owner)
-    # the batch of (part, component) blocks eliminated together (about 8 MB here)
-    monkeypatch.setattr(validation, "memory_limit_bytes", lambda: 10**6)
-    with pytest.raises(ValueError, match=r"the AGDSW Schur complements of \d+ \(part, "
-                                         r"component\) blocks of up to \d+ interface unknowns"):
-        agdsw_basis(A, d.owner)
+    # the batch of parts whose (part, component) blocks are eliminated together: it needs
+    # less than the chunk's dense blocks, so it is checked on its own (two parts of 40)
+    S = np.broadcast_to(4.0 * np.eye(40), (2, 40, 40)).copy()
+    slots = np.tile(np.arange(20), (4, 1)) + np.array([[0], [20], [0], [20]])
+    monkeypatch.setattr(validation, "memory_limit_bytes", lambda: 1000)
+    with pytest.raises(ValueError, match=r"the AGDSW Schur complements of 4 \(part, "
+                                         r"component\) blocks of up to 40 interface unknowns"):
+        agdsw._schur_onto_blocks(S, np.ones((2, 40), dtype=bool), np.ones(2),
+                                 np.array([0, 0, 1, 1]), slots, np.ones((4, 20), dtype=bool),
+                                 2**26)
 
 
 # -- 5: a matrix that is not positive definite ---------------------------------------------------
