@@ -394,6 +394,7 @@ class CoarseCorrection:
         self.options, self.hybrid = options, hybrid
         self.dtype, self.backend, self.factorization = dtype, backend, factorization
         self.Phi = self.info = None
+        self._kept = self._previous_lu = None
         self.stats: dict = {}
         self.dim = 0
         self.solver = None
@@ -451,6 +452,8 @@ class CoarseCorrection:
 
     def _compute(self, A: sp.csr_matrix, basis_of_A: bool, start: float) -> None:
         Phi = self.Phi
+        kept, self._kept = self._kept, None
+        self._previous_lu = self._lu  # PARDISO's analysis, if A_0 keeps its pattern
         self.dim = 0 if Phi is None else int(Phi.shape[1])
         self.solver = None
         self._cho = self._lu = self._inv = None
@@ -458,21 +461,38 @@ class CoarseCorrection:
         if Phi is None:
             return
         rows = getattr(self.info, "harmonic_interface", None) if basis_of_A else None
-        if rows is not None and np.all(np.diff(rows) > 0):
+        if not basis_of_A and kept is not None and kept[0].shape == A.data.shape:
+            # the same Phi and a matrix with the same pattern: A_0 changes by
+            # Phi^T (A - A_old) Phi, a product with the rows where the values changed only
+            # (coefficients that move or grow locally change few rows)
+            values, A0_old, AP_old = kept
+            # (A's index arrays may be the caller's: nothing here writes into them)
+            delta = A.data - values
+            entry_row = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+            changed = np.unique(entry_row[delta != 0])
+            dA = sp.csr_matrix((delta, A.indices, A.indptr), shape=A.shape)
+            dAP = _rows_to_full((dA[changed] @ Phi).tocsr(), changed, Phi.shape)
+            dA0 = (Phi[changed].T @ dAP[changed]).tocsr()
+            A0 = (A0_old + (dA0 + dA0.T) * 0.5).tocsr()
+            AP = None if not self.hybrid else (
+                (A @ Phi).tocsr() if AP_old is None else (AP_old + dAP).tocsr())
+        elif rows is not None and np.all(np.diff(rows) > 0):
             # discrete-harmonic columns: A Phi vanishes off the interface up to rounding, so
             # A_0 = Phi_G^T (A Phi)_G, a product with the few interface rows of Phi instead
             # of all of them (3D elasticity: 13 x faster), and A Phi is kept on those rows
             APG = (A[rows] @ Phi).tocsr()
             A0 = (Phi[rows].T @ APG).tocsr()
-            counts = np.zeros(Phi.shape[0], dtype=np.int64)
-            counts[rows] = np.diff(APG.indptr)
-            indptr = np.concatenate([[0], np.cumsum(counts)]).astype(APG.indptr.dtype)
-            AP = sp.csr_matrix((APG.data, APG.indices, indptr), shape=Phi.shape)
+            AP = _rows_to_full(APG, rows, Phi.shape)
             del APG
+            A0 = (A0 + A0.T) * 0.5
         else:
             AP = (A @ Phi).tocsr()
             A0 = (Phi.T @ AP).tocsr()
-        A0 = (A0 + A0.T) * 0.5
+            A0 = (A0 + A0.T) * 0.5
+        A0.sum_duplicates()
+        A0.sort_indices()
+        # what a later compute with the same Phi starts from (update(reuse_coarse=True))
+        self._kept = (A.data.copy(), A0, AP if self.hybrid else None)
         self.assembly_seconds = time.perf_counter() - start
         singular = _SingularCoarse(A, Phi, self.dim)
         dt, backend = self.dtype, self.backend
@@ -531,7 +551,14 @@ class CoarseCorrection:
             return
         self.solver = "sparse"
         if self.factorization == "pardiso":
+            previous, self._previous_lu = self._previous_lu, None
             try:
+                if getattr(previous, "refactor", None) is not None:
+                    try:  # the kept basis: the same pattern of A_0, PARDISO's analysis reused
+                        self._lu = previous.refactor(A0)
+                        return
+                    except ValueError:  # another pattern after all
+                        previous.free()
                 self._lu = factorize_blocks(A0, [0, self.dim], "pardiso")
             except SingularBlockError:
                 raise singular() from None
@@ -540,6 +567,12 @@ class CoarseCorrection:
         if lu is None or bad.size:
             raise singular()
         self._lu = lu
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes kept for a later :meth:`compute` with the same basis: the values of the
+        last ``A`` (``A_0`` and ``A Phi`` are held anyway)."""
+        return 0 if self._kept is None else int(self._kept[0].nbytes)
 
     @property
     def factor_bytes(self) -> int:
@@ -567,6 +600,15 @@ class CoarseCorrection:
     def apply(self, X: Any, adjoint: bool = False) -> Any:
         """``Phi A_0^{-1} Phi^T X``."""
         return self._Phi @ self.solve(self._PhiT @ X, adjoint)
+
+
+def _rows_to_full(rows_matrix: sp.csr_matrix, rows: np.ndarray, shape: tuple) -> sp.csr_matrix:
+    """The CSR matrix of ``shape`` whose rows ``rows`` (increasing) are those of
+    ``rows_matrix`` and whose other rows are empty (no copy of the values)."""
+    counts = np.zeros(shape[0], dtype=np.int64)
+    counts[rows] = np.diff(rows_matrix.indptr)
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(rows_matrix.indptr.dtype)
+    return sp.csr_matrix((rows_matrix.data, rows_matrix.indices, indptr), shape=shape)
 
 
 class SumCorrection:

@@ -568,6 +568,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
             self.coarse_info, self.coarse_stats = self.coarse.info, self.coarse.stats
         else:
             self.coarse_info, self.coarse_stats = None, {"kernel_dropped": 0}
+        # the basis's own phases, when it was built in this set-up
+        self._basis_stats = {} if reuse_coarse else self.coarse_stats
         Phi = None if self.coarse is None else self.coarse.Phi
         self.coarse_basis_name = None if Phi is None else self.coarse.kind
 
@@ -744,8 +746,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
             ``A_0``), ``coarse_basis_bytes`` (``Phi``, and ``A Phi`` for the hybrid
             variant), ``restriction_bytes`` (the stacked restrictions ``S_in``,
             ``S_out`` and their transposes when they are copies), ``symbolic_bytes``
-            (the map from ``A`` to the subdomain matrices kept for :meth:`update`) and
-            ``total_bytes``, their sum; ``factor_nnz``.
+            (the map from ``A`` to the subdomain matrices kept for :meth:`update`),
+            ``reuse_coarse_bytes`` (the values of ``A`` kept for
+            ``update(reuse_coarse=True)``) and ``total_bytes``, their sum; ``factor_nnz``.
         """
         def sparse_bytes(M):
             if M is None:
@@ -767,6 +770,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
             mats.update({id(m): m for m in (loc.S_inT, loc.S_outT)})
         restriction = sum(sparse_bytes(m) for m in mats.values())
         symbolic = loc.symbolic_bytes + sum(int(a.nbytes) for a in self._pattern)
+        reuse = 0 if self.coarse is None else self.coarse.kept_bytes
         return {
             "phases": self.setup_phases,
             "local_solver": self.local_solver, "sparse_solver": self.sparse_solver,
@@ -777,8 +781,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
             "coarse_setup_seconds": self.coarse_setup_seconds,
             "local_factor_bytes": local, "coarse_factor_bytes": coarse,
             "coarse_basis_bytes": basis, "restriction_bytes": restriction,
-            "symbolic_bytes": symbolic,
-            "total_bytes": local + coarse + basis + restriction + symbolic,
+            "symbolic_bytes": symbolic, "reuse_coarse_bytes": reuse,
+            "total_bytes": local + coarse + basis + restriction + symbolic + reuse,
             "factor_nnz": self.factor_nnz,
         }
 
@@ -799,7 +803,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
         the first two add up to :attr:`setup_seconds` (to the bookkeeping between them).
         """
         d_stats = getattr(self.decomposition, "setup_stats", {}) or {}
-        info = dict(self.coarse_stats)
+        info = self._basis_stats
         interface = float(info.get("interface_seconds", 0.0))
         extension = float(info.get("extension_seconds", 0.0))
         eigen = float(info.get("eigen_seconds", 0.0))

@@ -57,7 +57,7 @@ def test_local_solver_flag_reaches_the_preconditioner(tmp_path, solver):
     held = r["memory_held"]
     assert held["total_bytes"] == sum(held[k] for k in (
         "local_factor_bytes", "coarse_factor_bytes", "coarse_basis_bytes", "restriction_bytes",
-        "symbolic_bytes"))
+        "symbolic_bytes", "reuse_coarse_bytes"))
     # the same iterations as a preconditioner built here on the same decomposition
     A = ddops.poisson_2d(48)
     d = ddops.Decomposition.from_grid((48, 48), (3, 3))

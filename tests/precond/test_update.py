@@ -206,3 +206,50 @@ def test_finite_element_neumann_matrices_belong_to_the_values():
     M.update(A1, reuse_coarse=True)  # keeps the coarse space: no Neumann matrices needed
     with pytest.raises(ValueError, match="built with neumann="):
         TwoLevelSchwarz(A1, d, coarse_basis="gdsw", null_space=Z).update(A2, neumann=N2)
+
+
+@pytest.mark.parametrize("variant", ["additive", "hybrid"])
+def test_reuse_coarse_in_a_chain_of_local_and_global_changes(pair, variant, monkeypatch):
+    """A_0 and A Phi follow the values through several reuse_coarse updates, local changes
+    (channels that move) and a global one (a scaling): each step equals a fresh build with
+    the kept Phi, and PARDISO's coarse analysis is kept (the same solver object)."""
+    need("pardiso")
+    import ddops.precond.corrections as corrections
+
+    monkeypatch.setattr(corrections, "COARSE_DENSE_MAX", 5)  # a sparse coarse factor
+    A1, A2, d = pair
+    M = TwoLevelSchwarz(A1, d, coarse_basis="gdsw", variant=variant)
+    assert M.coarse_solver == "sparse" and M.coarse_factorization == "pardiso"
+    Phi = M.coarse_matrix
+    coarse_lu = M.coarse._lu
+    X = np.random.default_rng(6).standard_normal((A1.shape[0], 2))
+    for A in (A2, (3.0 * A2).tocsr(), A1, A2):
+        M.update(A, reuse_coarse=True)
+        assert M.coarse._lu is coarse_lu
+        fresh = TwoLevelSchwarz(A, d, coarse_basis=Phi, variant=variant)
+        assert _rel(M @ X, fresh @ X) <= 1e-11
+        P = Phi.toarray()
+        assert _rel(M.coarse.A0.toarray(), P.T @ A.toarray() @ P) <= 1e-12
+
+
+def test_the_phases_of_a_reuse_update_have_no_basis(pair):
+    """After update(reuse_coarse=True) no basis phase is reported (the basis was kept)."""
+    A1, A2, d = pair
+    M = TwoLevelSchwarz(A1, d, coarse_basis="gdsw")
+    assert M.stats["phases"]["extension"] > 0
+    M.update(A2, reuse_coarse=True)
+    phases = M.stats["phases"]
+    assert phases["extension"] == phases["interface"] == phases["eigenproblems"] == 0.0
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_update_leaves_the_callers_matrix_alone(pair, reuse):
+    """update reads the new matrix and never writes into its arrays (they may be shared
+    with the checked copy)."""
+    A1, A2, d = pair
+    B = A2.copy()
+    before = [a.copy() for a in (B.data, B.indices, B.indptr)]
+    M = TwoLevelSchwarz(A1, d, coarse_basis="gdsw", variant="hybrid")
+    M.update(B, reuse_coarse=reuse)
+    M.update(A1, reuse_coarse=reuse)
+    assert all(np.array_equal(a, b) for a, b in zip((B.data, B.indices, B.indptr), before))
