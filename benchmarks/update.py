@@ -193,6 +193,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sequence-space", default="gdsw",
                         help="coarse space of the sequences")
     parser.add_argument("--steps", type=int, default=10, help="matrices per sequence")
+    parser.add_argument("--elasticity-n", type=int, default=None,
+                        help="grid of the 3D elasticity row (default 32: 114,444 unknowns)")
     parser.add_argument("--no-sequences", action="store_true")
     args = parser.parse_args(argv)
     threads = args.threads or 1
@@ -204,7 +206,8 @@ def main(argv=None) -> int:
     problems = {
         "2D Poisson": lambda: poisson(2, 63 if q else 511, 16 if q else 128),
         "3D Poisson": lambda: poisson(3, 15 if q else 50, 8 if q else 64),
-        "3D elasticity": lambda: elasticity(7 if q else 32, 8 if q else 64),
+        "3D elasticity": lambda: elasticity(args.elasticity_n or (7 if q else 32),
+                                            8 if q else 64),
     }
     print("| problem | n | coarse | fresh set-up | update | update / fresh | "
           "reuse_coarse | reuse / fresh |")

@@ -1,0 +1,129 @@
+"""Where the two-level set-up goes, phase by phase, beside AMG's whole set-up.
+
+For each problem of the set-up issue, ``ddops precond --coarse all`` runs the coarse spaces (one
+BLAS thread, CG to rtol 1e-8) with pyamg's smoothed aggregation and Ruge-Stuben in the
+same process, and this script prints from its JSON:
+
+- the split of every two-level set-up by phase (``TwoLevelSchwarz.stats["phases"]``:
+  partition, overlap, symbolic, interface, extension, eigenproblems, the rest of the
+  coarse basis, extraction, local factorisation, coarse assembly and factorisation);
+- the set-up and the set-up + solve of every row, and the ratios of the adaptive set-ups
+  to GDSW's and of GDSW's to pyamg SA's (the targets of the issue: at most 1.5 each).
+
+PETSc's GAMG and hypre's BoomerAMG are in ``benchmarks/petsc_peers.py`` (Debian's
+PETSc); they are not run here.
+
+    python benchmarks/setup_profile.py            # the issue's sizes (many minutes)
+    python benchmarks/setup_profile.py --quick    # small sizes (about a minute)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import add_json_flag, add_quick_flag, machine_summary  # noqa: E402
+
+#: (label, ddops precond arguments at the issue's sizes, the same at --quick sizes)
+PROBLEMS = [
+    ("2D elasticity, stiff inclusions 1e6",
+     ["--problem", "elasticity2d", "--n", "159", "--contrast", "1e6", "--subdomains", "128"],
+     ["--problem", "elasticity2d", "--n", "31", "--contrast", "1e6", "--subdomains", "8"]),
+    ("3D elasticity, stiff inclusions 1e6",
+     ["--problem", "elasticity3d", "--n", "18", "--contrast", "1e6", "--subdomains", "64"],
+     ["--problem", "elasticity3d", "--n", "7", "--contrast", "1e6", "--subdomains", "8"]),
+    ("2D floating channels 1e6",
+     ["--problem", "channels2d", "--n", "255", "--contrast", "1e6", "--subdomains", "64"],
+     ["--problem", "channels2d", "--n", "63", "--contrast", "1e6", "--subdomains", "16"]),
+    ("2D log-normal 1e8",
+     ["--problem", "lognormal2d", "--n", "511", "--contrast", "1e8", "--subdomains", "256"],
+     ["--problem", "lognormal2d", "--n", "63", "--contrast", "1e8", "--subdomains", "16"]),
+    ("3D Poisson",
+     ["--problem", "poisson3d", "--n", "50"],
+     ["--problem", "poisson3d", "--n", "15", "--subdomains", "8"]),
+]
+
+PHASES = ("partition", "overlap", "symbolic", "interface", "extension", "eigenproblems",
+          "coarse_basis_other", "extraction", "local_factorization", "coarse_assembly",
+          "coarse_factorization")
+TARGET = 1.5
+
+
+def run(args: list[str], prefix: str) -> dict:
+    """One ``ddops precond`` run; its JSON."""
+    command = [sys.executable, "-m", "ddops", "precond", *args, "--coarse", "all",
+               "--blas-threads", "1", "--no-plots", "--no-memory", "--no-progress",
+               "--save-prefix", prefix]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode not in (0, 4):  # 4: a row was refused (reported in the table)
+        raise SystemExit(f"ddops precond failed ({done.returncode}): {done.stderr[-500:]}")
+    return json.loads(Path(f"{prefix}_results.json").read_text())
+
+
+def report(label: str, result: dict) -> dict:
+    rows = {r["method"]: r for r in result["rows"]}
+    print(f"\n### {label}: {result['unknowns']} unknowns, {result['decomposition']}")
+    print("\n| method | its | set-up s | total s | " + " | ".join(PHASES) + " |")
+    print("|---|---:|---:|---:|" + "---:|" * len(PHASES))
+    out = {"label": label, "unknowns": result["unknowns"], "rows": {}}
+    for method, r in rows.items():
+        if r.get("status") not in (None, "ok"):
+            print(f"| {r['label']} | {r['status']}: {str(r.get('failed'))[:80]} |")
+            continue
+        total = r["setup_seconds"] + r["solve_seconds"]
+        phases = dict(r.get("phases") or {})
+        if phases:  # ddops precond times its own partition and overlap (in the set-up)
+            phases["partition"] = r["setup"]["partition"]
+            phases["overlap"] = r["setup"]["overlap"]
+        cells = " | ".join(f"{phases[p]:.2f}" if p in phases else "-" for p in PHASES)
+        print(f"| {r['label']} | {r['iterations']} | {r['setup_seconds']:.2f} | {total:.2f} | "
+              f"{cells} |")
+        out["rows"][method] = {"iterations": r["iterations"], "setup": r["setup_seconds"],
+                               "total": total, "phases": phases}
+    gdsw = out["rows"].get("two_level_gdsw")
+    sa = out["rows"].get("pyamg")  # smoothed aggregation
+    if gdsw:
+        for name in ("two_level_agdsw", "two_level_geneo"):
+            if name in out["rows"]:
+                ratio = out["rows"][name]["setup"] / gdsw["setup"]
+                print(f"- {name[10:]} set-up / GDSW's: {ratio:.1f} "
+                      f"{'PASS' if ratio <= TARGET else 'MISS'} (target {TARGET})")
+        if sa:
+            ratio = gdsw["setup"] / sa["setup"]
+            print(f"- GDSW set-up / pyamg SA's: {ratio:.1f} "
+                  f"{'PASS' if ratio <= TARGET else 'MISS'} (target {TARGET})")
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_quick_flag(parser, "small sizes")
+    add_json_flag(parser)
+    parser.add_argument("--problems", type=int, nargs="*",
+                        help="indices into the problem list (default: all)")
+    args = parser.parse_args(argv)
+    print(machine_summary(memory=True, pyamg=True, ddops=True))
+    print("one thread everywhere; seconds are wall time of one process (ddops precond); "
+          "set-up includes the decomposition (partition and overlap)")
+    chosen = args.problems if args.problems else range(len(PROBLEMS))
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in chosen:
+            label, full, quick = PROBLEMS[i]
+            result = run(quick if args.quick else full, str(Path(tmp) / f"p{i}"))
+            results.append(report(label, result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
