@@ -27,7 +27,7 @@ import warnings
 from dataclasses import fields, replace
 from typing import Any
 
-from ._argtypes import int_at_least, positive_float
+from .._argtypes import int_at_least, positive_float
 
 __all__ = ["main", "build_parser", "EXIT_DIVERGED", "EXIT_USAGE", "EXIT_OUTPUT", "EXIT_ROWS"]
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import numbers
 import warnings
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .._argtypes import int_at_least, positive_float
 from ..dd.adaptive import AGDSW_THRESHOLD, GENEO_THRESHOLD, MAX_PER_COMPONENT, MAX_PER_SUBDOMAIN
 from ..dd.coarse import ALL_COARSE_BASES
 from ..linalg.local_solvers import SPARSE_SOLVERS, check_threads
@@ -487,30 +487,6 @@ def _library_default(name: str) -> Any:
     return values.pop() if len(values) == 1 else None
 
 
-def _int_type(minimum: int | None):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if minimum is not None and value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
-        return value
-
-    parse.__name__ = "integer"
-    return parse
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (0 < value < math.inf):
-        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
-    return value
-
-
 def _name_type(name: str, flag: str):
     """A string, with the old spellings of :data:`DEPRECATED_CHOICES` warned about and
     replaced by the new ones."""
@@ -607,9 +583,9 @@ def add_cli_arguments(parser: Any, names: Any = None, *, defaults: dict | None =
             kw["metavar"] = "{" + ",".join(dict.fromkeys(
                 (*extra_names.get(name, ()), *spec.choices, "FILE"))) + "}"
         elif spec.kind == "float":
-            kw["type"] = _positive_float
+            kw["type"] = positive_float
         else:  # "int", "threads"
-            kw["type"] = _int_type(spec.minimum)
+            kw["type"] = int_at_least(spec.minimum)
         text = spec.help
         # a default of None means "not given": the library's default applies
         stated = default_help.get(name) or _default_text(

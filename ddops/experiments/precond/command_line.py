@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..._argtypes import int_at_least, positive_float
 from ...dd.partition import TARGET_SUBDOMAIN_UNKNOWNS
 from ...precond.learned import OBJECTIVES
 from ...precond.options import add_cli_arguments
 from ...problems.poisson1d import KINDS
-from .._argtypes import int_at_least, positive_float
 from .config import (
     BUILT_COARSE,
     DEFAULT_EXTRA,

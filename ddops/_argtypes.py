@@ -7,18 +7,19 @@ import math
 from collections.abc import Callable
 
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer ``>= minimum``."""
+def int_at_least(minimum: int | None) -> Callable[[str], int]:
+    """An argparse type: an integer ``>= minimum`` (any integer for None)."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
+        if minimum is not None and value < minimum:
             raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
         return value
 
+    parse.__name__ = "integer"
     return parse
 
 
