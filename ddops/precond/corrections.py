@@ -78,6 +78,13 @@ LOCAL_CHUNK_ROWS = FACTOR_CHUNK_ROWS
 #: (310 MiB less at 10^6 unknowns in 2D) but is a necessary condition only.
 EXACT_PIVOT_CHECK_ROWS = 2**17
 
+#: ``update(reuse_coarse=True)`` forms ``A_0`` as the old one plus ``Phi^T (A - A_old) Phi``
+#: while the largest entry met since the last full product is at most this many times the
+#: largest entry of ``A`` (the cancellation then costs at most about three digits) and for
+#: at most :data:`INCREMENT_STEPS` updates in a row; else the full product again.
+INCREMENT_RANGE = 1e3
+INCREMENT_STEPS = 16
+
 # the stacked restrictions S_in / S_out of each variant: the weights of the rows
 _WEIGHTS = {"additive": ("none", "none"), "restricted": ("none", "full"),
             "symmetric_restricted": ("sqrt", "sqrt"), "hybrid": ("none", "none")}
@@ -433,6 +440,7 @@ class CoarseCorrection:
             # ground the coarse problem: drop one column per dimension of the coarse kernel
             Phi, self.stats["kernel_dropped"] = ground_basis(Phi, self.kernel)
         self.Phi = Phi
+        self._kept = None  # A_0 of another basis: no incremental update from it
         return Phi
 
     def compute(self, A: sp.csr_matrix, basis_of_A: bool = True) -> None:
@@ -453,19 +461,26 @@ class CoarseCorrection:
     def _compute(self, A: sp.csr_matrix, basis_of_A: bool, start: float) -> None:
         Phi = self.Phi
         kept, self._kept = self._kept, None
-        self._previous_lu = self._lu  # PARDISO's analysis, if A_0 keeps its pattern
+        # PARDISO's analysis, if A_0 keeps its pattern (other factors are dropped here)
+        self._previous_lu = self._lu if getattr(self._lu, "refactor", None) else None
+        self.A0 = None
         self.dim = 0 if Phi is None else int(Phi.shape[1])
         self.solver = None
         self._cho = self._lu = self._inv = None
         self._Phi = self._PhiT = self._AP = self._APT = None
         if Phi is None:
+            self._drop_previous()
             return
         rows = getattr(self.info, "harmonic_interface", None) if basis_of_A else None
-        if not basis_of_A and kept is not None and kept[0].shape == A.data.shape:
+        scale = float(np.abs(A.data).max()) if A.nnz else 0.0
+        if kept is not None and (kept[0].shape != A.data.shape or kept[3] > INCREMENT_RANGE
+                                 * scale or kept[4] >= INCREMENT_STEPS):
+            kept = None  # cancellation would cost digits: the full product again
+        if not basis_of_A and kept is not None:
             # the same Phi and a matrix with the same pattern: A_0 changes by
             # Phi^T (A - A_old) Phi, a product with the rows where the values changed only
             # (coefficients that move or grow locally change few rows)
-            values, A0_old, AP_old = kept
+            values, A0_old, AP_old, old_scale, steps = kept
             # (A's index arrays may be the caller's: nothing here writes into them)
             delta = A.data - values
             entry_row = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
@@ -491,8 +506,13 @@ class CoarseCorrection:
             A0 = (A0 + A0.T) * 0.5
         A0.sum_duplicates()
         A0.sort_indices()
-        # what a later compute with the same Phi starts from (update(reuse_coarse=True))
-        self._kept = (A.data.copy(), A0, AP if self.hybrid else None)
+        # what a later compute with the same Phi starts from (update(reuse_coarse=True)):
+        # the values, A_0, A Phi, the largest entry met since the last full product (the
+        # size of the terms that cancel) and the increments since
+        incremental = not basis_of_A and kept is not None
+        self._kept = (A.data.copy(), A0, AP if self.hybrid else None,
+                      max(scale, kept[3]) if incremental else scale,
+                      kept[4] + 1 if incremental else 0)
         self.assembly_seconds = time.perf_counter() - start
         singular = _SingularCoarse(A, Phi, self.dim)
         dt, backend = self.dtype, self.backend
@@ -538,6 +558,19 @@ class CoarseCorrection:
         self.solver = None
         self._cho = self._lu = self._inv = None
         dt, backend = self.dtype, self.backend
+        previous, self._previous_lu = self._previous_lu, None
+        if self.dim > COARSE_DENSE_MAX and backend != "cupy" and self.factorization == \
+                "pardiso" and previous is not None:
+            try:  # the kept basis: the same pattern of A_0, PARDISO's analysis reused
+                self._lu = previous.refactor(A0)
+                self.solver = "sparse"
+                return
+            except SingularBlockError:
+                raise singular() from None
+            except ValueError:  # another pattern after all
+                previous.free()
+        elif previous is not None:
+            previous.free()
         if self.dim <= COARSE_DENSE_MAX or backend == "cupy":
             c, ok = dense_spd_cholesky(A0.toarray())
             if not ok:
@@ -551,14 +584,7 @@ class CoarseCorrection:
             return
         self.solver = "sparse"
         if self.factorization == "pardiso":
-            previous, self._previous_lu = self._previous_lu, None
             try:
-                if getattr(previous, "refactor", None) is not None:
-                    try:  # the kept basis: the same pattern of A_0, PARDISO's analysis reused
-                        self._lu = previous.refactor(A0)
-                        return
-                    except ValueError:  # another pattern after all
-                        previous.free()
                 self._lu = factorize_blocks(A0, [0, self.dim], "pardiso")
             except SingularBlockError:
                 raise singular() from None
@@ -568,11 +594,21 @@ class CoarseCorrection:
             raise singular()
         self._lu = lu
 
+    def _drop_previous(self) -> None:
+        previous, self._previous_lu = self._previous_lu, None
+        if previous is not None:
+            previous.free()
+
     @property
     def kept_bytes(self) -> int:
         """Bytes kept for a later :meth:`compute` with the same basis: the values of the
         last ``A`` (``A_0`` and ``A Phi`` are held anyway)."""
-        return 0 if self._kept is None else int(self._kept[0].nbytes)
+        if self._kept is None:
+            return 0
+        AP = self._kept[2]
+        own_AP = AP is not None and AP is not self._AP  # a float64 host copy of A Phi
+        return int(self._kept[0].nbytes) + (sum(int(a.nbytes) for a in (
+            AP.data, AP.indices, AP.indptr)) if own_AP else 0)
 
     @property
     def factor_bytes(self) -> int:

@@ -182,11 +182,16 @@ def _check_field(spec: OptionSpec, value: Any, label: str | None = None) -> Any:
             raise ValueError(f"{label} must be >= {spec.minimum}, got {value}")
         return value
     if spec.kind == "choice" and spec.name == "factor_dtype" and not isinstance(value, str):
+        if value is None or isinstance(value, (bool, int, float)):
+            raise TypeError(f"{label} must be one of {spec.choices}, got {value!r}")
         try:
             value = np.dtype(value).name
         except TypeError:
             raise TypeError(f"{label} must be one of {spec.choices}, got {value!r}") from None
     if spec.kind == "choice" and spec.name == "coarse" and not isinstance(value, str):
+        if value is None or isinstance(value, (bool, np.bool_, numbers.Number)):
+            raise TypeError(f"{label} must be one of {spec.choices} or a coarse basis "
+                            f"(a num_dofs x n0 matrix), got {value!r}")
         return value  # a user's coarse basis Phi (a matrix), validated where it is used
     if spec.kind == "array" and not isinstance(value, str):
         return value  # an array, validated against A where it is used
@@ -215,7 +220,31 @@ def _cap(name: str, value: Any) -> int:
     return int(value)
 
 
-class _CoarseOptions:
+def _same_value(a: Any, b: Any) -> bool:
+    """Field equality of the options: arrays, matrices and lists of them by identity (they
+    may be large, and ``==`` of numpy arrays is not a bool), everything else by ``==``."""
+    if a is b:
+        return True
+    if a is None or b is None:
+        return False
+    if isinstance(a, (str, numbers.Number, _ComparedFields)):
+        return type(a) is type(b) and a == b
+    return False
+
+
+class _ComparedFields:
+    """``==`` field by field (:func:`_same_value`); unhashable, as the fields may be arrays."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: Any) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(_same_value(getattr(self, f.name), getattr(other, f.name))
+                   for f in dataclasses.fields(self))
+
+
+class _CoarseOptions(_ComparedFields):
     """What the options of one coarse space share: validation and the keywords of
     :func:`ddops.coarse_basis`."""
 
@@ -224,7 +253,7 @@ class _CoarseOptions:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # __eq__ of _ComparedFields
 class GDSWOptions(_CoarseOptions):
     """Options of the GDSW and RGDSW coarse spaces.
 
@@ -242,7 +271,7 @@ class GDSWOptions(_CoarseOptions):
                              f"{self.extension_solver!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # __eq__ of _ComparedFields
 class AGDSWOptions(_CoarseOptions):
     """Options of the adaptive GDSW coarse space (:func:`ddops.dd.adaptive.agdsw_basis`).
 
@@ -270,7 +299,7 @@ class AGDSWOptions(_CoarseOptions):
         GDSWOptions(self.extension_solver)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # __eq__ of _ComparedFields
 class GenEOOptions(_CoarseOptions):
     """Options of the GenEO coarse space (:func:`ddops.dd.adaptive.geneo_basis`).
 
@@ -299,8 +328,8 @@ COARSE_OPTION_TYPES = {"gdsw": GDSWOptions, "rgdsw": GDSWOptions, "agdsw": AGDSW
                        "geneo": GenEOOptions}
 
 
-@dataclass(frozen=True)
-class SchwarzOptions:
+@dataclass(frozen=True, eq=False)  # __eq__ of _ComparedFields
+class SchwarzOptions(_ComparedFields):
     """The settings of a two-level Schwarz preconditioner, one field per concept.
 
     Every field has one list of choices and one default (:data:`OPTION_SPECS`).  The

@@ -22,6 +22,7 @@ iteration tables (see ``examples/krylov_iterations.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -462,6 +463,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
                  "null_space": null_space, "factor_dtype": factor_dtype,
                  "coarse_options": coarse_options, "kernel": kernel, "threads": threads}
         self.options = opts = resolve_options(options, given, decomposition)
+        self._failed = None
         self.threads = check_threads(opts.threads)
         # the whole set-up (factorisations, eigenproblems, BLAS) under one limit; mkl_rt is
         # loaded first so that PARDISO's threads are covered too
@@ -628,6 +630,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
         ValueError
             ``A`` has another sparsity pattern (build a new preconditioner), or fails the
             checks of the constructor (not symmetric, not finite, singular blocks, ...).
+            The checks of the matrix and its pattern come first and leave ``M`` as it was;
+            a failure later (a singular block, a singular coarse matrix) leaves ``M``
+            unusable until an update with a valid matrix succeeds (applying it raises a
+            RuntimeError that says so).
         """
         if not isinstance(reuse_coarse, (bool, np.bool_)):
             raise TypeError(f"reuse_coarse must be a bool, got {type(reuse_coarse).__name__}")
@@ -636,6 +642,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
         if neumann is not None and not built_with:
             raise ValueError("update: neumann= is for a coarse space built with neumann= "
                              "(AGDSW or GenEO with finite-element Neumann matrices)")
+        if neumann is not None and reuse_coarse:
+            raise ValueError("update: neumann= builds a new coarse space; reuse_coarse=True "
+                             "keeps the old one (give one or the other)")
         if built_with and neumann is None and not reuse_coarse:
             raise ValueError("update: the coarse space was built with neumann= (local "
                              "Neumann matrices of the old values); pass neumann= for the new "
@@ -653,11 +662,20 @@ class TwoLevelSchwarz(BackendLinearOperator):
                 check_kernel(self.kernel, A)
             else:
                 self._check_not_singular(A, self._named_coarse, self._null_space)
-            if neumann is not None and not reuse_coarse:
+            if neumann is not None:
                 coarse.options = dict(coarse.options, neumann=neumann)
+                space = "agdsw" if coarse.kind == "agdsw" else "geneo"
+                self.options = self.options.replace(**{space: dataclasses.replace(
+                    getattr(self.options, space), neumann=neumann)})
             # what is left of the symbolic phase: checking the matrix and its pattern
             self.symbolic_seconds = time.perf_counter() - start
-            self._numeric(A, reuse_coarse=reuse_coarse)
+            try:
+                self._numeric(A, reuse_coarse=reuse_coarse)
+            except Exception as exc:
+                # the parts are half updated: refuse to apply until a good update
+                self._failed = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                raise
+            self._failed = None
             self._largest_residual = 0.0
             self._warned_inconsistent = False
             self.setup_seconds = time.perf_counter() - start
@@ -825,6 +843,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
     # -- application -----------------------------------------------------------------------
     def _apply(self, X: Any, adjoint: bool) -> Any:
+        if self._failed is not None:
+            raise RuntimeError(f"the last update of this preconditioner failed ({self._failed}); "
+                               "call update again with a valid matrix, or build a new one")
         if self._thread_pools is None:
             return self._apply_unlimited(X, adjoint)
         with self._thread_pools.limit(limits=self.threads):

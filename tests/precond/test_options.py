@@ -250,3 +250,20 @@ def test_old_spellings_of_flags_and_values_warn_and_work():
     assert options_from_cli(args).null_space == "constants"
     # hidden from the help
     assert "--coarse-space" not in parser.format_help()
+
+
+def test_options_compare_by_identity_and_refuse_non_bases_for_coarse():
+    """Arrays inside (null space, kernel, a basis) compare by identity, never an error, and
+    the options are unhashable; coarse takes a name or a matrix, not None or a bool."""
+    Z = np.ones((10, 1))
+    a, b = SchwarzOptions(null_space=Z), SchwarzOptions(null_space=Z)
+    assert a == b and a != SchwarzOptions(null_space=Z.copy()) and a != SchwarzOptions()
+    assert SchwarzOptions(agdsw=ddops.AGDSWOptions(threshold=0.1)) == SchwarzOptions(
+        agdsw=ddops.AGDSWOptions(threshold=0.1)) != SchwarzOptions()
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(a)
+    for bad in (None, True, False, 3):
+        with pytest.raises(TypeError, match="coarse must be one of"):
+            SchwarzOptions(coarse=bad)
+    with pytest.raises(TypeError, match="factor_dtype"):
+        SchwarzOptions(factor_dtype=None)

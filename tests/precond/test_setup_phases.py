@@ -45,22 +45,22 @@ def test_the_phases_add_up_to_the_set_up(problem, coarse, solver):
 
 def test_the_decomposition_phases_are_its_own(problem, monkeypatch):
     """partition and overlap come from Decomposition.from_matrix (not in setup_seconds): a
-    partitioner made slower by a known delay shows it in partition and nowhere else."""
+    partitioner made slower by a known delay (1 s) shows it in partition and nowhere else."""
     A, _ = problem
     import ddops.dd._partitioning as partitioning
 
     real = partitioning._partition
 
     def slow(*args, **kwargs):
-        time.sleep(0.2)
+        time.sleep(1.0)
         return real(*args, **kwargs)
     monkeypatch.setattr(partitioning, "_partition", slow)
     d = ddops.Decomposition.from_matrix(A, 6)
-    assert d.setup_stats["partition_seconds"] >= 0.2
-    assert d.setup_stats["overlap_seconds"] < 0.2
+    assert d.setup_stats["partition_seconds"] >= 1.0
+    assert d.setup_stats["overlap_seconds"] < 1.0
     M = TwoLevelSchwarz(A, d, coarse_basis="gdsw")
     assert M.stats["phases"]["partition"] == d.setup_stats["partition_seconds"]
-    assert M.setup_seconds < d.setup_stats["partition_seconds"] + M.setup_seconds
+    assert M.setup_seconds < 1.0 <= M.stats["phases"]["partition"]  # outside the set-up
     grid = ddops.Decomposition.from_grid((12, 12), (2, 2))
     assert grid.setup_stats == {}
     np.testing.assert_equal(TwoLevelSchwarz(ddops.poisson_2d(12), grid).stats["phases"][

@@ -253,3 +253,62 @@ def test_update_leaves_the_callers_matrix_alone(pair, reuse):
     M.update(B, reuse_coarse=reuse)
     M.update(A1, reuse_coarse=reuse)
     assert all(np.array_equal(a, b) for a, b in zip((B.data, B.indices, B.indptr), before))
+
+
+@pytest.mark.parametrize("variant", ["additive", "hybrid"])
+def test_a_failed_update_is_not_applied_and_a_good_one_repairs_it(pair, variant):
+    """A matrix that passes the checks but has a singular subdomain block: update raises,
+    the half-updated preconditioner refuses to be applied (it names the failure), and the
+    next updates (also with reuse_coarse=True, whose A_0 must then be that of the current
+    Phi, not of the one before the failure) equal fresh builds."""
+    A1, A2, d = pair
+    bad = A2.tolil()
+    for i, j in ((7, 8), (8, 7)):
+        bad[i, j] = 4.0 * max(bad[i, i], bad[j, j])  # symmetric, positive diagonal, indefinite
+    B = bad.tocsr()
+    assert np.array_equal(B.indices, A1.indices)  # (7, 8) is a stored pair: same pattern
+    M = TwoLevelSchwarz(A1, d, coarse_basis="gdsw", local_solver="superlu", variant=variant)
+    with pytest.raises(ValueError, match="not positive definite"):
+        M.update(B)
+    X = np.random.default_rng(7).standard_normal((A1.shape[0], 2))
+    with pytest.raises(RuntimeError, match="last update of this preconditioner failed"):
+        M @ X
+    A = (1.01 * A1).tocsr()
+    M.update(A, reuse_coarse=True)
+    fresh = TwoLevelSchwarz(A, d, coarse_basis=M.coarse_matrix, local_solver="superlu",
+                            variant=variant)
+    assert _rel(M @ X, fresh @ X) <= 1e-11
+    M.update(A2)
+    assert _rel(M @ X, TwoLevelSchwarz(A2, d, coarse_basis="gdsw", local_solver="superlu",
+                                       variant=variant) @ X) <= 1e-12
+
+
+def test_reuse_coarse_after_a_large_excursion_takes_the_full_product(pair):
+    """Up by 1e14 and back: the incremental A_0 would cancel eight digits; the kept-values
+    bookkeeping falls back to the full product, so A_0 is Phi^T A Phi to rounding."""
+    A1, _, d = pair
+    M = TwoLevelSchwarz(A1, d, coarse_basis="gdsw")
+    high = (A1 + 1e14 * sp.diags(np.r_[np.ones(20), np.zeros(A1.shape[0] - 20)])).tocsr()
+    assert np.array_equal(high.indices, A1.indices)  # the diagonal is stored: same pattern
+    M.update(high, reuse_coarse=True)
+    M.update(A1, reuse_coarse=True)
+    P = M.coarse_matrix.toarray()
+    assert _rel(M.coarse.A0.toarray(), P.T @ A1.toarray() @ P) <= 1e-12
+
+
+def test_neumann_and_reuse_coarse_are_exclusive_and_the_options_follow(pair):
+    pytest.importorskip("skfem")
+    E = lambda c: np.where(np.linalg.norm(c - 0.5, axis=1) < 0.2, 1e3, 1.0)  # noqa: E731
+    A1, X = ddops.problems.fem_elasticity_2d(10, E=E)
+    d = ddops.Decomposition.from_matrix(A1, 4, block_size=2)
+    A1, _, N1 = ddops.problems.fem_elasticity_2d(10, E=E, neumann=d)
+    A2, _, N2 = ddops.problems.fem_elasticity_2d(10, E=lambda c: 2 * E(c), neumann=d)
+    opts = ddops.SchwarzOptions(coarse="geneo", null_space=ddops.rigid_body_modes(X),
+                                geneo=ddops.GenEOOptions(neumann=N1))
+    M = TwoLevelSchwarz(A1, d, options=opts)
+    with pytest.raises(ValueError, match="give one or the other"):
+        M.update(A2, neumann=N2, reuse_coarse=True)
+    M.update(A2, neumann=N2)
+    assert M.options.geneo.neumann is N2  # the options describe the preconditioner
+    V = np.random.default_rng(8).standard_normal((A1.shape[0], 2))
+    assert _rel(M @ V, TwoLevelSchwarz(A2, d, options=M.options) @ V) <= 1e-12
