@@ -37,8 +37,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_positive_float, warn
-from ..linalg.local_solvers import chunk_bounds
-from ..linalg.spd import sparse_spd_factor
+from ..linalg.local_solvers import (
+    BlockSolver,
+    SingularBlockError,
+    default_exact_solver,
+    factorize_blocks,
+)
 from .coarse_matrix import drop_dependent_columns
 from .eigen import (
     AdaptiveInfo,
@@ -262,22 +266,25 @@ def geneo_basis(
             smallest_size = int(sizes[members].min())
             wanted = max(1, min(GENEO_INITIAL_VECTORS, cap))
             try:
-                while True:  # grow the subspace while a subdomain fills it below tau
-                    block = min(wanted + max(GENEO_EXTRA_VECTORS, wanted // 4), smallest_size)
-                    grow = wanted < cap and block < smallest_size
-                    lam, V, its, drift = _subspace_eigh(Ns, Bs, m, width, block, tau, real,
-                                                        max(cap, 1), grow, wanted)
-                    if not (grow and np.any((lam < tau).sum(axis=1) > wanted)):
-                        break
-                    wanted = min(2 * wanted, cap)
-            except _NotPositive as exc:
-                i = int(members[exc.bad[0]])
+                # one factorisation of N + tau B serves every size of the subspace
+                shifted = _shifted_factor(Ns, Bs, tau, m, width)
+            except SingularBlockError as exc:
+                i = int(members[exc.block])
                 raise ValueError(f"neumann: the matrix of subdomain {i} is not positive "
                                  "semidefinite (its shifted matrix N_i + tau D_i A_i D_i has "
                                  "a non-positive or an off-diagonal pivot)"
                                  if neumann is not None else
                                  f"geneo: the local matrices of subdomain {i} are not positive "
                                  "definite; A must be symmetric positive definite") from None
+            while True:  # grow the subspace while a subdomain fills it below tau
+                block = min(wanted + max(GENEO_EXTRA_VECTORS, wanted // 4), smallest_size)
+                grow = wanted < cap and block < smallest_size
+                lam, V, its, drift = _subspace_eigh(shifted, Ns, Bs, m, width, block, tau,
+                                                    real, max(cap, 1), grow, wanted)
+                if not (grow and np.any((lam < tau).sum(axis=1) > wanted)):
+                    break
+                wanted = min(2 * wanted, cap)
+            del shifted
             iterations = max(iterations, its)
             stalled = np.flatnonzero(drift > 0)
             unconverged.extend(members[stalled].tolist())
@@ -359,20 +366,30 @@ def geneo_basis(
     return Phi, info
 
 
-class _NotPositive(ValueError):
-    def __init__(self, bad: list[int], what: str) -> None:
-        super().__init__(f"{what}: not positive definite")
-        self.bad = bad
+def _shifted_factor(Ns: sp.csr_matrix, Bs: sp.csr_matrix, tau: float, m: int,
+                    width: int) -> BlockSolver:
+    """The factorisation of ``N + tau B`` on ``m`` stacked blocks of ``width`` rows.
+
+    By the exact solver of :func:`~ddops.linalg.local_solvers.default_exact_solver`
+    (PARDISO when it is installed: on 3D elasticity its multi-column solves, which the
+    subspace iteration repeats, take half of SuperLU's time), with the SPD test of the
+    local solvers; raises :class:`~ddops.linalg.local_solvers.SingularBlockError` naming
+    a block that fails it.
+    """
+    K = (Ns + Bs * tau).tocsr()
+    return factorize_blocks(K, np.arange(m + 1) * width, default_exact_solver(),
+                            chunk_rows=FACTOR_CHUNK_ROWS)
 
 
-def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, block: int,
-                   tau: float, real: np.ndarray, cap: int, can_grow: bool, wanted: int):
+def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int,
+                   width: int, block: int, tau: float, real: np.ndarray, cap: int,
+                   can_grow: bool, wanted: int):
     """The smallest eigenpairs of ``N v = lambda B v`` on ``m`` stacked blocks of ``width`` rows.
 
     A shift-and-invert subspace iteration with Rayleigh-Ritz, for all blocks at once:
-    ``Y = (N + tau B)^{-1} B X`` by one SuperLU solve per chunk of blocks (block-diagonal
-    factors), then one batched ``block x block`` generalized ``eigh``.  Padding rows
-    (``real`` False) carry ``N = 1``, ``B = 0`` and stay zero.  A block whose ``cap``
+    ``Y = (N + tau B)^{-1} B X`` by one multi-column solve with ``shifted``
+    (:func:`_shifted_factor`), then one batched ``block x block`` generalized ``eigh``.
+    Padding rows (``real`` False) carry ``N = 1``, ``B = 0`` and stay zero.  A block whose ``cap``
     smallest Ritz values are below ``tau`` (the cap bites there) is done when those have
     settled: the smallest ``cap`` eigenpairs are kept, as documented (the Ritz values of a
     cluster of eigenvalues larger than the subspace settle although its single vectors
@@ -386,24 +403,6 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
     vectors; the number of iterations.
     """
     rows = m * width
-    K = (Ns + Bs * tau).tocsr()
-    bounds = chunk_bounds(np.arange(m + 1) * width, FACTOR_CHUNK_ROWS)
-    factors = []
-    for c in range(bounds.size - 1):  # a loop over chunks of blocks
-        r0, r1 = int(bounds[c]), int(bounds[c + 1])
-        # the SPD test of the exact solvers: diagonal pivots only (an off-diagonal one,
-        # perm_r != perm_c, marks an indefinite block whose U can still have a positive
-        # diagonal) and Cholesky pivots safely positive against their diagonal
-        labels = np.arange(r0, r1) // width
-        lu, bad = sparse_spd_factor(K[r0:r1, r0:r1])
-        if lu is None:  # exactly singular: find the blocks one by one (the error path only)
-            bad = [int(b) for b in np.unique(labels) if _not_spd(K, int(b) * width, width)]
-            bad = bad or [int(labels[0])]
-        else:
-            bad = np.unique(labels[bad])
-        if len(bad):
-            raise _NotPositive([int(b) for b in bad], "N + tau B")
-        factors.append((r0, r1, lu))
     rng = np.random.default_rng(0)
     X = rng.standard_normal((rows, block))
     X[~real] = 0.0
@@ -414,10 +413,7 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
     drift = np.zeros(m)
     while its < GENEO_MAX_ITERATIONS:
         its += 1
-        BX = Bs @ X
-        Y = np.empty_like(X)
-        for r0, r1, lu in factors:
-            Y[r0:r1] = lu.solve(np.asfortranarray(BX[r0:r1]))
+        Y = shifted.solve(Bs @ X)
         Y[~real] = 0.0
         NY = (Ns @ Y).reshape(m, width, block)
         BY = (Bs @ Y).reshape(m, width, block)
@@ -461,9 +457,3 @@ def _subspace_eigh(Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int, width: int, blo
         drift = np.where(capped, drift, np.maximum(drift, change[np.arange(m), first_above] / tau))
     drift = np.where(pending, drift, 0.0)
     return lam, X.reshape(m, width, block), its, drift
-
-
-def _not_spd(K: sp.csr_matrix, r0: int, width: int) -> bool:
-    """Whether the diagonal block of ``K`` at rows ``r0:r0 + width`` fails the SPD test."""
-    lu, bad = sparse_spd_factor(K[r0:r0 + width, r0:r0 + width])
-    return lu is None or bool(bad.size)

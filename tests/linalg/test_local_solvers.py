@@ -90,6 +90,53 @@ def test_exact_solvers_match_spsolve_float64(solver, ncols, chunk_rows):
     assert f.exact and f.name == solver and f.shape == K.shape
 
 
+@pytest.mark.parametrize("solver", (*EXACT, "amg"))
+@pytest.mark.parametrize("rows_only", [False, True])
+def test_solve_sparse_equals_the_full_solve_of_the_scattered_rhs(solver, rows_only,
+                                                                  monkeypatch):
+    """Right-hand sides given on ``sparse_rows`` only: the solution (all of it, or its rows
+    ``sparse_rows``) is the full solve of the right-hand side scattered into zeros; for
+    PARDISO this is its partial solve (``iparm[30]``), checked against spsolve."""
+    need(solver)
+    modes = []
+    if solver == "pardiso":
+        call = local_solvers._PardisoHandle.call
+
+        def spy(self, phase, B=None, partial=0):
+            out = call(self, phase, B, partial)
+            if phase == 33:  # the mode asked for, and the one PARDISO was called with
+                modes.append((partial, int(self.iparm[30])))
+            return out
+
+        monkeypatch.setattr(local_solvers._PardisoHandle, "call", spy)
+    K, offsets = assemble(spd_blocks())
+    rng = np.random.default_rng(5)
+    rows = np.sort(rng.choice(K.shape[0], size=29, replace=False))
+    f = factorize_blocks(K, offsets, solver, sparse_rows=rows[::-1])  # any order
+    np.testing.assert_array_equal(f.sparse_rows, rows)
+    B = rng.standard_normal((rows.size, 6))
+    X = np.zeros((K.shape[0], 6))
+    X[rows] = B
+    ref = spla.spsolve(K.tocsc(), X) if f.exact else f.solve(X)
+    modes.clear()
+    Y = f.solve_sparse(B, rows_only=rows_only)
+    if solver == "pardiso":  # pruned: selected rows (1) or sparse right-hand sides (2)
+        assert modes == [(1, 1)] if rows_only else [(2, 2)]
+    assert Y.shape == ((rows.size, 6) if rows_only else X.shape)
+    assert rel(Y, ref[rows] if rows_only else ref) < 1e-12
+    # solve() stays a full solve
+    assert rel(f.solve(X), ref) < 1e-12
+    with pytest.raises(ValueError, match=r"B must have shape \(29, k\)"):
+        f.solve_sparse(np.zeros((K.shape[0], 2)))
+
+
+def test_pardiso_sparse_rows_must_be_rows_of_k():
+    need("pardiso")
+    K, offsets = assemble(spd_blocks())
+    with pytest.raises(ValueError, match="sparse_rows must be row indices"):
+        factorize_blocks(K, offsets, "pardiso", sparse_rows=[0, K.shape[0]])
+
+
 @pytest.mark.parametrize("solver", EXACT)
 @pytest.mark.parametrize("ncols", [None, 3])
 def test_exact_solvers_float32(solver, ncols):
