@@ -589,8 +589,12 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
         sl = np.where(valid, slots, 0)
         bp = pc_part[b0:b1] - p0
         # the real entries of every block, block by block and row by row (the order of
-        # _schur_onto_blocks' values)
-        bi, ri, ci = np.nonzero(valid[:, :, None] & valid[:, None, :])
+        # _schur_onto_blocks' values), without a cube padded to the widest block
+        kb = valid.sum(axis=1)
+        bi = np.repeat(np.arange(kb.size), kb * kb)
+        within = np.arange(bi.size) - np.repeat(np.cumsum(kb * kb) - kb * kb, kb * kb)
+        ri, ci = within // kb[bi], within % kb[bi]
+        del within
         WB = Wp[bp[bi], sl[bi, ri], sl[bi, ci]]
         # Neumann Schur complement of each part on Gamma_p, A_GG - cut - W_p, in the place of
         # W_p (each pass over these stacks costs about as much as a level of the tree below;

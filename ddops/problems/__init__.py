@@ -14,7 +14,8 @@
   meshes with scikit-fem (:func:`fem_poisson_2d`, :func:`fem_poisson_3d`,
   :func:`fem_elasticity_2d`, :func:`fem_elasticity_3d`, the meshes :func:`unit_square_mesh`
   and :func:`box_mesh`, :func:`element_centroids`), with per-element coefficients and local
-  Neumann matrices (optional extra ``fem``; imported on first use).
+  Neumann matrices (also alone: :func:`fem_elasticity_neumann`; optional extra ``fem``;
+  imported on first use).
 - :mod:`ddops.problems.files`: a user's problem from files (:func:`load_matrix` for Matrix
   Market, scipy ``.npz`` and ``.npy``; :func:`load_array` for vectors).
 """
@@ -46,6 +47,7 @@ __all__ = [
     "element_centroids",
     "fem_elasticity_2d",
     "fem_elasticity_3d",
+    "fem_elasticity_neumann",
     "fem_poisson_2d",
     "fem_poisson_3d",
     "grid_coordinates",
@@ -68,6 +70,7 @@ _FEM = (
     "fem_poisson_3d",
     "fem_elasticity_2d",
     "fem_elasticity_3d",
+    "fem_elasticity_neumann",
     "unit_square_mesh",
     "box_mesh",
     "element_centroids",

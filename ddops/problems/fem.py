@@ -48,6 +48,7 @@ __all__ = [
     "fem_elasticity_2d",
     "fem_poisson_3d",
     "fem_elasticity_3d",
+    "fem_elasticity_neumann",
 ]
 
 #: Triangle meshes of :func:`unit_square_mesh`: ``"structured"`` (every grid cell cut by
@@ -475,20 +476,66 @@ def _elasticity(skfem, m, element, E, nu, dirichlet, dtype, return_nodes, neuman
             return w.E * ddot(stress(sym_grad(u)), sym_grad(v))
 
         K = skfem.asm(weighted_elasticity, basis, E=_per_quadrature_point(E, basis)).tocsr()
-    d = m.p.shape[0]
     nodes = np.setdiff1d(np.arange(m.p.shape[1]), _fixed_nodes(m, dirichlet))
-    # nodal_dofs[c, k] is scikit-fem's dof of component c at node k; read row d k + c from it.
+    # nodal_dofs[c, k] is scikit-fem's dof of component c at node k; read row d k + c from it
+    # (d the dimension).
     keep = basis.nodal_dofs[:, nodes].T.ravel()
     A = _finish(K, keep, dtype)
     coordinates = np.ascontiguousarray(m.p[:, nodes].T)
     local = None
     if neumann is not None:
-        p, t = _mesh_arrays(m, "mesh")
-        Ke, dofs = _elasticity_elements(p, t, np.broadcast_to(E, t.shape[1]), nu)
-        kept_dofs = (d * nodes[:, None] + np.arange(d)).ravel()
-        unknown = _unknown_of_dof(d * p.shape[1], kept_dofs)
-        local = _neumann_matrices(Ke, dofs, unknown, kept_dofs.size, neumann, dtype)
+        local = _elasticity_neumann(m, E, nu, nodes, neumann, dtype)
     return _returns(A, coordinates, nodes, return_nodes, local)
+
+
+def _elasticity_neumann(m, E, nu, nodes, neumann, dtype):
+    """The local Neumann matrices of P1 elasticity (checked ``E`` and ``nu``; ``nodes``: the
+    kept mesh nodes)."""
+    p, t = _mesh_arrays(m, "mesh")
+    d = p.shape[0]
+    Ke, dofs = _elasticity_elements(p, t, np.broadcast_to(E, t.shape[1]), nu)
+    kept_dofs = (d * nodes[:, None] + np.arange(d)).ravel()
+    unknown = _unknown_of_dof(d * p.shape[1], kept_dofs)
+    return _neumann_matrices(Ke, dofs, unknown, kept_dofs.size, neumann, dtype)
+
+
+def fem_elasticity_neumann(mesh, neumann, *, E=1.0, nu: float = 0.3,
+                           dirichlet: str | None = "left", dtype=np.float64) -> list:
+    """The local Neumann matrices of :func:`fem_elasticity_2d` or :func:`fem_elasticity_3d`
+    alone, without assembling ``A`` again.
+
+    ``fem_elasticity_neumann(mesh, d, E=E)`` is the last output of
+    ``fem_elasticity_2d(mesh=mesh, E=E, neumann=d)`` (or of the 3D function for a
+    tetrahedral mesh): the matrices of the subdomains of ``d`` for a matrix ``A`` that was
+    assembled before, on the same mesh with the same ``E``, ``nu`` and ``dirichlet``.  A
+    decomposition is usually built from ``A``, so a set-up that needs these matrices would
+    otherwise assemble ``A`` twice (on 3D elasticity with 22,800 unknowns, 1.0 s of the 1.7 s
+    that the call with ``neumann=`` takes).
+
+    Parameters
+    ----------
+    mesh : skfem.MeshTri or skfem.MeshTet
+        The mesh of ``A``.
+    neumann : ddops.Decomposition or sequence of integer arrays
+        Subdomains of the unknowns (rows of ``A``).
+    E, nu, dirichlet, dtype
+        As given to the function that assembled ``A``.
+
+    Returns
+    -------
+    list of scipy.sparse.csr_matrix
+        One ``N_i`` per subdomain, as in :func:`fem_elasticity_2d`.
+    """
+    skfem = _skfem()
+    if not isinstance(mesh, (skfem.MeshTri, skfem.MeshTet)):
+        raise TypeError(f"mesh must be a skfem.MeshTri or skfem.MeshTet, got "
+                        f"{type(mesh).__name__}")
+    dtype = check_dtype(dtype)
+    E = _element_values("E", E, mesh)
+    nu = _check_nu(nu)
+    check_choice("dirichlet", dirichlet, _DIRICHLET)
+    nodes = np.setdiff1d(np.arange(mesh.p.shape[1]), _fixed_nodes(mesh, dirichlet))
+    return _elasticity_neumann(mesh, E, nu, nodes, neumann, dtype)
 
 
 def fem_poisson_2d(

@@ -381,6 +381,45 @@ def test_floating_subdomain_has_the_null_space_in_its_kernel(name):
     assert lam_c[0] > 1e-8 * lam_c[-1]
 
 
+@pytest.mark.parametrize("name", ["elasticity_2d", "elasticity_3d"])
+@pytest.mark.parametrize("dirichlet", ["left", "boundary", None])
+def test_neumann_alone_equals_the_loop_reference(name, dirichlet):
+    """``fem_elasticity_neumann`` (without assembling A) against the loop reference, for the
+    kept nodes of every Dirichlet choice, and equal to the matrices returned with A."""
+    func, extra, block, key = PROBLEMS[name]
+    m = mesh_of(name, 2)
+    c = coefficient_values(m, seed=6)
+    A, X, nodes = func(mesh=m, return_nodes=True, dirichlet=dirichlet, E=c)
+    num = A.shape[0]
+    rng = np.random.default_rng(1)
+    subdomains = [rng.permutation(num)[: num // 2], np.arange(num)[::-1],
+                  rng.permutation(num)[: max(1, num // 5)]]
+    ref = dense_neumann(m, block, reference_element(name, c), nodes, subdomains)
+    N = fem.fem_elasticity_neumann(m, subdomains, E=c, dirichlet=dirichlet)
+    scale = np.abs(A).max()
+    assert len(N) == len(subdomains)
+    for Ni, Ri in zip(N, ref, strict=True):
+        np.testing.assert_allclose(Ni.toarray(), Ri, rtol=0, atol=1e-13 * scale)
+    with_A = func(mesh=m, dirichlet=dirichlet, E=c, neumann=subdomains)[-1]
+    for a, b in zip(N, with_A, strict=True):
+        assert (a != b).nnz == 0
+    N32 = fem.fem_elasticity_neumann(m, subdomains[:1], E=c, dirichlet=dirichlet,
+                                     dtype=np.float32)
+    assert N32[0].dtype == np.float32
+
+
+def test_neumann_alone_refuses_what_the_assembly_refuses():
+    m = fem.unit_square_mesh(3)
+    with pytest.raises(TypeError, match="mesh must be a skfem.MeshTri or skfem.MeshTet"):
+        fem.fem_elasticity_neumann("structured", [np.arange(4)])
+    with pytest.raises(ValueError, match="nu"):
+        fem.fem_elasticity_neumann(m, [np.arange(4)], nu=0.5)
+    with pytest.raises(ValueError, match="dirichlet"):
+        fem.fem_elasticity_neumann(m, [np.arange(4)], dirichlet="top")
+    with pytest.raises(ValueError, match="E"):
+        fem.fem_elasticity_neumann(m, [np.arange(4)], E=np.ones(3))
+
+
 def test_neumann_return_order_and_dtype():
     A, X, nodes, N = fem.fem_poisson_2d(4, return_nodes=True, dtype=np.float32,
                                         neumann=[np.arange(5)])
