@@ -62,6 +62,7 @@ from ..linalg.local_solvers import (
     default_exact_solver,
     factorize_blocks,
 )
+from .analysis import GDSWAnalysis
 from .coarse_matrix import drop_dependent_columns
 from .eigen import (
     AdaptiveInfo,
@@ -123,6 +124,7 @@ def agdsw_basis(
     return_info: bool = False,
     chunk_bytes: int = EXTENSION_CHUNK_BYTES,
     extension_solver: str = "auto",
+    analysis: GDSWAnalysis | None = None,
 ):
     """Adaptive GDSW coarse basis from a matrix and a non-overlapping partition.
 
@@ -164,6 +166,10 @@ def agdsw_basis(
         Memory bound of one block of right-hand sides in the solves.
     extension_solver : {"auto", "superlu", "pardiso", "amg"}
         Solver of the final harmonic extension (see :func:`ddops.dd.gdsw.harmonic_extension`).
+    analysis : GDSWAnalysis, optional
+        Keeps the interface components and the final extension's PARDISO analyses for a
+        later call on a matrix with the same pattern (see
+        :class:`~ddops.dd.analysis.GDSWAnalysis`).
 
     Returns
     -------
@@ -185,7 +191,8 @@ def agdsw_basis(
     n = A.shape[0]
     owner = check_owner(owner, n)
     Z = check_null_space(null_space, n)
-    comps = classify_interface(A, owner, interface, block_size)
+    comps = (classify_interface(A, owner, interface, block_size) if analysis is None
+             else analysis.components(A, owner, interface, block_size))
     if comps.interface.size == 0:
         raise ValueError("owner: the partition has a single part (or parts A does not couple), "
                          "so there is no interface and no AGDSW coarse function")
@@ -255,7 +262,7 @@ def agdsw_basis(
     ext_start = time.perf_counter()
     PhiG, _ = columns_from_groups(x, comp, values, keep, n)
     Phi = harmonic_extension(A, owner, x, PhiG, chunk_bytes=chunk_bytes, solver=extension_solver,
-                             null_space=Z)
+                             null_space=Z, analysis=analysis)
     ext_seconds = time.perf_counter() - ext_start
     col_group, col_vec = np.nonzero(keep)
     # functions of different components can still depend on each other numerically

@@ -125,6 +125,7 @@ def coarse_basis(
     max_per_subdomain: int | None = None,
     neumann: Any = None,
     extension_solver: str | None = None,
+    analysis: Any = None,
     return_info: bool = False,
 ):
     """Coarse interpolation matrix Phi for a decomposition.
@@ -202,6 +203,11 @@ def coarse_basis(
         Solver of the interior problems of the harmonic extension (``"gdsw"``,
         ``"rgdsw"``, ``"agdsw"``; see :func:`ddops.dd.gdsw.harmonic_extension`).  Default
         ``"auto"``: PARDISO when installed, else SuperLU; ``"amg"`` is inexact.
+    analysis : ddops.dd.analysis.GDSWAnalysis, optional
+        ``"gdsw"``, ``"rgdsw"``, ``"agdsw"``: keeps the interface components and the
+        extension's PARDISO analyses for a later call on a matrix with the same pattern, and
+        reuses those it holds (what :meth:`ddops.TwoLevelSchwarz.update` does).  Ignored by
+        the other kinds.
     return_info : bool
         Also return what the builder reports: a
         :class:`~ddops.dd.adaptive.AdaptiveInfo` for ``"agdsw"``/``"geneo"``, a
@@ -234,7 +240,8 @@ def coarse_basis(
                                     dict(threshold=threshold,
                                          max_per_component=max_per_component,
                                          max_per_subdomain=max_per_subdomain,
-                                         neumann=neumann, extension_solver=extension_solver))
+                                         neumann=neumann, extension_solver=extension_solver,
+                                         analysis=analysis))
         return (Phi, info) if return_info else Phi
     given = {"threshold": threshold, "max_per_component": max_per_component,
              "max_per_subdomain": max_per_subdomain, "neumann": neumann,
@@ -280,6 +287,8 @@ def coarse_basis(
         return Phi
     if kind in MATRIX_COARSE_BASES:
         options = {k: v for k, v in given.items() if v is not None}
+        if analysis is not None and kind != "geneo":
+            options["analysis"] = analysis
         return _matrix_basis(d, kind, A, null_space, options, return_info)
     n0 = d.num_subdomains - 1 if size is None else check_int("size", size, minimum=1)
     if n0 < 1:
@@ -398,7 +407,8 @@ def _matrix_basis(d: Decomposition, kind: str, A: Any, null_space: Any, options:
 
     return gdsw_basis(A, d.owner, null_space=null_space, interface=d.shared_nodes,
                       variant=kind, block_size=d.block_size, return_info=return_info,
-                      solver=options.get("extension_solver", "auto"))
+                      solver=options.get("extension_solver", "auto"),
+                      analysis=options.get("analysis"))
 
 
 def validate_coarse_matrix(Phi: Any, num_dofs: int) -> sp.csr_matrix:

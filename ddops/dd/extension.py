@@ -17,7 +17,7 @@ extensions.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -31,6 +31,9 @@ from ..linalg.local_solvers import (
     default_exact_solver,
     factorize_blocks,
 )
+
+if TYPE_CHECKING:
+    from .analysis import GDSWAnalysis
 
 __all__ = [
     "EXTENSION_CHUNK_BYTES",
@@ -68,6 +71,7 @@ def harmonic_extension(
     solver: str = "auto",
     rtol: float = EXTENSION_RTOL,
     null_space: np.ndarray | None = None,
+    analysis: GDSWAnalysis | None = None,
 ) -> sp.csr_matrix:
     """Extend interface values into the interiors: ``Phi_I = -A_II^{-1} A_IG Phi_G``.
 
@@ -113,6 +117,9 @@ def harmonic_extension(
     null_space : numpy.ndarray, optional
         ``n x k`` near-null space for the aggregation of the ``"amg"`` extension
         (constants by default).
+    analysis : ddops.dd.analysis.GDSWAnalysis, optional
+        Keep PARDISO's analyses of the chunks there, and reuse those it holds for a matrix
+        with the same pattern (the result is the same to rounding).
 
     Returns
     -------
@@ -177,8 +184,11 @@ def harmonic_extension(
         p0, p1 = np.searchsorted(part_offsets, [r0, r1])
         try:
             near = None if null_space is None else null_space[interior[r0:r1]]
-            lu = factorize_blocks(K, part_offsets[p0:p1 + 1] - r0, solver,
-                                  exact_check=False, near_null=near)
+            options = dict(exact_check=False, near_null=near)
+            lu = (factorize_blocks(K, part_offsets[p0:p1 + 1] - r0, solver, **options)
+                  if analysis is None else
+                  analysis.factor((c, r0, r1), K, part_offsets[p0:p1 + 1] - r0, solver,
+                                  **options))
         except SingularBlockError as exc:
             # SuperLU and PARDISO report a non-positive (or vanishing) Cholesky pivot: an
             # indefinite block as much as a singular one
@@ -206,6 +216,8 @@ def harmonic_extension(
             cols.append(col[ok].astype(np.int32))
             vals.append(X[r[ok], s[ok]])
             del X, r, s, col, ok
+        if analysis is not None:
+            analysis.done(lu)
         del lu
         if rows:
             pieces.append((r0, sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows),

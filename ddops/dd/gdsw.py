@@ -50,6 +50,7 @@ from .._validation import check_choice, check_int, check_positive_float
 from ..linalg import spd
 from ..linalg.local_solvers import chunk_bounds
 from . import coarse_matrix, extension, groups
+from .analysis import GDSWAnalysis
 from .coarse_matrix import coarse_matrix_checked, drop_dependent_columns
 from .extension import harmonic_extension
 from .groups import columns_from_groups, independent_vectors
@@ -167,6 +168,7 @@ def gdsw_basis(
     chunk_bytes: int = EXTENSION_CHUNK_BYTES,
     solver: str = "auto",
     extension_rtol: float = EXTENSION_RTOL,
+    analysis: GDSWAnalysis | None = None,
 ):
     """GDSW or RGDSW coarse basis Phi from a matrix and a non-overlapping partition.
 
@@ -200,6 +202,10 @@ def gdsw_basis(
         Solver of the interior problems of the extension (see :func:`harmonic_extension`).
     extension_rtol : float
         Relative residual of the inexact (``"amg"``) extension.
+    analysis : GDSWAnalysis, optional
+        Keeps the interface components and the extension's PARDISO analyses for a later
+        call on a matrix with the same pattern, and reuses those it holds (see
+        :class:`~ddops.dd.analysis.GDSWAnalysis`).
 
     Returns
     -------
@@ -230,7 +236,8 @@ def gdsw_basis(
     n = A.shape[0]
     owner = check_owner(owner, n)
     Z = check_null_space(null_space, n)
-    comps = classify_interface(A, owner, interface, block_size)
+    comps = (classify_interface(A, owner, interface, block_size) if analysis is None
+             else analysis.components(A, owner, interface, block_size))
     interface_seconds = time.perf_counter() - start
     if comps.interface.size == 0:
         raise ValueError("owner: the partition has a single part (or parts A does not couple), "
@@ -273,7 +280,7 @@ def gdsw_basis(
     # values solves with as few columns as there are functions next to a part
     extension_start = time.perf_counter()
     Phi = harmonic_extension(A, owner, x, Phi_G, chunk_bytes=chunk_bytes, solver=solver,
-                             rtol=extension_rtol, null_space=Z)
+                             rtol=extension_rtol, null_space=Z, analysis=analysis)
     extension_seconds = time.perf_counter() - extension_start
     Phi.eliminate_zeros()
     Phi.sort_indices()

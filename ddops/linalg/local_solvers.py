@@ -645,6 +645,7 @@ class PardisoBlocks(BlockSolver):
         self.shape = K.shape
         self.dtype = np.dtype(dtype)
         self._handle = None
+        self._released = False
         _pardiso_64()  # ImportError naming the extra before any work
         diagonal = K.diagonal()
         if (diagonal <= 0).any():  # not SPD, and PARDISO fails on a missing diagonal entry
@@ -719,8 +720,20 @@ class PardisoBlocks(BlockSolver):
         upper.sum_duplicates()
         upper.sort_indices()
         self._handle.data[:] = upper.data.astype(self.dtype, copy=False)
+        self._released = False
         self._factor(K)
         return self
+
+    def release_factors(self) -> None:
+        """Release the numeric factors (PARDISO's phase 0) and keep the analysis: a later
+        :meth:`refactor` factorises again without ordering again, and :meth:`solve` raises
+        RuntimeError until then."""
+        if self._handle is None:
+            raise RuntimeError("the PARDISO factors were freed")
+        error = self._handle.call(0)[1]
+        if error != 0:  # pragma: no cover - phase 0 of a valid handle
+            raise _pardiso_error("release", error)
+        self._released = True
 
     def _less_fill(self, K: sp.csr_matrix, offsets: np.ndarray) -> str:
         """The ordering with fewer factor nonzeros on the largest block (two analyses of
@@ -750,6 +763,9 @@ class PardisoBlocks(BlockSolver):
             return np.zeros(X.shape)
         if self._handle is None:
             raise RuntimeError("the PARDISO factors were freed")
+        if self._released:
+            raise RuntimeError("the PARDISO factors were released (release_factors); "
+                               "refactor first")
         Y, error = self._handle.call(33, X)
         if error != 0:  # pragma: no cover - a solve after a good factorisation
             raise _pardiso_error("solve", error)
@@ -761,6 +777,9 @@ class PardisoBlocks(BlockSolver):
             return super().solve_sparse(B, rows_only)
         if self._handle is None:
             raise RuntimeError("the PARDISO factors were freed")
+        if self._released:
+            raise RuntimeError("the PARDISO factors were released (release_factors); "
+                               "refactor first")
         X = np.zeros((self.shape[0], B.shape[1]), order="F")
         X[rows] = B
         Y, error = self._handle.call(33, X, partial=1 if rows_only else 2)

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 
 from .._validation import check_memory, fits_in_memory, subdomain_matrix_name, warn
 from ..backend import asarray
+from ..dd.analysis import GDSWAnalysis
 from ..dd.coarse import coarse_basis as build_coarse_basis
 from ..dd.coarse import validate_coarse_matrix
 from ..dd.coarse_matrix import coarse_matrix_checked
@@ -401,6 +402,9 @@ class CoarseCorrection:
         self.options, self.hybrid = options, hybrid
         self.dtype, self.backend, self.factorization = dtype, backend, factorization
         self.Phi = self.info = None
+        # the symbolic part of the GDSW-type extensions, kept for update()
+        self.analysis = (GDSWAnalysis()
+                                   if self.kind in ("auto", "gdsw", "rgdsw", "agdsw") else None)
         self._kept = self._previous_lu = None
         self.stats: dict = {}
         self.dim = 0
@@ -420,7 +424,8 @@ class CoarseCorrection:
             try:
                 Phi, self.info = build_coarse_basis(
                     self.decomposition, self.kind, size=self.coarse_size, A=A,
-                    null_space=self.null_space, return_info=True, **self.options)
+                    null_space=self.null_space, return_info=True,
+                    analysis=self.analysis, **self.options)
             except ValueError as exc:
                 if self.kernel is None:
                     raise

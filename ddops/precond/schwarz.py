@@ -764,7 +764,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
             ``A_0``), ``coarse_basis_bytes`` (``Phi``, and ``A Phi`` for the hybrid
             variant), ``restriction_bytes`` (the stacked restrictions ``S_in``,
             ``S_out`` and their transposes when they are copies), ``symbolic_bytes``
-            (the map from ``A`` to the subdomain matrices kept for :meth:`update`),
+            (the map from ``A`` to the subdomain matrices kept for :meth:`update`, and the
+            GDSW-type basis' :class:`~ddops.dd.analysis.GDSWAnalysis`),
             ``reuse_coarse_bytes`` (the values of ``A`` kept for
             ``update(reuse_coarse=True)``) and ``total_bytes``, their sum; ``factor_nnz``.
         """
@@ -788,6 +789,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
             mats.update({id(m): m for m in (loc.S_inT, loc.S_outT)})
         restriction = sum(sparse_bytes(m) for m in mats.values())
         symbolic = loc.symbolic_bytes + sum(int(a.nbytes) for a in self._pattern)
+        if self.coarse is not None and self.coarse.analysis is not None:
+            symbolic += self.coarse.analysis.nbytes
         reuse = 0 if self.coarse is None else self.coarse.kept_bytes
         return {
             "phases": self.setup_phases,
