@@ -24,18 +24,19 @@ class GDSWAnalysis:
 
     Two things depend on the pattern of ``A`` (and the partition) but not on its values:
 
-    - the interface and its components (:func:`components`, the algebraic rule of
+    - the interface and its components (:meth:`components`, the algebraic rule of
       :func:`~ddops.dd.interface.classify_interface`), kept with a copy of the pattern and
       of the partition they were computed for, and recomputed for any other;
-    - the analyses of the extension's interior problems: :func:`harmonic_extension`
-      with ``analysis=`` keeps, for every chunk of parts it
-    factorises with PARDISO, the analysis (fill-reducing ordering and symbolic
-    factorisation; the numeric factors are released once the chunk is extended), and a
-    later call on a matrix with the same pattern factorises each chunk again by PARDISO's
-      numeric phase alone (:meth:`~ddops.linalg.local_solvers.PardisoBlocks.refactor`).
-      The analysis is most of a PARDISO set-up of small 3D blocks (3D Poisson: 0.34 s
-      fresh against 0.11 s refactorised).  A chunk whose pattern changed is analysed
-      afresh.  Other solvers are factorised afresh every time.
+    - the analyses of the extension's interior problems:
+      :func:`~ddops.dd.extension.harmonic_extension` with ``analysis=`` keeps, for every
+      chunk of parts it factorises with PARDISO, the analysis (fill-reducing ordering and
+      symbolic factorisation; the numeric factors are released once the chunk is
+      extended), and a later call on a matrix with the same pattern factorises each chunk
+      again by PARDISO's numeric phase alone
+      (:meth:`~ddops.linalg.local_solvers.PardisoBlocks.refactor`).  The analysis is most
+      of a PARDISO set-up of small 3D blocks (3D Poisson: 0.34 s fresh against 0.11 s
+      refactorised).  A chunk whose pattern changed is analysed afresh.  Other solvers
+      are factorised afresh every time.
 
     :meth:`ddops.TwoLevelSchwarz.update` keeps one for the GDSW-type coarse spaces
     (:func:`~ddops.dd.gdsw.gdsw_basis`, :func:`~ddops.dd.agdsw.agdsw_basis` and
