@@ -79,3 +79,19 @@ def test_sparse_coarse_factorisation_agrees_with_the_dense_one(monkeypatch, loca
     assert sparse.stats["coarse_factor_bytes"] > 0
     X = np.random.default_rng(2).standard_normal((A.shape[0], 2))
     assert np.abs(dense @ X - sparse @ X).max() <= 1e-10 * np.abs(dense @ X).max()
+
+
+def test_the_dense_coarse_factor_is_kept_in_lapack_layout():
+    """The dense coarse Cholesky factor is stored as LAPACK reads it (Fortran order), so that
+    the coarse solve of every application does not copy it (a C-ordered factor of order
+    2000 is copied at each ``cho_solve``: 7 ms against 1.5 ms per solve); the coarse solve
+    still inverts A_0, checked against a dense solve."""
+    A = diffusion_2d(high_contrast_channels(30, 1e4, period=4, margin=2))
+    d = ddops.Decomposition.from_matrix(A, 6)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw")
+    assert M.coarse.solver == "dense"
+    factor, lower = M.coarse._cho
+    assert factor.flags.f_contiguous
+    A0 = M.coarse.A0.toarray()
+    B = np.random.default_rng(0).standard_normal((A0.shape[0], 2))
+    np.testing.assert_allclose(M.coarse.solve(B), np.linalg.solve(A0, B), rtol=1e-10)
