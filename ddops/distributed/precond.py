@@ -80,7 +80,8 @@ block the rank holds, and the owned rows enter the coarse matrix and the
 The coarse matrix is assembled the distributed way: every rank forms its
 contribution ``Phi_owned^T (A_owned Phi_ext)``, one ``Allgatherv`` of the sparse
 triplets sums them, and every rank factorises ``A_0`` redundantly (dense
-Cholesky up to :data:`ddops.precond.schwarz.COARSE_DENSE_MAX`, else sparse).
+Cholesky up to :data:`ddops.precond.corrections.COARSE_DENSE_MAX_PARDISO` with PARDISO,
+:data:`ddops.precond.corrections.COARSE_DENSE_MAX` with SuperLU, else sparse).
 Redundant factorisation instead of one rank plus a broadcast: the
 ``Allreduce`` of ``Phi^T x`` already leaves the coarse right-hand side on
 every rank, so every rank solves and no second message (a broadcast of

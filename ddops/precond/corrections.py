@@ -46,6 +46,7 @@ from ..linalg.spd import dense_spd_cholesky, sparse_spd_factor
 __all__ = [
     "DENSE_LOCAL_LIMIT_BYTES",
     "COARSE_DENSE_MAX",
+    "COARSE_DENSE_MAX_PARDISO",
     "LOCAL_CHUNK_ROWS",
     "EXACT_PIVOT_CHECK_ROWS",
     "SINGULAR_HINT",
@@ -65,6 +66,13 @@ DENSE_LOCAL_LIMIT_BYTES = 2**26
 #: Largest coarse dimension ``n0`` factorised densely (``scipy.linalg.cho_factor``);
 #: above it the sparse Galerkin matrix is factorised with PARDISO or SuperLU.
 COARSE_DENSE_MAX = 2000
+
+#: The same limit when the sparse factorisation is PARDISO's: its solves cost a fraction of
+#: a dense triangular solve of the same order (``A_0`` of 2D elasticity, ``n0 = 1613``:
+#: 0.1 ms against 1.4 ms per coarse solve, and 0.012 s against 0.044 s to factorise; of
+#: 3D Poisson, ``n0 = 906``: 0.06 ms against 0.45 ms), and the coarse solve is paid at
+#: every application.  Below a few hundred both are negligible.
+COARSE_DENSE_MAX_PARDISO = 500
 
 #: The sparse local solver factorises the block-diagonal matrix of the ``A_i``
 #: in chunks of consecutive subdomains of about this many rows (a loop over
@@ -540,7 +548,8 @@ class CoarseCorrection:
 
         Public for a coarse matrix assembled elsewhere (the distributed preconditioner sums
         ``A_0`` over the ranks and factorises it on every rank).  Dense Cholesky up to
-        :data:`COARSE_DENSE_MAX` (and always on the GPU), else the sparse factorisation of
+        :data:`COARSE_DENSE_MAX` (:data:`COARSE_DENSE_MAX_PARDISO` when ``factorization``
+        is PARDISO; always on the GPU), else the sparse factorisation of
         ``factorization``.
 
         Parameters
@@ -564,7 +573,9 @@ class CoarseCorrection:
         self._cho = self._lu = self._inv = None
         dt, backend = self.dtype, self.backend
         previous, self._previous_lu = self._previous_lu, None
-        if self.dim > COARSE_DENSE_MAX and backend != "cupy" and self.factorization == \
+        dense_max = (min(COARSE_DENSE_MAX, COARSE_DENSE_MAX_PARDISO)
+                     if self.factorization == "pardiso" else COARSE_DENSE_MAX)
+        if self.dim > dense_max and backend != "cupy" and self.factorization == \
                 "pardiso" and previous is not None:
             try:  # the kept basis: the same pattern of A_0, PARDISO's analysis reused
                 self._lu = previous.refactor(A0)
@@ -576,7 +587,7 @@ class CoarseCorrection:
                 previous.free()
         elif previous is not None:
             previous.free()
-        if self.dim <= COARSE_DENSE_MAX or backend == "cupy":
+        if self.dim <= dense_max or backend == "cupy":
             c, ok = dense_spd_cholesky(A0.toarray())
             if not ok:
                 raise singular()

@@ -530,8 +530,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
                                            self.factor_dtype, dt, backend, null_space, hint)
         self.local_solver = self.local.local_solver
         self.sparse_solver = self.local.sparse_solver
-        # the coarse matrix above COARSE_DENSE_MAX: PARDISO when installed, unless SuperLU
-        # was asked for by name
+        # the coarse matrix above COARSE_DENSE_MAX_PARDISO: PARDISO when installed, unless
+        # SuperLU was asked for by name (then above COARSE_DENSE_MAX)
         self.coarse_factorization = ("pardiso" if pardiso_available() and self.sparse_solver
                                      != "superlu" else "superlu")
         self.coarse = None

@@ -81,6 +81,26 @@ def test_sparse_coarse_factorisation_agrees_with_the_dense_one(monkeypatch, loca
     assert np.abs(dense @ X - sparse @ X).max() <= 1e-10 * np.abs(dense @ X).max()
 
 
+def test_pardiso_takes_the_coarse_matrix_from_a_lower_dimension(monkeypatch):
+    """With PARDISO the coarse matrix is factorised sparsely above COARSE_DENSE_MAX_PARDISO,
+    with SuperLU only above COARSE_DENSE_MAX; both give the dense operator."""
+    need("pardiso")
+    import ddops.precond.corrections as corrections
+
+    A = ddops.poisson_2d(24)
+    d = ddops.Decomposition.from_matrix(A, 6)
+    dense = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw")
+    n0 = dense.coarse_dim
+    assert dense.coarse_solver == "dense" and n0 <= corrections.COARSE_DENSE_MAX_PARDISO
+    monkeypatch.setattr(corrections, "COARSE_DENSE_MAX_PARDISO", n0 - 1)
+    sparse = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw")
+    assert (sparse.coarse_solver, sparse.coarse_factorization) == ("sparse", "pardiso")
+    superlu = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", local_solver="superlu")
+    assert superlu.coarse_solver == "dense"  # n0 <= COARSE_DENSE_MAX
+    X = np.random.default_rng(3).standard_normal((A.shape[0], 2))
+    assert np.abs(dense @ X - sparse @ X).max() <= 1e-10 * np.abs(dense @ X).max()
+
+
 def test_the_dense_coarse_factor_is_kept_in_lapack_layout():
     """The dense coarse Cholesky factor is stored as LAPACK reads it (Fortran order), so that
     the coarse solve of every application does not copy it (a C-ordered factor of order
