@@ -15,6 +15,7 @@ PETSc); they are not run here.
 
     python benchmarks/setup_profile.py            # the issue's sizes (many minutes)
     python benchmarks/setup_profile.py --quick    # small sizes (about a minute)
+    python benchmarks/setup_profile.py --threads 2   # every method on two threads
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_json_flag, add_quick_flag, machine_summary  # noqa: E402
+from common import (  # noqa: E402
+    add_json_flag,
+    add_quick_flag,
+    add_threads_flag,
+    machine_summary,
+)
 
 #: (label, ddops precond arguments at the issue's sizes, the same at --quick sizes)
 PROBLEMS = [
@@ -56,12 +62,13 @@ PHASES = ("partition", "overlap", "symbolic", "interface", "extension", "eigenpr
 TARGET = 1.5
 
 
-def run(args: list[str], prefix: str) -> dict:
-    """One ``ddops precond`` run; its JSON."""
+def run(args: list[str], prefix: str, threads: int = 1) -> dict:
+    """One ``ddops precond`` run with ``threads`` BLAS/MKL threads; its JSON."""
     command = [sys.executable, "-m", "ddops", "precond", *args, "--coarse", "all",
-               "--blas-threads", "1", "--no-plots", "--no-memory", "--no-progress",
+               "--blas-threads", str(threads), "--no-plots", "--no-memory", "--no-progress",
                "--save-prefix", prefix]
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               OPENBLAS_NUM_THREADS=str(threads))
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode not in (0, 4):  # 4: a row was refused (reported in the table)
         raise SystemExit(f"ddops precond failed ({done.returncode}): {done.stderr[-500:]}")
@@ -107,18 +114,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_quick_flag(parser, "small sizes")
     add_json_flag(parser)
+    add_threads_flag(parser, "BLAS/MKL threads of every method (default 1; the machine's "
+                     "cores for the all-cores table)")
     parser.add_argument("--problems", type=int, nargs="*",
                         help="indices into the problem list (default: all)")
     args = parser.parse_args(argv)
     print(machine_summary(memory=True, pyamg=True, ddops=True))
-    print("one thread everywhere; seconds are wall time of one process (ddops precond); "
-          "set-up includes the decomposition (partition and overlap)")
+    print(f"{args.threads} BLAS/MKL thread(s) for every method; seconds are wall time of one "
+          "process (ddops precond); set-up includes the decomposition (partition and overlap)")
     chosen = args.problems if args.problems else range(len(PROBLEMS))
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in chosen:
             label, full, quick = PROBLEMS[i]
-            result = run(quick if args.quick else full, str(Path(tmp) / f"p{i}"))
+            result = run(quick if args.quick else full, str(Path(tmp) / f"p{i}"),
+                         args.threads)
             results.append(report(label, result))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
