@@ -62,7 +62,7 @@ from ..linalg.local_solvers import (
     default_exact_solver,
     factorize_blocks,
 )
-from .analysis import GDSWAnalysis
+from .analysis import GDSWAnalysis, classify
 from .coarse_matrix import drop_dependent_columns
 from .eigen import (
     AdaptiveInfo,
@@ -79,7 +79,6 @@ from .eigen import (
 )
 from .extension import EXTENSION_CHUNK_BYTES, FACTOR_CHUNK_ROWS, harmonic_extension
 from .groups import DEPENDENCE_RTOL, columns_from_groups, independent_vectors
-from .interface import classify_interface
 from .validation import check_matrix, check_null_space, check_owner
 
 __all__ = [
@@ -191,8 +190,7 @@ def agdsw_basis(
     n = A.shape[0]
     owner = check_owner(owner, n)
     Z = check_null_space(null_space, n)
-    comps = (classify_interface(A, owner, interface, block_size) if analysis is None
-             else analysis.components(A, owner, interface, block_size))
+    comps = classify(A, owner, interface, block_size, analysis)
     if comps.interface.size == 0:
         raise ValueError("owner: the partition has a single part (or parts A does not couple), "
                          "so there is no interface and no AGDSW coarse function")

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from ..linalg.local_solvers import SingularBlockError, factorize_blocks
 from .interface import InterfaceComponents, classify_interface
 
-__all__ = ["GDSWAnalysis"]
+__all__ = ["GDSWAnalysis", "classify"]
 
 
 class GDSWAnalysis:
@@ -88,16 +88,16 @@ class GDSWAnalysis:
         return lu
 
     def done(self, lu: Any) -> None:
-        """The chunk of ``lu`` is extended: release its numeric factors, keep its analysis."""
-        if hasattr(lu, "release_factors") and any(v is lu for v in self._chunks.values()):
+        """The chunk of ``lu`` is extended: release its numeric factors, keep its analysis
+        (every PARDISO factorisation of :meth:`factor` is kept)."""
+        if hasattr(lu, "release_factors"):
             lu.release_factors()
 
     @property
     def nbytes(self) -> int:
         """Bytes held for the kept analyses (MKL's permanent memory and the matrices) and
         the copy of the pattern."""
-        held = sum(int(lu._handle.iparm[15]) * 1024 + lu._handle.nbytes
-                   for lu in self._chunks.values() if lu._handle is not None)
+        held = sum(lu.analysis_bytes for lu in self._chunks.values())
         if self._components is not None:
             held += sum(k.nbytes for k in self._components[:-1] if isinstance(k, np.ndarray))
         return held
@@ -115,8 +115,17 @@ def _same(kept: tuple, key: tuple) -> bool:
     for a, b in zip(kept, key, strict=True):
         if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
             if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
-                    and a.shape == b.shape and np.array_equal(a, b)):
+                    and np.array_equal(a, b)):
                 return False
         elif sp.issparse(a) or sp.issparse(b) or a != b:
             return False
     return True
+
+
+def classify(A: sp.csr_matrix, owner: np.ndarray, interface: Any, block_size: int,
+             analysis: GDSWAnalysis | None = None) -> InterfaceComponents:
+    """:func:`~ddops.dd.interface.classify_interface`, through ``analysis`` when given
+    (:meth:`GDSWAnalysis.components`)."""
+    if analysis is None:
+        return classify_interface(A, owner, interface, block_size)
+    return analysis.components(A, owner, interface, block_size)

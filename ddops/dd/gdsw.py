@@ -50,11 +50,11 @@ from .._validation import check_choice, check_int, check_positive_float
 from ..linalg import spd
 from ..linalg.local_solvers import chunk_bounds
 from . import coarse_matrix, extension, groups
-from .analysis import GDSWAnalysis
+from .analysis import GDSWAnalysis, classify
 from .coarse_matrix import coarse_matrix_checked, drop_dependent_columns
 from .extension import harmonic_extension
 from .groups import columns_from_groups, independent_vectors
-from .interface import InterfaceComponents, classify_interface, interface_components
+from .interface import InterfaceComponents, interface_components
 from .nicolaides import nicolaides_basis
 from .validation import check_matrix, check_null_space, check_owner, symmetry_defect
 
@@ -236,8 +236,7 @@ def gdsw_basis(
     n = A.shape[0]
     owner = check_owner(owner, n)
     Z = check_null_space(null_space, n)
-    comps = (classify_interface(A, owner, interface, block_size) if analysis is None
-             else analysis.components(A, owner, interface, block_size))
+    comps = classify(A, owner, interface, block_size, analysis)
     interface_seconds = time.perf_counter() - start
     if comps.interface.size == 0:
         raise ValueError("owner: the partition has a single part (or parts A does not couple), "

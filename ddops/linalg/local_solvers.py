@@ -724,6 +724,14 @@ class PardisoBlocks(BlockSolver):
         self._factor(K)
         return self
 
+    @property
+    def analysis_bytes(self) -> int:
+        """Bytes that the analysis holds (MKL's permanent memory and the matrix kept for
+        :meth:`refactor`), 0 once freed."""
+        if self._handle is None:
+            return 0
+        return int(self._handle.iparm[15]) * 1024 + self._handle.nbytes
+
     def release_factors(self) -> None:
         """Release the numeric factors (PARDISO's phase 0) and keep the analysis: a later
         :meth:`refactor` factorises again without ordering again, and :meth:`solve` raises
@@ -761,31 +769,28 @@ class PardisoBlocks(BlockSolver):
         X = np.asarray(X)
         if X.shape[0] == 0 or (X.ndim == 2 and X.shape[1] == 0):
             return np.zeros(X.shape)
-        if self._handle is None:
-            raise RuntimeError("the PARDISO factors were freed")
-        if self._released:
-            raise RuntimeError("the PARDISO factors were released (release_factors); "
-                               "refactor first")
-        Y, error = self._handle.call(33, X)
-        if error != 0:  # pragma: no cover - a solve after a good factorisation
-            raise _pardiso_error("solve", error)
-        return np.ascontiguousarray(Y, dtype=np.float64)
+        return self._solve_phase(X, 0)
 
     def solve_sparse(self, B: np.ndarray, rows_only: bool = False) -> np.ndarray:
         rows = self._checked_sparse(B)
         if self.sparse_rows is None or B.shape[1] == 0 or rows.size == 0:
             return super().solve_sparse(B, rows_only)
+        X = np.zeros((self.shape[0], B.shape[1]), order="F")
+        X[rows] = B
+        Y = self._solve_phase(X, 1 if rows_only else 2)
+        return Y[rows] if rows_only else Y
+
+    def _solve_phase(self, X: np.ndarray, partial: int) -> np.ndarray:
+        """PARDISO's solve phase on live factors (``partial``: see ``_PardisoHandle.call``)."""
         if self._handle is None:
             raise RuntimeError("the PARDISO factors were freed")
         if self._released:
             raise RuntimeError("the PARDISO factors were released (release_factors); "
                                "refactor first")
-        X = np.zeros((self.shape[0], B.shape[1]), order="F")
-        X[rows] = B
-        Y, error = self._handle.call(33, X, partial=1 if rows_only else 2)
+        Y, error = self._handle.call(33, X, partial=partial)
         if error != 0:  # pragma: no cover - a solve after a good factorisation
             raise _pardiso_error("solve", error)
-        return np.ascontiguousarray(Y[rows] if rows_only else Y, dtype=np.float64)
+        return np.ascontiguousarray(Y, dtype=np.float64)
 
     def free(self) -> None:
         """Release the factors held by MKL and the matrix held for it (also done when the

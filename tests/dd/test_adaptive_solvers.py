@@ -14,6 +14,7 @@ import pytest
 import ddops
 from ddops.dd import agdsw, geneo
 from ddops.dd.adaptive import agdsw_basis, geneo_basis
+from ddops.linalg.local_solvers import default_exact_solver
 from ddops.problems import diffusion_2d, high_contrast_channels
 from tests._optional import need
 
@@ -106,3 +107,17 @@ def test_agdsw_schur_solver_follows_the_extension_solver(monkeypatch):
         agdsw_basis(A, owner, extension_solver=extension_solver)
         expected = {"amg": "pardiso", "auto": "pardiso"}.get(extension_solver, extension_solver)
         assert used and set(used) == {expected}
+
+
+def test_geneo_solves_with_the_default_exact_solver(monkeypatch):
+    """GenEO's shifted matrices go to the default exact solver (PARDISO when installed, else
+    SuperLU), once per chunk."""
+    A = channels()
+    d = ddops.Decomposition.from_grid((N, N), (3, 3), overlap=1)
+    used = []
+    factorize = geneo.factorize_blocks
+    monkeypatch.setattr(geneo, "factorize_blocks",
+                        lambda K, o, solver, **kw: used.append(solver) or factorize(K, o, solver,
+                                                                                    **kw))
+    geneo_basis(A, d)
+    assert used and set(used) == {default_exact_solver()}

@@ -58,6 +58,13 @@ def test_a_kept_analysis_gives_the_basis_of_a_fresh_build(problem, solver, varia
 
 def test_the_interface_is_classified_once_per_pattern(problem, monkeypatch):
     A1, A2, owner = problem
+    other = ddops.Decomposition.from_matrix(A1, 5).owner
+    n = A2.shape[0]
+    A3 = A2.tolil()
+    A3[0, n - 1] = A3[n - 1, 0] = -1e-3  # a coupling across the domain
+    A3 = A3.tocsr()
+    A3.setdiag(A3.diagonal() + 1e-3)
+    fresh2, fresh3 = gdsw_basis(A2, other), gdsw_basis(A3, other)  # the references
     calls = []
     classify = analysis_module.classify_interface
     monkeypatch.setattr(analysis_module, "classify_interface",
@@ -67,15 +74,9 @@ def test_the_interface_is_classified_once_per_pattern(problem, monkeypatch):
     gdsw_basis(A2, owner, analysis=kept)  # new values, same pattern and partition
     assert len(calls) == 1
     # another partition, and another pattern: classified again, and the right basis
-    other = ddops.Decomposition.from_matrix(A1, 5).owner
-    _close(gdsw_basis(A2, other, analysis=kept), gdsw_basis(A2, other))
+    _close(gdsw_basis(A2, other, analysis=kept), fresh2)
     assert len(calls) == 2
-    n = A2.shape[0]
-    A3 = A2.tolil()
-    A3[0, n - 1] = A3[n - 1, 0] = -1e-3  # a coupling across the domain
-    A3 = A3.tocsr()
-    A3.setdiag(A3.diagonal() + 1e-3)
-    _close(gdsw_basis(A3, other, analysis=kept), gdsw_basis(A3, other))
+    _close(gdsw_basis(A3, other, analysis=kept), fresh3)
     assert len(calls) == 3
 
 
@@ -125,15 +126,30 @@ def test_update_keeps_the_analysis_of_the_gdsw_basis(problem):
     assert np.abs(M @ X - fresh @ X).max() <= 1e-12 * np.abs(fresh @ X).max()
 
 
+def test_the_kept_analysis_is_counted_in_the_symbolic_bytes(problem):
+    need("pardiso")
+    A1, _, _ = problem
+    d = ddops.Decomposition.from_matrix(A1, 7)
+    M = ddops.TwoLevelSchwarz(A1, d, coarse_basis="gdsw")
+    kept = M.coarse.analysis.nbytes
+    assert kept > 0
+    before = M.stats["symbolic_bytes"]
+    M.coarse.analysis.free()
+    assert before - M.stats["symbolic_bytes"] == kept
+
+
 def test_released_pardiso_factors_refuse_to_solve_until_refactorised():
     need("pardiso")
     K = ddops.poisson_2d(12).tocsr()
     offsets = np.array([0, K.shape[0]])
-    f = local_solvers.factorize_blocks(K, offsets, "pardiso")
+    f = local_solvers.factorize_blocks(K, offsets, "pardiso", sparse_rows=[0, 5])
     b = np.ones(K.shape[0])
     x = f.solve(b)
     f.release_factors()
+    assert f.analysis_bytes > 0
     with pytest.raises(RuntimeError, match="released"):
         f.solve(b)
+    with pytest.raises(RuntimeError, match="released"):
+        f.solve_sparse(np.ones((2, 1)))
     f.refactor(K * 2.0)
     np.testing.assert_allclose(2.0 * f.solve(b), x, rtol=1e-12)
