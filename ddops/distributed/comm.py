@@ -12,16 +12,23 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 import traceback
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["MPI_SIZE_VARIABLES", "mpi", "world", "launched_size", "guard"]
+__all__ = ["ABORT_GRACE_SECONDS", "MPI_SIZE_VARIABLES", "mpi", "world", "launched_size", "guard",
+           "abort"]
 
 #: Environment variables that MPI launchers set to the number of ranks (MPICH/Hydra, Intel
 #: MPI and Slurm's PMI: ``PMI_SIZE``; Open MPI: ``OMPI_COMM_WORLD_SIZE``).  ``SLURM_NTASKS``
 #: is not used: it is also set for job steps that are not MPI programs.
 MPI_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
+
+#: Seconds between a rank's last message and its ``MPI_Abort``.  The launcher forwards the
+#: ranks' output asynchronously, and an abort kills the processes (and with them the output
+#: not yet forwarded): under load, Hydra dropped the one line that says why the job ended.
+ABORT_GRACE_SECONDS = 1.0
 
 
 def mpi() -> Any:
@@ -100,5 +107,27 @@ def _abort(comm: Any, message: str, exc: BaseException, exit_code: int) -> None:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     print(f"ddops: rank {rank} of {comm.Get_size()} failed: {message}", file=sys.stderr,
           flush=True)
-    sys.stdout.flush()
+    abort(comm, exit_code)
+
+
+def abort(comm: Any, exit_code: int) -> None:
+    """End the whole job with ``exit_code`` once this rank's output has left it.
+
+    Flushes this process's standard streams, waits :data:`ABORT_GRACE_SECONDS`
+    for the launcher to forward them, then calls ``comm.Abort(exit_code)``; the
+    process exits with ``exit_code`` if the abort returns before the launcher
+    has ended it.  Never returns.
+
+    Parameters
+    ----------
+    comm : mpi4py communicator
+        Communicator to abort.
+    exit_code : int
+        Exit status of the job.
+    """
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    time.sleep(ABORT_GRACE_SECONDS)
     comm.Abort(exit_code)
+    os._exit(exit_code)

@@ -52,7 +52,7 @@ import numpy as np
 from ..learning.training import Trainer, TrainingConfig, TrainingResult
 from ..operators import LowRankOperator
 from ..operators.losses import loss_value
-from .comm import world
+from .comm import abort, world
 
 __all__ = ["EXIT_OUTPUT", "DataParallelTrainer", "column_bounds", "run_compare"]
 
@@ -386,9 +386,7 @@ def run_compare(config: Any, log: Callable[[str], Any] = print,
         else:
             print(f"ddops: rank {comm.Get_rank()} of {comm.Get_size()} failed: "
                   f"{type(exc).__name__}: {exc}", file=sys.__stderr__, flush=True)
-        status = EXIT_OUTPUT if output else 1
-        comm.Abort(status)
-        os._exit(status)  # MPI_Abort may return before the launcher has ended this process
+        abort(comm, EXIT_OUTPUT if output else 1)
 
 
 def _silence() -> None:

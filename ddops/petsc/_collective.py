@@ -26,6 +26,8 @@ import sys
 import time
 from typing import Any
 
+from ..distributed.comm import abort
+
 __all__ = ["AGREE_SECONDS", "AGREE_TAG", "agree"]
 
 #: Seconds a rank that failed waits for the others to reach the agreement before it aborts
@@ -68,8 +70,7 @@ def _abort(comm: Any, what: str, error: BaseException) -> None:
     print(f"ddops.petsc: rank {rank} of {size} failed in {what} and the other ranks did not "
           f"reach the agreement within {AGREE_SECONDS:g} s (they wait in a collective of the "
           f"set-up); aborting: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    comm.Abort(1)
+    abort(comm, 1)
 
 
 def agree(comm: Any, error: BaseException | None, what: str) -> None:
