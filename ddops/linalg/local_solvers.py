@@ -58,6 +58,7 @@ __all__ = [
     "CHUNK_ROWS",
     "AMG_CYCLES",
     "AMG_OPTIONS",
+    "PARDISO_ND_FLOPS_PER_ENTRY",
     "PARDISO_ORDERINGS",
     "PARDISO_ERRORS",
     "SINGULAR_PIVOT_RTOL",
@@ -114,6 +115,16 @@ AMG_OPTIONS = {"smooth": None}
 
 #: Fill-reducing orderings of :class:`PardisoBlocks`.
 PARDISO_ORDERINGS = ("auto", "nd", "md")
+
+#: Factorisation flops that nested dissection must save per stored entry of the upper
+#: triangle to be chosen by ``ordering="auto"``: its analysis costs about 0.5 us per entry
+#: more than minimum degree's (METIS against AMD inside PARDISO), and the numeric phase runs
+#: at about 10 GFlop/s on one core, so 0.5e-6 s x 1e10 flop/s.  Measured, one thread, the
+#: whole block-diagonal matrix (analysis + factorisation, nd against md): 3D Poisson,
+#: 62 parts of 3,000 unknowns, 0.74 s against 0.67 s (nd saves 7 MFlop on the largest block,
+#: the rule asks 52); 3D elasticity, 64 parts of 900, 0.35 s against 0.20 s; 3D elasticity,
+#: 8 parts of 4,300, 0.27 s against 0.28 s (nd saves 560 MFlop, the rule asks 450).
+PARDISO_ND_FLOPS_PER_ENTRY = 5000
 
 #: PARDISO's error codes and their meaning (oneMKL reference, ``pardiso``).
 PARDISO_ERRORS = {
@@ -608,12 +619,17 @@ class PardisoBlocks(BlockSolver):
     ``pardiso_64`` (matrix type 2, real SPD; no iterative refinement), factorised in one
     analysis-and-factorisation call and solved with all columns at once.  The
     fill-reducing ordering is METIS nested dissection (``ordering="nd"``) or minimum
-    degree (``"md"``); ``"auto"`` analyses the largest block both ways and keeps the
-    ordering with less fill.  Nested dissection wins on 3D subdomains (3D elasticity:
-    70 M factor nonzeros against 110 M, a 1.4 s against 3.0 s factorisation), minimum
-    degree on 2D ones (2D Poisson: 3.9 M against 4.4 M, and 0.5 s against 0.9 s of
-    analysis).  A zero or negative pivot makes PARDISO stop with error -4 (or -7); only
-    then is the bad block searched, by factorising the blocks one by one.  Every other
+    degree (``"md"``).  ``"auto"`` analyses the largest block both ways and takes nested
+    dissection only when the flops it saves in the factorisation pay for its dearer
+    analysis (:data:`PARDISO_ND_FLOPS_PER_ENTRY` per stored entry of the block's upper
+    triangle).  Nested dissection wins on large 3D subdomains (3D elasticity: 70 M factor
+    nonzeros against 110 M, a 1.4 s against 3.0 s factorisation); on 2D subdomains and on
+    3D ones of a few thousand unknowns minimum degree costs less in all, its analysis
+    being 2-3x cheaper than METIS' for a similar fill (3D Poisson, 62 parts: a GDSW
+    set-up of 1.4 s against 1.1 s, the same iterations).  A matrix of one block (a coarse
+    matrix) keeps the winning probe's analysis instead of analysing a third time.  A zero or
+    negative pivot makes PARDISO stop with error -4 (or -7); only then is the bad block
+    searched, by factorising the blocks one by one.  Every other
     error is raised as what it is: MemoryError for -2 and -9, RuntimeError otherwise,
     with PARDISO's code and its meaning (:data:`PARDISO_ERRORS`).  A factorisation that
     succeeds is checked by :func:`check_blocks_by_one_solve` (tiny pivots).  The factors
@@ -633,6 +649,10 @@ class PardisoBlocks(BlockSolver):
     ----------
     ordering : str
         The ordering used, ``"nd"`` or ``"md"``.
+    ordering_flops : dict
+        ``"auto"`` only: the factorisation's flops of the largest block under each
+        ordering (PARDISO's estimate) and ``"entries"``, the stored entries of that block's
+        upper triangle; empty otherwise.
     """
 
     name = "pardiso"
@@ -650,16 +670,24 @@ class PardisoBlocks(BlockSolver):
         diagonal = K.diagonal()
         if (diagonal <= 0).any():  # not SPD, and PARDISO fails on a missing diagonal entry
             raise SingularBlockError(int(block[np.argmax(diagonal <= 0)]))
+        self.ordering_flops: dict = {}
+        analysed = None
         if ordering == "auto":
-            ordering = self._less_fill(K, offsets)
+            # one block (a coarse matrix): the winning probe is the analysis itself
+            ordering, analysed = self._cheaper_ordering(K, offsets,
+                                                        keep=sparse_rows is None)
         self.ordering = ordering
-        upper = sp.triu(K, format="csr")
-        upper.sum_duplicates()
-        upper.sort_indices()
         # where the upper triangle's values sit in K.data, for refactor(): the same
         # triangle of a matrix with K's pattern, without forming it again
         self._offsets, self._block = offsets, block
         self._pattern = (K.indptr.copy(), K.indices.copy())
+        if analysed is not None:
+            self._handle = analysed
+            self._factor(K)
+            return
+        upper = sp.triu(K, format="csr")
+        upper.sum_duplicates()
+        upper.sort_indices()
         self._handle = handle = _PardisoHandle(upper, self.dtype, ordering)
         del upper
         if sparse_rows is not None:
@@ -743,26 +771,37 @@ class PardisoBlocks(BlockSolver):
             raise _pardiso_error("release", error)
         self._released = True
 
-    def _less_fill(self, K: sp.csr_matrix, offsets: np.ndarray) -> str:
-        """The ordering with fewer factor nonzeros on the largest block (two analyses of
-        one block: a few milliseconds)."""
+    def _cheaper_ordering(self, K: sp.csr_matrix, offsets: np.ndarray,
+                          keep: bool) -> tuple[str, _PardisoHandle | None]:
+        """Nested dissection when it saves :data:`PARDISO_ND_FLOPS_PER_ENTRY` flops per
+        stored entry on the largest block, else minimum degree (two analyses of one block:
+        a few milliseconds).  Returns the ordering and, when ``keep`` and that block is all
+        of ``K``, the winner's analysed handle (else None)."""
         sizes = np.diff(offsets)
         i = int(np.argmax(sizes))
         if sizes[i] < 2:
-            return "md"
+            return "md", None
+        whole = keep and int(sizes[i]) == K.shape[0]
         s = slice(int(offsets[i]), int(offsets[i + 1]))
-        upper = sp.triu(K[s, s], format="csr")
+        upper = sp.triu(K if whole else K[s, s], format="csr")
         upper.sum_duplicates()
         upper.sort_indices()
-        fill = {}
-        for ordering in ("nd", "md"):
-            probe = _PardisoHandle(upper, self.dtype, ordering)
-            try:
+        flops = {"entries": int(upper.nnz)}
+        probes = {}
+        try:
+            for ordering in ("nd", "md"):
+                probes[ordering] = probe = _PardisoHandle(upper, self.dtype, ordering)
+                probe.iparm[18] = -1  # report the factorisation's MFlop
                 error = probe.call(11)[1]
-                fill[ordering] = int(probe.iparm[17]) if error == 0 else np.inf
-            finally:
+                flops[ordering] = 1e6 * float(probe.iparm[18]) if error == 0 else np.inf
+            self.ordering_flops = flops
+            saved = flops["md"] - flops["nd"]
+            best = "nd" if saved > PARDISO_ND_FLOPS_PER_ENTRY * flops["entries"] else "md"
+            kept = probes.pop(best) if whole and np.isfinite(flops[best]) else None
+        finally:
+            for probe in probes.values():
                 probe.free()
-        return "nd" if fill["nd"] <= fill["md"] else "md"
+        return best, kept
 
     def solve(self, X: np.ndarray, trans: str = "N") -> np.ndarray:
         # K is symmetric: the transposed solve is the same solve

@@ -579,22 +579,56 @@ def _laplacian_blocks(shape, count):
     return K, np.arange(count + 1) * one.shape[0]
 
 
-@pytest.mark.parametrize("shape,expected", [((40, 40), "md"), ((14, 14, 14), "nd")])
-def test_pardiso_auto_ordering_keeps_the_one_with_less_fill(shape, expected):
-    """"auto" analyses the largest block both ways and keeps the ordering with fewer factor
-    nonzeros: minimum degree on 2D grids, nested dissection on 3D ones (as measured)."""
+@pytest.mark.parametrize("shape,count,expected", [
+    ((40, 40), 3, "md"), ((14, 14, 14), 3, "md"), ((26, 26, 26), 2, "nd")])
+def test_pardiso_auto_ordering_takes_nested_dissection_where_its_flops_pay(shape, count, expected):
+    """"auto" analyses the largest block both ways and takes nested dissection only when the
+    factorisation flops it saves exceed PARDISO_ND_FLOPS_PER_ENTRY per stored entry of the
+    block's upper triangle: minimum degree on 2D grids and small 3D blocks, nested dissection
+    on a 3D block of 17,576 unknowns (it halves the flops there)."""
     need("pardiso")
-    K, offsets = _laplacian_blocks(shape, 3)
+    K, offsets = _laplacian_blocks(shape, count)
     nd = factorize_blocks(K, offsets, "pardiso", ordering="nd")
     md = factorize_blocks(K, offsets, "pardiso", ordering="md")
     auto = factorize_blocks(K, offsets, "pardiso")
     assert (nd.ordering, md.ordering) == ("nd", "md")
-    best = "nd" if nd.nnz <= md.nnz else "md"
-    assert auto.ordering == best == expected
-    assert auto.nnz == min(nd.nnz, md.nnz)
+    assert nd.ordering_flops == md.ordering_flops == {}
+    flops = auto.ordering_flops
+    one = offsets[1]
+    assert flops["entries"] == sp.triu(K[:one, :one]).nnz
+    rule = "nd" if flops["md"] - flops["nd"] > \
+        local_solvers.PARDISO_ND_FLOPS_PER_ENTRY * flops["entries"] else "md"
+    assert auto.ordering == rule == expected
+    assert auto.nnz == {"nd": nd, "md": md}[expected].nnz
     b = np.random.default_rng(0).standard_normal(K.shape[0])
     for f in (nd, md, auto):
         assert np.linalg.norm(K @ f.solve(b) - b) <= 1e-10 * np.linalg.norm(b)
+
+
+@pytest.mark.parametrize("count,analyses", [(1, 2), (3, 3)])
+def test_pardiso_auto_ordering_keeps_the_probe_of_a_single_block(monkeypatch, count, analyses):
+    """A matrix of one block (a coarse matrix) is analysed twice, by the two probes, and the
+    winner's analysis is the factorisation's; several blocks take a third analysis.  Either
+    way the solves and a refactorisation with new values are exact."""
+    need("pardiso")
+    K, offsets = _laplacian_blocks((20, 20), count)
+    calls = []
+    original = local_solvers._PardisoHandle.call
+
+    def counted(self, phase, *args, **kwargs):
+        calls.append(phase)
+        return original(self, phase, *args, **kwargs)
+
+    monkeypatch.setattr(local_solvers._PardisoHandle, "call", counted)
+    f = factorize_blocks(K, offsets, "pardiso")
+    assert calls.count(11) == analyses
+    b = np.random.default_rng(1).standard_normal(K.shape[0])
+    assert np.linalg.norm(K @ f.solve(b) - b) <= 1e-10 * np.linalg.norm(b)
+    K2 = K + sp.diags(np.linspace(1.0, 2.0, K.shape[0]))
+    K2 = sp.csr_matrix(K2)
+    K2.sort_indices()
+    assert np.linalg.norm(K2 @ f.refactor(K2).solve(b) - b) <= 1e-10 * np.linalg.norm(b)
+    assert calls.count(11) == analyses
 
 
 def test_pardiso_refuses_an_unknown_ordering():
