@@ -7,8 +7,9 @@ same process, and this script prints from its JSON:
 - the split of every two-level set-up by phase (``TwoLevelSchwarz.stats["phases"]``:
   partition, overlap, symbolic, interface, extension, eigenproblems, the rest of the
   coarse basis, extraction, local factorisation, coarse assembly and factorisation);
-- the set-up and the set-up + solve of every row, and the ratios of the adaptive set-ups
-  to GDSW's and of GDSW's to pyamg SA's (the targets of the issue: at most 1.5 each).
+- the set-up and the set-up + solve of every row (wall and process CPU seconds), and the
+  ratios of the adaptive set-ups to GDSW's and of GDSW's to pyamg SA's (the targets of the
+  issue: at most 1.5 each).
 
 PETSc's GAMG and hypre's BoomerAMG are in ``benchmarks/petsc_peers.py`` (Debian's
 PETSc); they are not run here.
@@ -78,23 +79,26 @@ def run(args: list[str], prefix: str, threads: int = 1) -> dict:
 def report(label: str, result: dict) -> dict:
     rows = {r["method"]: r for r in result["rows"]}
     print(f"\n### {label}: {result['unknowns']} unknowns, {result['decomposition']}")
-    print("\n| method | its | set-up s | total s | " + " | ".join(PHASES) + " |")
-    print("|---|---:|---:|---:|" + "---:|" * len(PHASES))
+    print("\n| method | its | set-up s | set-up CPU s | total s | total CPU s | "
+          + " | ".join(PHASES) + " |")
+    print("|---|---:|---:|---:|---:|---:|" + "---:|" * len(PHASES))
     out = {"label": label, "unknowns": result["unknowns"], "rows": {}}
     for method, r in rows.items():
         if r.get("status") not in (None, "ok"):
             print(f"| {r['label']} | {r['status']}: {str(r.get('failed'))[:80]} |")
             continue
         total = r["setup_seconds"] + r["solve_seconds"]
+        cpu = r["setup_cpu_seconds"] + r["solve_cpu_seconds"]
         phases = dict(r.get("phases") or {})
         if phases:  # ddops precond times its own partition and overlap (in the set-up)
             phases["partition"] = r["setup"]["partition"]
             phases["overlap"] = r["setup"]["overlap"]
         cells = " | ".join(f"{phases[p]:.2f}" if p in phases else "-" for p in PHASES)
-        print(f"| {r['label']} | {r['iterations']} | {r['setup_seconds']:.2f} | {total:.2f} | "
-              f"{cells} |")
+        print(f"| {r['label']} | {r['iterations']} | {r['setup_seconds']:.2f} | "
+              f"{r['setup_cpu_seconds']:.2f} | {total:.2f} | {cpu:.2f} | {cells} |")
         out["rows"][method] = {"iterations": r["iterations"], "setup": r["setup_seconds"],
-                               "total": total, "phases": phases}
+                               "setup_cpu": r["setup_cpu_seconds"], "total": total,
+                               "total_cpu": cpu, "phases": phases}
     gdsw = out["rows"].get("two_level_gdsw")
     sa = out["rows"].get("pyamg")  # smoothed aggregation
     if gdsw:
@@ -121,7 +125,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     print(machine_summary(memory=True, pyamg=True, ddops=True))
     print(f"{args.threads} BLAS/MKL thread(s) for every method; seconds are wall time of one "
-          "process (ddops precond); set-up includes the decomposition (partition and overlap)")
+          "process (ddops precond), CPU seconds that process's CPU time (all its threads); the "
+          "phases are wall seconds; set-up includes the decomposition (partition and overlap)")
     chosen = args.problems if args.problems else range(len(PROBLEMS))
     results = []
     with tempfile.TemporaryDirectory() as tmp:
