@@ -45,6 +45,7 @@ from ..linalg.spd import dense_spd_cholesky, sparse_spd_factor
 
 __all__ = [
     "DENSE_LOCAL_LIMIT_BYTES",
+    "DENSE_LOCAL_MAX_SIZE",
     "COARSE_DENSE_MAX",
     "COARSE_DENSE_MAX_PARDISO",
     "LOCAL_CHUNK_ROWS",
@@ -58,10 +59,19 @@ __all__ = [
     "HybridCorrection",
 ]
 
-#: ``local_solver="auto"`` picks the dense solver when the padded inverses
+#: ``local_solver="auto"`` picks the dense solver only when the padded inverses
 #: ``N * p * p`` (``p`` the largest subdomain size) take at most this many bytes
-#: in float64; the set-up peak is about four times this.
+#: in float64 (the set-up peak is about four times this), and on the CPU only for
+#: subdomains of at most :data:`DENSE_LOCAL_MAX_SIZE` unknowns.
 DENSE_LOCAL_LIMIT_BYTES = 2**26
+
+#: Largest subdomain for which ``local_solver="auto"`` takes the dense solver on the CPU.
+#: The dense set-up costs ``N p^3`` flops against a sparse factorisation's few milliseconds:
+#: measured (one thread; set-up and one application of GDSW, dense against PARDISO), 2D
+#: Poisson 64^2 in 16 parts (p = 327): 78 ms / 0.27 ms against 15 ms / 0.16 ms; 3D Poisson
+#: 15^3 in 8 parts (p = 617): 193 ms / 0.63 ms against 22 ms / 0.19 ms; 1D, p = 18: 5.4 ms
+#: / 0.04 ms against 5.0 ms / 0.06 ms, where the one batched product still applies faster.
+DENSE_LOCAL_MAX_SIZE = 64
 
 #: Largest coarse dimension ``n0`` factorised densely (``scipy.linalg.cho_factor``);
 #: above it the sparse Galerkin matrix is factorised with PARDISO or SuperLU.
@@ -149,9 +159,10 @@ class OverlappingCorrection:
         N, p = d.num_subdomains, d.max_size
         sparse_solver = {"sparse": "superlu"}.get(local_solver, local_solver)
         if local_solver == "auto":
-            # dense when small (always on the GPU, the only local solver there), and never
-            # when its set-up (about 4 N p^2) would not fit in memory
-            small = N * p * p * 8 <= DENSE_LOCAL_LIMIT_BYTES or backend == "cupy"
+            # dense for small subdomains (always on the GPU, the only local solver there),
+            # and never when its set-up (about 4 N p^2) would not fit in memory
+            small = backend == "cupy" or (p <= DENSE_LOCAL_MAX_SIZE
+                                          and N * p * p * 8 <= DENSE_LOCAL_LIMIT_BYTES)
             dense = small and fits_in_memory(4 * N * p * p * 8)
             local_solver = "dense" if dense else "sparse"
             sparse_solver = default_exact_solver()

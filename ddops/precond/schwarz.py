@@ -62,6 +62,7 @@ from ..operators.linop import DENSE_LIMIT_BYTES, BackendLinearOperator
 from .corrections import (
     COARSE_DENSE_MAX,
     DENSE_LOCAL_LIMIT_BYTES,
+    DENSE_LOCAL_MAX_SIZE,
     EXACT_PIVOT_CHECK_ROWS,
     LOCAL_CHUNK_ROWS,
     SINGULAR_HINT,
@@ -86,6 +87,7 @@ __all__ = [
     "FACTOR_DTYPES",
     "SOLVERS",
     "DENSE_LOCAL_LIMIT_BYTES",
+    "DENSE_LOCAL_MAX_SIZE",
     "COARSE_DENSE_MAX",
     "SINGULAR_PIVOT_RTOL",
     "LOCAL_CHUNK_ROWS",
@@ -346,9 +348,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
         restricted to the subdomains (extra ``ddops[precond]``).  A fixed number of V-cycles
         with a smoother and its adjoint is a fixed SPD operator, so ``M`` stays
         symmetric positive definite for CG (with more iterations than the exact
-        solvers).  ``"auto"`` takes ``"dense"`` when ``N p^2`` float64 values fit in
-        :data:`DENSE_LOCAL_LIMIT_BYTES` (and its set-up in memory), else
-        ``"pardiso"`` when it is installed, else ``"superlu"``.  The exact solvers
+        solvers).  ``"auto"`` takes ``"dense"`` for subdomains of at most
+        :data:`DENSE_LOCAL_MAX_SIZE` unknowns whose ``N p^2``
+        float64 values fit in :data:`DENSE_LOCAL_LIMIT_BYTES` (and its set-up in memory;
+        always on the GPU), else ``"pardiso"`` when it is installed, else ``"superlu"``.  The exact solvers
         agree to rounding.  An explicit ``"dense"`` whose set-up (about ``4 N p^2``
         float64) would not fit in memory is refused before allocating.
     factor_dtype : {numpy.float64, numpy.float32}

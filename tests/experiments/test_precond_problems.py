@@ -108,7 +108,7 @@ def test_poisson2d_all_coarse_spaces(tmp_path):
 
 def test_poisson2d_memory_sees_the_local_inverses(tmp_path):
     payload, rows, _ = run(tmp_path, "m", "--problem", "poisson2d", "--n", "24",
-                           "--subdomains", "4")
+                           "--subdomains", "4", "--local-solver", "dense")
     assert "tracemalloc" in payload["memory"]["method"] and payload["memory"]["measured"]
     for key in ("one_level", "two_level"):
         r = rows[key]

@@ -138,13 +138,28 @@ def test_amg_uses_the_null_space(medium):
 
 
 # -- names and refusals -------------------------------------------------------------------------
-def test_auto_is_dense_on_a_tiny_problem(small):
+def test_auto_is_dense_only_for_subdomains_up_to_the_size_limit(small, monkeypatch):
+    """``"auto"`` takes the dense inverses for subdomains of at most DENSE_LOCAL_MAX_SIZE
+    unknowns (their set-up costs N p^3 flops), the default sparse solver above."""
+    from ddops.linalg.local_solvers import default_exact_solver
+    from ddops.precond import corrections
+
     A, d = small
-    M = TwoLevelSchwarz(A, d, coarse_basis="gdsw")
-    assert M.local_solver == "dense" and M.sparse_solver is None
-    M = TwoLevelSchwarz(A, d, coarse_basis="gdsw", local_solver="auto")
-    assert M.local_solver == "dense" and M.sparse_solver is None
-    assert M.stats["sparse_solver"] is None and M.stats["local_solver"] == "dense"
+    p = d.max_size
+    for limit, dense in ((p, True), (p - 1, False)):
+        monkeypatch.setattr(corrections, "DENSE_LOCAL_MAX_SIZE", limit)
+        for kwargs in ({}, {"local_solver": "auto"}):
+            M = TwoLevelSchwarz(A, d, coarse_basis="gdsw", **kwargs)
+            if dense:
+                assert M.local_solver == "dense" and M.sparse_solver is None
+                assert M.stats["sparse_solver"] is None and M.stats["local_solver"] == "dense"
+            else:
+                assert (M.local_solver, M.sparse_solver) == ("sparse", default_exact_solver())
+    monkeypatch.undo()
+    tiny = ddops.Decomposition.from_matrix(A, 16)
+    assert tiny.max_size <= corrections.DENSE_LOCAL_MAX_SIZE < p
+    assert TwoLevelSchwarz(A, tiny, coarse_basis="gdsw").local_solver == "dense"
+    assert TwoLevelSchwarz(A, d, coarse_basis="gdsw").local_solver == "sparse"
 
 
 def test_sparse_is_an_alias_of_superlu(small):
