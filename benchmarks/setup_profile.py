@@ -11,12 +11,16 @@ same process, and this script prints from its JSON:
   ratios of the adaptive set-ups to GDSW's and of GDSW's to pyamg SA's (the targets of the
   issue: at most 1.5 each).
 
-PETSc's GAMG and hypre's BoomerAMG are in ``benchmarks/petsc_peers.py`` (Debian's
-PETSc); they are not run here.
+With ``--petsc-python PYTHON`` (the Python of the PETSc environment of ``docs/petsc.md``,
+``PETSC_DIR`` set), ``benchmarks/petsc_setup_peers.py`` runs PETSc's GAMG (near-null space
+given) and hypre's BoomerAMG on the same matrix and right-hand side, and their rows join
+each table, with the ratio of GDSW's set-up to theirs and the fastest ddops row against the
+fastest peer in set-up + solve.
 
     python benchmarks/setup_profile.py            # the issue's sizes (many minutes)
     python benchmarks/setup_profile.py --quick    # small sizes (about a minute)
     python benchmarks/setup_profile.py --threads 2   # every method on two threads
+    python benchmarks/setup_profile.py --petsc-python .petsc-venv/bin/python   # with GAMG
 """
 
 from __future__ import annotations
@@ -76,7 +80,20 @@ def run(args: list[str], prefix: str, threads: int = 1) -> dict:
     return json.loads(Path(f"{prefix}_results.json").read_text())
 
 
-def report(label: str, result: dict) -> dict:
+def run_petsc_peers(python: str, args: list[str], threads: int = 1) -> dict:
+    """GAMG's and BoomerAMG's rows (``petsc_setup_peers.py`` under ``python``)."""
+    command = [python, str(Path(__file__).resolve().parent / "petsc_setup_peers.py"), *args,
+               "--blas-threads", str(threads)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               OPENBLAS_NUM_THREADS=str(threads))
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"petsc_setup_peers.py failed ({done.returncode}): "
+                         f"{done.stderr[-500:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def report(label: str, result: dict, peers: dict | None = None) -> dict:
     rows = {r["method"]: r for r in result["rows"]}
     print(f"\n### {label}: {result['unknowns']} unknowns, {result['decomposition']}")
     print("\n| method | its | set-up s | set-up CPU s | total s | total CPU s | "
@@ -99,6 +116,16 @@ def report(label: str, result: dict) -> dict:
         out["rows"][method] = {"iterations": r["iterations"], "setup": r["setup_seconds"],
                                "setup_cpu": r["setup_cpu_seconds"], "total": total,
                                "total_cpu": cpu, "phases": phases}
+    for name, r in (peers or {}).get("rows", {}).items():
+        total = r["setup_seconds"] + r["solve_seconds"]
+        cpu = r["setup_cpu_seconds"] + r["solve_cpu_seconds"]
+        its = r["iterations"] if r["converged"] else f">{r['iterations']} (not converged)"
+        print(f"| {name} | {its} | {r['setup_seconds']:.2f} | {r['setup_cpu_seconds']:.2f} | "
+              f"{total:.2f} | {cpu:.2f} | " + " | ".join("-" for _ in PHASES) + " |")
+        if r["converged"]:
+            out["rows"][name] = {"iterations": r["iterations"], "setup": r["setup_seconds"],
+                                 "setup_cpu": r["setup_cpu_seconds"], "total": total,
+                                 "total_cpu": cpu, "phases": {}, "peer": True}
     gdsw = out["rows"].get("two_level_gdsw")
     sa = out["rows"].get("pyamg")  # smoothed aggregation
     if gdsw:
@@ -111,6 +138,19 @@ def report(label: str, result: dict) -> dict:
             ratio = gdsw["setup"] / sa["setup"]
             print(f"- GDSW set-up / pyamg SA's: {ratio:.1f} "
                   f"{'PASS' if ratio <= TARGET else 'MISS'} (target {TARGET})")
+        for name, r in out["rows"].items():
+            if r.get("peer"):
+                print(f"- GDSW set-up / {name}'s: {gdsw['setup'] / r['setup']:.1f}")
+    # the fastest ddops row against the fastest peer (pyamg and PETSc), set-up + solve
+    ours = {k: r for k, r in out["rows"].items() if k.startswith(("one_level", "two_level"))}
+    theirs = {k: r for k, r in out["rows"].items() if r.get("peer") or k.startswith("pyamg")}
+    if ours and theirs:
+        best = min(ours, key=lambda k: ours[k]["total"])
+        peer = min(theirs, key=lambda k: theirs[k]["total"])
+        ratio = ours[best]["total"] / theirs[peer]["total"]
+        print(f"- fastest ddops ({best}, {ours[best]['total']:.2f} s) / fastest peer ({peer}, "
+              f"{theirs[peer]['total']:.2f} s), set-up + solve: {ratio:.2f} "
+              f"({'ddops wins' if ratio < 1 else 'ddops loses'})")
     return out
 
 
@@ -122,6 +162,9 @@ def main(argv=None) -> int:
                      "cores for the all-cores table)")
     parser.add_argument("--problems", type=int, nargs="*",
                         help="indices into the problem list (default: all)")
+    parser.add_argument("--petsc-python", metavar="PYTHON",
+                        help="a Python with petsc4py (docs/petsc.md): adds PETSc GAMG and "
+                        "hypre BoomerAMG (benchmarks/petsc_setup_peers.py)")
     args = parser.parse_args(argv)
     print(machine_summary(memory=True, pyamg=True, ddops=True))
     print(f"{args.threads} BLAS/MKL thread(s) for every method; seconds are wall time of one "
@@ -132,9 +175,11 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for i in chosen:
             label, full, quick = PROBLEMS[i]
-            result = run(quick if args.quick else full, str(Path(tmp) / f"p{i}"),
-                         args.threads)
-            results.append(report(label, result))
+            flags = quick if args.quick else full
+            result = run(flags, str(Path(tmp) / f"p{i}"), args.threads)
+            peers = (run_petsc_peers(args.petsc_python, flags, args.threads)
+                     if args.petsc_python else None)
+            results.append(report(label, result, peers))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
