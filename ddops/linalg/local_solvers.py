@@ -626,7 +626,7 @@ class PardisoBlocks(BlockSolver):
     nonzeros against 110 M, a 1.4 s against 3.0 s factorisation); on 2D subdomains and on
     3D ones of a few thousand unknowns minimum degree costs less in all, its analysis
     being 2-3x cheaper than METIS' for a similar fill (3D Poisson, 62 parts: a GDSW
-    set-up of 1.4 s against 1.1 s, the same iterations).  A matrix of one block (a coarse
+    set-up of 1.4 s against 1.1-1.3 s, the same iterations).  A matrix of one block (a coarse
     matrix) keeps the winning probe's analysis instead of analysing a third time.  A zero or
     negative pivot makes PARDISO stop with error -4 (or -7); only then is the bad block
     searched, by factorising the blocks one by one.  Every other

@@ -349,9 +349,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
         with a smoother and its adjoint is a fixed SPD operator, so ``M`` stays
         symmetric positive definite for CG (with more iterations than the exact
         solvers).  ``"auto"`` takes ``"dense"`` for subdomains of at most
-        :data:`DENSE_LOCAL_MAX_SIZE` unknowns whose ``N p^2``
-        float64 values fit in :data:`DENSE_LOCAL_LIMIT_BYTES` (and its set-up in memory;
-        always on the GPU), else ``"pardiso"`` when it is installed, else ``"superlu"``.  The exact solvers
+        :data:`DENSE_LOCAL_MAX_SIZE` unknowns whose ``N p^2`` float64 values fit in
+        :data:`DENSE_LOCAL_LIMIT_BYTES` (and its set-up in memory; always on the GPU),
+        else ``"pardiso"`` when it is installed, else ``"superlu"``.  The exact solvers
         agree to rounding.  An explicit ``"dense"`` whose set-up (about ``4 N p^2``
         float64) would not fit in memory is refused before allocating.
     factor_dtype : {numpy.float64, numpy.float32}
