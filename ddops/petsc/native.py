@@ -71,9 +71,11 @@ The decomposition and Phi are built once, from the operator set when
 :func:`setup_native` is called; call it again for a new matrix.
 :class:`NativePC` does so in every ``PCSetUp``, and for a matrix with the
 pattern of its last full set-up (and the same options) keeps the decomposition
-and the subdomain ``IS`` and rebuilds only Phi (kept too with
-``-ddops_reuse_coarse``) and the inner PC (whose factorisations and Galerkin
-product PETSc computes again).
+and the subdomain ``IS`` and rebuilds only Phi and the inner PC (whose
+factorisations and Galerkin product PETSc computes again).  With
+``-ddops_reuse_coarse`` (PCMG) or without a coarse space it keeps the inner PC
+too: PETSc's numeric set-up on the new operators, the subdomain factorisations
+on their symbolic factorisations.
 """
 
 from __future__ import annotations
@@ -436,6 +438,18 @@ def _check_native(opts: SchwarzOptions) -> None:
                          "for ddops' own")
 
 
+def _keeps_inner_pc(native: NativeSchwarz | None) -> bool:
+    """Whether a numeric set-up keeps the inner PC itself (and with it PETSc's symbolic
+    factorisations): when nothing of it depends on the values but the operators, that is
+    one level (PCASM alone) or a kept Phi (``-ddops_reuse_coarse``) under PCMG.  A new Phi,
+    and PCDEFLATION, get a new inner PC."""
+    if native is None:
+        return False
+    if native.Phi is None:
+        return True
+    return bool(native.options.reuse_coarse) and native.options.variant != "hybrid"
+
+
 def _configure(pc: Any, P: Any, comm: Any, opts: SchwarzOptions, parts: RankDecomposition,
                null_space: Any, source: str, subdomains: list, subdomains_local: list,
                start: float, Phi: Any = None, rows: Any = None) -> NativeSchwarz:
@@ -492,9 +506,11 @@ class NativePC:
     not for ``KSPSetOperators`` with the unchanged matrix).  When every rank's
     rows have the pattern of the last full set-up and the options are the same,
     only the numeric phase runs: the decomposition and the subdomain ``IS`` are
-    kept, Phi is built again for the new values (kept with
-    ``-ddops_reuse_coarse``) and a new inner PC is set up on them; otherwise
-    everything is rebuilt.  ``-ksp_view`` prints what was built and the inner PC.
+    kept, Phi is built again for the new values and a new inner PC is set up on
+    them; with ``-ddops_reuse_coarse`` (PCMG) or without a coarse space the inner
+    PC itself is kept and set up again on the new operators, so that PETSc
+    refactorises the subdomain matrices on the symbolic factorisations it holds.
+    Otherwise everything is rebuilt.  ``-ksp_view`` prints what was built and the inner PC.
 
     Parameters
     ----------
@@ -548,6 +564,11 @@ class NativePC:
         A, P = pc.getOperators()
         old = self.native
         rows = self._same_pattern(pc, P)
+        if rows is not None and _keeps_inner_pc(old):
+            self._refresh(A, P, rows, old)
+            self.updates += 1
+            self.last_setup = "numeric"
+            return
         inner = PETSc.PC().create(comm=pc.getComm())
         inner.setOptionsPrefix(pc.getOptionsPrefix())
         inner.setOperators(A, P)
@@ -609,6 +630,26 @@ class NativePC:
         if P.getComm().getSize() > 1:
             same = bool(P.getComm().tompi4py().allreduce(bool(same), op=_mpi_land()))
         return rows if same else None
+
+    def _refresh(self, A: Any, P: Any, rows: Any, old: NativeSchwarz) -> None:
+        """The kept inner PC on the new operators: PETSc's numeric set-up only (PCASM
+        extracts the subdomain matrices into the ones it holds and factorises them on the
+        symbolic factorisations it has; PCMG forms ``Phi^T A Phi`` again with the kept
+        Phi)."""
+        start = time.perf_counter()
+        old.parts.rows = rows
+        try:
+            old.pc.setOperators(A, P)
+            if old.Phi is not None:
+                # PCMG keeps the operators its finest smoother was given while they are not
+                # the PC's (a new Mat object): hand it the new ones
+                old.pc.getMGSmoother(1).setOperators(A, P)
+            old.pc.setUp()
+        except BaseException:
+            self._release()
+            self._pattern = None
+            raise
+        old.setup_seconds = time.perf_counter() - start
 
     def _numeric(self, inner: Any, P: Any, rows: Any, old: NativeSchwarz) -> NativeSchwarz:
         """A new inner PC on the kept decomposition and IS, with Phi built for the new values

@@ -41,6 +41,7 @@ def test_same_pattern_runs_the_numeric_setup(results, case):
     # another pattern: everything again, and still right
     assert r["third"] == ["full", 2, 1]
     assert r["parts_rebuilt"]
+    assert r["smoother_current"]
     assert its3 == r["fresh"][1]
 
 
@@ -51,7 +52,20 @@ def test_reuse_coarse_keeps_phi(results, route):
     assert r["phi_bitwise"]
     if route == "native":
         assert r["phi_same_mat"]  # the PETSc Mat itself is kept
+        assert r["smoother_current"]  # and the kept PCMG's subdomain solves see the new Mat
     assert abs(r["iterations"][1] - r["fresh"][0]) <= 2
+
+
+@pytest.mark.parametrize("kind", ["inplace-reuse", "inplace-none"])
+def test_new_values_in_the_same_matrix_keep_petscs_factorisations(results, kind):
+    """New values written into the same Mat, the native route with a kept Phi
+    (-ddops_reuse_coarse) or without a coarse space: the inner PC is kept, PETSc refactorises
+    the subdomain matrices in the factored matrices it holds (their symbolic factorisations
+    kept), and CG takes the iterations of a fresh PC on the new values."""
+    r = results["cases"][f"native/{kind}"]
+    assert r["second"] == ["numeric", 1, 1]
+    assert r["inner_kept"] and r["factors_kept"]
+    assert r["iterations"][1] == r["fresh"]
 
 
 # -- the options -------------------------------------------------------------------------

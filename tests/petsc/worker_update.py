@@ -23,7 +23,7 @@ from petsc4py import PETSc  # noqa: E402
 import ddops  # noqa: E402
 
 CASES = ["python/additive", "python/hybrid", "python/reuse", "native/additive",
-         "native/hybrid", "native/reuse"]
+         "native/hybrid", "native/reuse", "native/inplace-reuse", "native/inplace-none"]
 
 CONTEXTS = {"python": "ddops.petsc.SchwarzPC", "native": "ddops.petsc.NativePC"}
 
@@ -78,7 +78,54 @@ def _bitwise(a, b) -> bool:
             and np.array_equal(a.indices, b.indices) and np.array_equal(a.data, b.data))
 
 
+def _factor_handles(native) -> list:
+    """The handles of the factored matrices of this rank's PCASM subdomain solvers."""
+    asm = native.pc if native.Phi is None else native.pc.getMGSmoother(1).getPC()
+    return [ksp.getPC().getFactorMatrix().handle for ksp in asm.getASMSubKSP()]
+
+
+def run_inplace(case: str, k: int, comm) -> dict:
+    """New values written into the same Mat (the time-stepping use): the kept inner PC's
+    PETSc numeric set-up, its subdomain factors refactorised in the matrices it holds."""
+    kind = case.split("/")[1]
+    A = ddops.poisson_2d(40).tocsr()
+    n = A.shape[0]
+    A2 = (2.3 * A + sp.diags(0.5 + np.random.default_rng(1).random(n))).tocsr()
+    A2.sort_indices()
+    P = _cases.petsc_matrix(A, PETSc.COMM_WORLD)
+    b = _cases.rhs(n)
+    extra = ({"ddops_reuse_coarse": "true"} if kind == "inplace-reuse"
+             else {"ddops_coarse": "none"})
+    prefix = f"u{k}_"
+    ksp, settings = _ksp(P, prefix, "native", extra)
+    its1 = _iterations(ksp, P, b)
+    ctx = ksp.getPC().getPythonContext()
+    inner1, factors1 = ctx.native.pc.handle, _factor_handles(ctx.native)
+    rstart, rend = P.getOwnershipRange()
+    for i in range(rstart, rend):  # the new values, in place
+        cols = A2.indices[A2.indptr[i]:A2.indptr[i + 1]]
+        P.setValues(i, cols.astype(PETSc.IntType), A2.data[A2.indptr[i]:A2.indptr[i + 1]])
+    P.assemble()
+    ksp.setOperators(P)
+    its2 = _iterations(ksp, P, b)
+    record2 = (ctx.last_setup, ctx.setups, ctx.updates)
+    inner2, factors2 = ctx.native.pc.handle, _factor_handles(ctx.native)
+    ksp.destroy()
+    _clear(prefix, settings)
+    P.destroy()
+    P2 = _cases.petsc_matrix(A2, PETSc.COMM_WORLD)
+    fresh = _fresh(P2, prefix + "f_", "native", extra, b)
+    P2.destroy()
+    all_ranks = comm.allreduce
+    return {"iterations": [its1, its2], "fresh": fresh, "second": list(record2),
+            "inner_kept": bool(all_ranks(inner1 == inner2, op=_land())),
+            "factors_kept": bool(all_ranks(bool(factors1) and factors1 == factors2,
+                                           op=_land()))}
+
+
 def run_case(case: str, k: int, comm, out: str) -> dict:
+    if "inplace" in case:
+        return run_inplace(case, k, comm)
     route, kind = case.split("/")
     A = ddops.poisson_2d(40).tocsr()
     n = A.shape[0]
@@ -98,6 +145,10 @@ def run_case(case: str, k: int, comm, out: str) -> dict:
     its2 = _iterations(ksp, P2, b)
     record2 = (ctx.last_setup, ctx.setups, ctx.updates)
     parts2, phi2, handle2 = _state(ctx, route)
+    # the native route's subdomain solves act on the new matrix (PCMG's finest smoother)
+    # (PCDEFLATION's inner PCASM is not reachable from petsc4py 3.18)
+    current = (route != "native" or ctx.native.form.startswith("PCDEFLATION")
+               or _smoother_pmat(ctx.native) == P2.handle)
     ksp.setOperators(P3)
     its3 = _iterations(ksp, P3, b)
     record3 = (ctx.last_setup, ctx.setups, ctx.updates)
@@ -116,7 +167,14 @@ def run_case(case: str, k: int, comm, out: str) -> dict:
         "parts_rebuilt": bool(all_ranks(parts3 is not parts1, op=_land())),
         "phi_bitwise": bool(all_ranks(_bitwise(phi1, phi2), op=_land())),
         "phi_same_mat": handle1 is not None and bool(all_ranks(handle1 == handle2, op=_land())),
+        "smoother_current": bool(all_ranks(bool(current), op=_land())),
     }
+
+
+def _smoother_pmat(native):
+    """The handle of the matrix the subdomain solves were built from."""
+    pc = native.pc if native.Phi is None else native.pc.getMGSmoother(1).getPC()
+    return pc.getOperators()[1].handle
 
 
 def _land():
