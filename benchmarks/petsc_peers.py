@@ -32,6 +32,7 @@ import time
 import numpy as np
 import scipy.sparse.linalg as spla
 from adaptive import elasticity_problem  # the same elasticity problems (benchmarks/)
+from petsc_setup_peers import peer_row  # one KSPCG run of a PETSc peer (benchmarks/)
 from threadpoolctl import threadpool_limits
 
 import ddops
@@ -90,40 +91,10 @@ def pyamg_row(A, b, B):
 
 
 def petsc_row(PETSc, A, b, pc_type, extra, near_null=None, block_size=1):
-    P = PETSc.Mat().createAIJ(size=A.shape, csr=(A.indptr, A.indices, A.data),
-                              bsize=block_size)
-    P.assemble()
-    if near_null is not None:
-        vectors = []
-        for z in np.linalg.qr(near_null)[0].T:  # orthonormal, as PETSc requires
-            v = P.createVecLeft()
-            v.setArray(z)
-            vectors.append(v)
-        P.setNearNullSpace(PETSc.NullSpace().create(constant=False, vectors=vectors))
-    ksp = PETSc.KSP().create()
-    ksp.setOperators(P)
-    ksp.setType("cg")
-    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-    ksp.setTolerances(rtol=RTOL, atol=0.0, max_it=MAXITER)
-    opts = PETSc.Options()
-    prefix = f"peer_{pc_type}_"
-    ksp.setOptionsPrefix(prefix)
-    ksp.getPC().setType(pc_type)
-    for key, value in extra.items():
-        opts[prefix + key] = value
-    ksp.setFromOptions()
-    x, rhs = P.createVecs()
-    rhs.setArray(b)
-    start = time.perf_counter()
-    ksp.setUp()
-    setup = time.perf_counter() - start
-    start = time.perf_counter()
-    ksp.solve(rhs, x)
-    solve = time.perf_counter() - start
-    its = ksp.getIterationNumber() if ksp.getConvergedReason() > 0 else f">{MAXITER}"
-    ksp.destroy()
-    P.destroy()
-    return its, setup, solve
+    """``(iterations, set-up s, solve s)`` of KSPCG with ``pc_type`` (``petsc_setup_peers``)."""
+    r = peer_row(PETSc, A, b, pc_type, extra, near_null, block_size, RTOL, MAXITER)
+    its = r["iterations"] if r["converged"] else f">{MAXITER}"
+    return its, r["setup_seconds"], r["solve_seconds"]
 
 
 def main():
