@@ -338,6 +338,43 @@ def test_drop_dependent_columns_keeps_the_span():
     assert np.array_equal(kept, np.arange(Phi.shape[1]))
 
 
+def test_drop_dependent_columns_with_first_columns_matches_the_dense_reference():
+    """With ``first`` columns, the rest is chosen on the Schur complement of the kept first
+    columns (formed through a sparse factorisation of their block): the same columns as a
+    dense reference (pivoted Cholesky of the scaled first block, then of the dense Schur
+    complement), and the Schur complement itself equal to the dense formula."""
+    from scipy.linalg import lapack
+
+    from ddops.dd import coarse_matrix
+
+    rng = np.random.default_rng(11)
+    n = 31
+    A = channels(n, 1e4)
+    d = ddops.Decomposition.from_grid((n, n), (4, 4))
+    G = gdsw_basis(A, d.owner).toarray()
+    # the rest: local combinations of the first columns (dependent) and new local functions
+    wide = np.flatnonzero((G != 0).sum(axis=0) >= 50)[:6]  # not the one-point vertex functions
+    local = np.where(G[:, wide] != 0, rng.standard_normal((G.shape[0], 6)), 0.0)
+    rest = np.hstack([G[:, :4] @ rng.standard_normal((4, 3)), local])
+    Phi = np.hstack([G, G[:, :1], rest])  # one duplicate of a first column among them
+    first = np.arange(Phi.shape[1]) < G.shape[1]
+    _, kept = drop_dependent_columns(A, sp.csr_matrix(Phi), first=first)
+    # the dense reference
+    K = Phi.T @ A.toarray() @ Phi
+    s = 1.0 / np.sqrt(np.diag(K))
+    K = s[:, None] * K * s[None, :]
+    f, r = np.flatnonzero(first), np.flatnonzero(~first)
+    _, piv, rank, _ = lapack.dpstrf(K[np.ix_(f, f)], lower=1, tol=coarse_matrix.DROP_PIVOT_RTOL)
+    k = f[piv[:rank] - 1]
+    S = K[np.ix_(r, r)] - K[np.ix_(r, k)] @ np.linalg.solve(K[np.ix_(k, k)], K[np.ix_(k, r)])
+    ours = coarse_matrix._schur_on(sp.csr_matrix(K), k, r)
+    np.testing.assert_allclose(ours, 0.5 * (S + S.T), atol=1e-10)
+    _, piv, rank, _ = lapack.dpstrf(0.5 * (S + S.T), lower=1, tol=coarse_matrix.DROP_PIVOT_RTOL)
+    expected = np.sort(np.concatenate([k, r[piv[:rank] - 1]]))
+    np.testing.assert_array_equal(kept, expected)
+    assert kept.size == G.shape[1] + 6  # the duplicate and the 3 combinations dropped
+
+
 def test_rgdsw_with_rigid_body_modes_on_3d_elasticity_metis_parts():
     pytest.importorskip("skfem")
     from ddops.problems import fem_elasticity_3d, rigid_body_modes
