@@ -422,8 +422,8 @@ class CoarseCorrection:
         self.dtype, self.backend, self.factorization = dtype, backend, factorization
         self.Phi = self.info = None
         # the symbolic part of the GDSW-type extensions, kept for update()
-        self.analysis = (GDSWAnalysis()
-                                   if self.kind in ("auto", "gdsw", "rgdsw", "agdsw") else None)
+        self.analysis = (GDSWAnalysis() if self.kind in ("auto", "gdsw", "rgdsw", "agdsw")
+                         else None)
         self._kept = self._previous_lu = None
         self.stats: dict = {}
         self.dim = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import warnings
 
@@ -58,6 +59,10 @@ def check_rows(rows, expected_keys):
     for r in rows.values():
         assert r["krylov"] == "cg" and r["converged"] is True and r["iterations"] >= 1
         assert r["final_residual"] <= 1e-8
+        # process CPU seconds beside wall: at most every core busy for the whole wall time
+        cores = os.cpu_count() or 1
+        for part in ("setup", "solve"):
+            assert 0 <= r[f"{part}_cpu_seconds"] <= cores * r[f"{part}_seconds"] + 0.05
         if r["method"] in ("one_level",) or r["method"].startswith("two_level"):
             split = r["setup"]
             assert set(split) == set(SPLIT)
