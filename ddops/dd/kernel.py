@@ -22,6 +22,7 @@ way PETSc's ``MatNullSpace`` does for its solvers:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,8 @@ import scipy.sparse.linalg as spla
 from .._validation import as_vectors, warn
 
 __all__ = ["KERNEL_RTOL", "KERNEL_RANGE_RTOL", "KERNEL_RHS_RTOL", "check_kernel",
-           "coarse_kernel_columns", "ground_basis", "remove_kernel"]
+           "coarse_kernel_columns", "distributed_kernel_columns", "ground_basis",
+           "remove_kernel"]
 
 #: A given kernel vector ``z`` must satisfy ``||A z|| <= KERNEL_RTOL ||A||_1 ||z||``
 #: (rounding of an exact kernel vector is about 1e-15 of that).
@@ -48,7 +50,9 @@ KERNEL_RANGE_RTOL = 1e-6
 KERNEL_RHS_RTOL = 1e-6
 
 
-def check_kernel(kernel: Any, A: sp.csr_matrix, name: str = "kernel") -> np.ndarray:
+def check_kernel(kernel: Any, A: sp.csr_matrix, name: str = "kernel", *,
+                 allreduce: Callable[[np.ndarray, str], np.ndarray] | None = None,
+                 ) -> np.ndarray:
     """An orthonormal basis ``Q`` (``n x k``) of ``range(kernel)``, checked against ``A``.
 
     Parameters
@@ -56,9 +60,15 @@ def check_kernel(kernel: Any, A: sp.csr_matrix, name: str = "kernel") -> np.ndar
     kernel : array or sparse matrix, ``(n,)`` or ``(n, k)``
         Vectors spanning the kernel of ``A``.
     A : scipy.sparse.csr_matrix
-        The ``n x n`` matrix (float64).
+        The ``n x n`` symmetric matrix (float64), or, with ``allreduce``, this process's
+        rows of it (``m x n``, global columns).
     name : str
         The argument's name in messages.
+    allreduce : callable, optional
+        ``allreduce(values, op)`` with ``op`` ``"sum"`` or ``"max"``: the reduction over
+        the processes that hold the other rows of ``A`` (``ddops.distributed``).  The
+        test then runs on the rows of every process at once (collective), with
+        ``||A||_1`` as the largest absolute row sum (``A`` is symmetric).
 
     Raises
     ------
@@ -68,7 +78,7 @@ def check_kernel(kernel: Any, A: sp.csr_matrix, name: str = "kernel") -> np.ndar
         Wrong shape, NaN/inf, linearly dependent columns, or a column that ``A`` does
         not annihilate (the message gives ``||A z|| / (||A||_1 ||z||)``).
     """
-    n = A.shape[0]
+    n = A.shape[1]
     Z = as_vectors(kernel, n, name)
     if Z.shape[1] > n:
         raise ValueError(f"{name}: {Z.shape[1]} columns for {n} unknowns are dependent")
@@ -80,10 +90,18 @@ def check_kernel(kernel: Any, A: sp.csr_matrix, name: str = "kernel") -> np.ndar
     if r.min() <= 1e-10 * r.max():
         raise ValueError(f"{name}: the columns are linearly dependent (column "
                          f"{int(np.argmin(r))} is a combination of the others)")
-    if not A.nnz:  # no matrix to check against
-        return Q
-    scale = float(abs(A).sum(axis=0).max())  # ||A||_1 >= ||A||_2 for symmetric A
-    defect = np.linalg.norm(A @ (Z / norms), axis=0) / scale
+    if allreduce is None:
+        if not A.nnz:  # no matrix to check against
+            return Q
+        scale = float(abs(A).sum(axis=0).max())  # ||A||_1 >= ||A||_2 for symmetric A
+        defect = np.linalg.norm(A @ (Z / norms), axis=0)
+    else:
+        sums = abs(A).sum(axis=1)
+        scale = float(allreduce(np.array([sums.max() if A.shape[0] else 0.0]), "max")[0])
+        if scale == 0:
+            return Q
+        defect = np.sqrt(allreduce(np.sum((A @ (Z / norms)) ** 2, axis=0), "sum"))
+    defect = defect / scale
     worst = int(np.argmax(defect))
     if defect[worst] > KERNEL_RTOL:
         raise ValueError(f"{name}: column {worst} is not in the kernel of A: ||A z|| / "
@@ -147,13 +165,115 @@ def coarse_kernel_columns(Phi: sp.csr_matrix, Q: np.ndarray) -> np.ndarray:
                  RuntimeWarning)
         C[:, a] = x * inv
     E = Q - Phi @ C
-    s2, V = np.linalg.eigh(E.T @ E)
+    return _kernel_columns_from_fit(C, E.T @ E)
+
+
+def _kernel_columns_from_fit(C: np.ndarray, gram: np.ndarray) -> np.ndarray:
+    """The columns to drop from the fits ``C`` (``n0 x k``) of the unit kernel vectors and
+    the Gram matrix ``E^T E`` of their residuals ``E = Q - Phi C``."""
+    s2, V = np.linalg.eigh(gram)
     inside = s2 <= KERNEL_RANGE_RTOL ** 2
     if not inside.any():
         return np.empty(0, dtype=np.int64)
     K0, _ = np.linalg.qr(C @ V[:, inside])
     _, _, piv = sla.qr(K0.T, mode="economic", pivoting=True)
     return np.sort(piv[:K0.shape[1]]).astype(np.int64)
+
+
+def distributed_kernel_columns(Phi_rows: sp.csr_matrix, Q_rows: np.ndarray,
+                               allreduce: Callable[[np.ndarray, str], np.ndarray],
+                               ) -> np.ndarray:
+    """:func:`coarse_kernel_columns` for a ``Phi`` and ``Q`` whose rows lie on several
+    processes (collective).
+
+    Each process holds its rows of ``Phi`` (``m x n0``) and of the orthonormal kernel
+    basis ``Q`` (``m x k``); ``allreduce(values, op)`` sums (``op="sum"``) over the
+    processes.  The least-squares fits run as a block LSQR (Paige and Saunders; one
+    recurrence per kernel vector) on the column-scaled ``Phi`` whose inner products of
+    long vectors are reduced over the processes: two reductions per iteration, of ``k``
+    and of ``n0 x k`` values.  LSQR and LSMR reach the same least-squares solution; the
+    columns are then chosen from the fits as in the serial function, so both drop
+    columns that span the same coarse kernel.
+
+    Warns
+    -----
+    RuntimeWarning
+        When a fit stops at the iteration limit (as :func:`coarse_kernel_columns`).
+    """
+    Phi_rows = sp.csr_matrix(Phi_rows)
+    n0 = Phi_rows.shape[1]
+    if n0 == 0:
+        return np.empty(0, dtype=np.int64)
+    norms = np.sqrt(allreduce(np.asarray(Phi_rows.multiply(Phi_rows).sum(axis=0)).ravel(),
+                              "sum"))
+    inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    P = (Phi_rows @ sp.diags(inv)).tocsr()
+    PT = P.T.tocsr()
+    X, its, converged = _block_lsqr(lambda v: P @ v, lambda u: allreduce(PT @ u, "sum"),
+                                    np.asarray(Q_rows, dtype=np.float64),
+                                    lambda u: allreduce(np.sum(u * u, axis=0), "sum"),
+                                    max(4 * n0, 400))
+    for a in np.flatnonzero(~converged):
+        warn(f"distributed_kernel_columns: the least-squares fit of kernel vector {a} in "
+             f"range(Phi) stopped at {its} LSQR iterations; the coarse kernel found from it "
+             "may be incomplete (Phi is ill conditioned)", RuntimeWarning)
+    C = X * inv[:, None]
+    E = Q_rows - Phi_rows @ C
+    return _kernel_columns_from_fit(C, allreduce(E.T @ E, "sum"))
+
+
+def _block_lsqr(matvec: Callable, rmatvec: Callable, B: np.ndarray, sqnorms: Callable,
+                limit: int, rtol: float = 1e-14) -> tuple[np.ndarray, int, np.ndarray]:
+    """``min ||B[:, j] - P x_j||`` for every column by LSQR, all columns in step.
+
+    ``matvec(V)`` is ``P V`` (the rows of this process), ``rmatvec(U)`` is ``P^T U``
+    summed over the processes, ``sqnorms(U)`` the squared column norms of ``U`` summed
+    over the processes.  A column stops when its estimate of ``||P^T r|| / (||P|| ||r||)``
+    or of ``||r|| / ||b||`` falls below ``rtol`` (LSQR's ``atol``/``btol`` tests).
+    Returns the solutions (``n0 x k``), the iterations run and which columns converged.
+    """
+    k = B.shape[1]
+
+    def unit(U: np.ndarray, size: np.ndarray) -> np.ndarray:
+        return np.divide(U, size, out=np.zeros_like(U), where=size > 0)
+
+    beta = np.sqrt(sqnorms(B))
+    bnorm = beta.copy()
+    U = unit(B, beta)
+    V = rmatvec(U)
+    alpha = np.linalg.norm(V, axis=0)
+    V = unit(V, alpha)
+    n0 = V.shape[0]
+    W = V.copy()
+    X = np.zeros((n0, k))
+    phibar, rhobar = beta.copy(), alpha.copy()
+    anorm2 = np.zeros(k)
+    done = (alpha * beta == 0)  # b = 0, or b orthogonal to range(P): x = 0 solves it
+    its = 0
+    while not done.all() and its < limit:
+        its += 1
+        U = matvec(V) - alpha * U
+        beta = np.sqrt(sqnorms(U))
+        U = unit(U, beta)
+        anorm2 += alpha ** 2 + beta ** 2
+        V = rmatvec(U) - beta * V
+        alpha = np.linalg.norm(V, axis=0)
+        V = unit(V, alpha)
+        rho = np.hypot(rhobar, beta)
+        safe = np.where(rho > 0, rho, 1.0)
+        c, s = rhobar / safe, beta / safe
+        theta = s * alpha
+        rhobar = -c * alpha
+        phi = c * phibar
+        phibar = s * phibar
+        live = ~done
+        X[:, live] += (phi / safe)[live] * W[:, live]
+        W[:, live] = V[:, live] - (theta / safe)[live] * W[:, live]
+        # ||P^T r|| = phibar alpha |c|, ||r|| ~ phibar (LSQR's estimates)
+        normar = phibar * alpha * np.abs(c)
+        done |= (normar <= rtol * np.sqrt(anorm2) * phibar) | (phibar <= rtol * bnorm)
+        done |= (alpha == 0) | (beta == 0)
+    return X, its, done
 
 
 def ground_basis(Phi: sp.csr_matrix, Q: np.ndarray) -> tuple[sp.csr_matrix | None, int]:

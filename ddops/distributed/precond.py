@@ -27,8 +27,22 @@ coarse factors).  :meth:`DistributedTwoLevelSchwarz.update` runs the numeric
 phase again for a matrix with the same pattern on every rank (collectively
 checked: a changed pattern on any rank raises on all of them), with
 ``reuse_coarse=True`` keeping Phi.  The options are those of
-:class:`ddops.SchwarzOptions` (``options=`` or the keywords), except
-``kernel``, which is refused (:data:`KERNEL_REFUSAL`).
+:class:`ddops.SchwarzOptions` (``options=`` or the keywords).
+
+A singular ``A`` (``kernel=``)
+------------------------------
+As the serial preconditioner: the coarse space is grounded (one column of Phi
+dropped per dimension of the coarse kernel) and the application is ``P M P``
+with ``P = I - Q Q^T``.  The kernel is given as a global ``n x k`` array on
+every rank, like ``null_space``; each rank keeps its owned rows of the
+orthonormal ``Q``.  Checking it against the owned rows of ``A`` costs two
+reductions of ``k`` values; grounding a rank-local Phi runs the least-squares
+fits of the kernel vectors in ``range(Phi)`` as a block LSQR over the ranks'
+rows (:func:`ddops.dd.kernel.distributed_kernel_columns`), so no rank holds
+all of Phi; a Phi built by the serial code is grounded by it.  Each
+application adds two reductions of ``k + 1`` and ``k`` values (``Q^T x`` with
+the residual norm that the inconsistent-right-hand-side warning compares it
+with, and ``Q^T y``).
 
 The coarse space
 ----------------
@@ -92,14 +106,16 @@ repeated solve is cheap.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
-from .._validation import check_choice, check_finite
+from .._validation import check_choice, check_finite, warn
 from ..dd.coarse import MATRIX_COARSE_BASES, resolve_coarse_kind
+from ..dd.kernel import KERNEL_RHS_RTOL, check_kernel, distributed_kernel_columns
 from ..linalg.local_solvers import check_threads, pardiso_available, thread_limit
 from ..precond.corrections import CoarseCorrection
 from ..precond.options import SchwarzOptions
@@ -117,7 +133,7 @@ from .matrix import DistributedMatrix
 #: GenEO) are built from the gathered matrix, as their serial construction reads every row.
 RANK_LOCAL_BASES = ("gdsw", "rgdsw")
 
-__all__ = ["DISTRIBUTED_VARIANTS", "KERNEL_REFUSAL", "DistributedTwoLevelSchwarz",
+__all__ = ["DISTRIBUTED_VARIANTS", "DistributedTwoLevelSchwarz",
            "allreduce_sparse", "rank_local_gdsw_rows"]
 
 #: Variants of :class:`DistributedTwoLevelSchwarz`: all of the serial preconditioner's.
@@ -371,15 +387,6 @@ def _agree(comm: Any, error: BaseException | None, what: str) -> None:
         raise cls(f"{what} failed on rank {rank} of {comm.Get_size()}: {message}")
 
 
-#: Why :class:`DistributedTwoLevelSchwarz` refuses ``kernel=``.
-KERNEL_REFUSAL = (
-    "kernel= is not supported by DistributedTwoLevelSchwarz: the singular form P M P "
-    "(P = I - Q Q^T) needs the kernel's inner products summed over the ranks in every "
-    "application and the grounding of the coarse space needs the whole Phi, which the "
-    "distributed layout does not hold; use the serial ddops.TwoLevelSchwarz, or ground the "
-    "problem (fix one unknown per kernel vector)")
-
-
 def _canonical_rows(rows: Any) -> sp.csr_matrix:
     """``rows`` as float64 CSR with sorted, summed indices (the pattern ``update`` compares)."""
     rows = sp.csr_matrix(rows, dtype=np.float64)
@@ -442,9 +449,12 @@ class DistributedTwoLevelSchwarz:
     coarse, coarse_size, factor_dtype, coarse_options, threads
         As in :class:`ddops.TwoLevelSchwarz` (``coarse_options`` is deprecated there
         too: use ``options=``).
-    kernel : None
-        Refused (:data:`KERNEL_REFUSAL`): the singular form needs the whole kernel
-        and coarse basis.
+    kernel : array (n x k) or "constants", optional
+        The exact kernel of a singular positive semidefinite ``A``, global and
+        identical on every rank, as for :class:`ddops.TwoLevelSchwarz` (the null
+        space when none is given; the coarse space grounded; the application
+        ``P M P``); module notes, "A singular A".  Use :meth:`remove_kernel` for
+        an inconsistent right-hand side.
     options : ddops.SchwarzOptions, optional
         All the settings in one object, instead of the keyword arguments (not both),
         as for :class:`ddops.TwoLevelSchwarz`; its decomposition fields are not used
@@ -464,6 +474,11 @@ class DistributedTwoLevelSchwarz:
         How Phi was built (None for one level).
     matrix_input : {"global", "local rows"}
         Which form of ``A`` was given.
+    kernel : numpy.ndarray or None
+        This rank's owned rows of the orthonormal kernel basis ``Q`` (``kernel=``).
+    coarse_stats : dict
+        The coarse basis's statistics, with ``"kernel_dropped"`` (the columns dropped
+        for ``kernel=``).
     gathered_matrix : bool
         True when the owned rows of all ranks were gathered for the serial
         matrix-based coarse code (local rows with ``local_basis=False``, no
@@ -481,8 +496,8 @@ class DistributedTwoLevelSchwarz:
     ValueError
         A different size than the layout, owned rows of the wrong shape (or
         ``A=None`` with a layout built without a matrix), a non-symmetric
-        ``A``, an unknown variant or coarse basis, a singular coarse matrix,
-        ``kernel=``.
+        ``A``, an unknown variant or coarse basis, a singular coarse matrix, a
+        ``kernel`` that ``A`` does not annihilate.
     """
 
     def __init__(self, layout: DistributedLayout, A: Any = None, coarse_basis: Any = "gdsw",
@@ -503,8 +518,6 @@ class DistributedTwoLevelSchwarz:
         if options is not None and isinstance(coarse_basis, str) and coarse_basis == "gdsw":
             given["coarse_basis"] = "auto"  # this class's default: not a setting beside options=
         self.options = opts = resolve_options(options, given, layout.decomposition)
-        if opts.kernel is not None:
-            raise ValueError(KERNEL_REFUSAL)
         check_choice("variant", opts.variant, DISTRIBUTED_VARIANTS)
         self.threads = check_threads(opts.threads)
         self.layout = layout
@@ -535,10 +548,23 @@ class DistributedTwoLevelSchwarz:
         matrix, pattern = self._checked_input(A)
         # the pattern that update() must see again (canonical: sorted, no duplicates)
         self._pattern = (pattern[0].copy(), pattern[1].copy())
-        null_space = opts.null_space
+        null_space, kernel = opts.null_space, opts.kernel
         if isinstance(null_space, str):  # "constants"
             null_space = np.ones(n)
+        if isinstance(kernel, str):
+            kernel = np.ones(n)
+        Q = None
+        if kernel is not None:  # collective for owned rows (the same verdict on every rank)
+            Q = (check_kernel(kernel, matrix, allreduce=self._allreduce)
+                 if self.matrix_input == "local rows" else check_kernel(kernel, matrix))
+            # the kernel is also the coarse space's null space unless another one is given
+            if null_space is None:
+                null_space = kernel
         self._null_space = null_space
+        self._kernel_vectors = kernel  # update() checks the new matrix against them
+        self.kernel = None if Q is None else np.ascontiguousarray(Q[layout.owned])
+        self._largest_residual = 0.0
+        self._warned_inconsistent = False
         kind = opts.coarse
         if isinstance(kind, str):  # as TwoLevelSchwarz: the matrix is always known here
             kind = None if kind == "none" else resolve_coarse_kind(kind, d, matrix=True)
@@ -552,16 +578,28 @@ class DistributedTwoLevelSchwarz:
                                 and named and kind in MATRIX_COARSE_BASES)
         self._coarse_keywords = opts.coarse_keywords(kind) if named else {}
         self.coarse = None
+        self.coarse_info, self.coarse_stats = None, {"kernel_dropped": 0}
         if kind is not None:
             # the coarse matrix above COARSE_DENSE_MAX as the serial preconditioner: PARDISO
             # when installed, unless SuperLU was asked for by name
             superlu = opts.local_solver in ("superlu", "sparse") or not pardiso_available()
-            self.coarse = CoarseCorrection(d, kind, opts.coarse_size, null_space, None,
+            # a Phi of the serial code is grounded there; a rank-local one in _build_basis
+            serial_kernel = Q if self.coarse_construction == "serial" else None
+            self.coarse = CoarseCorrection(d, kind, opts.coarse_size, null_space, serial_kernel,
                                            self._coarse_keywords, False, self.dtype, "numpy",
                                            "superlu" if superlu else "pardiso")
         self.local = None
         self._Phi_ext = self._known = None
         return matrix
+
+    def _allreduce(self, values: Any, op: str = "sum") -> np.ndarray:
+        """Sum (``op="sum"``) or maximum (``op="max"``) of ``values`` over the ranks."""
+        if op == "sum":
+            return self.layout.allreduce(np.asarray(values, dtype=np.float64))
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        result = np.empty_like(values)
+        self.layout.comm.Allreduce(values, result, op=mpi().MAX)
+        return result
 
     def _checked_input(self, A: Any) -> tuple[sp.csr_matrix, tuple[np.ndarray, np.ndarray]]:
         """``A`` in the form the preconditioner was built with, checked and canonical, and
@@ -639,7 +677,10 @@ class DistributedTwoLevelSchwarz:
     def _local_part(self, layout: DistributedLayout, A_region: sp.csr_matrix) -> None:
         """The serial one-level preconditioner on the rank's region (built, or updated)."""
         if self.local is not None:
-            self.local.update(A_region)
+            with warnings.catch_warnings():
+                if self.kernel is not None:
+                    warnings.filterwarnings("ignore", "A is singular", RuntimeWarning)
+                self.local.update(A_region)
             return
         # hybrid: the additive local sum, the coarse correction applied multiplicatively
         local_variant = "additive" if self.variant == "hybrid" else self.variant
@@ -647,10 +688,13 @@ class DistributedTwoLevelSchwarz:
         near = None
         if opts.local_solver == "amg" and self._null_space is not None:
             near = np.asarray(self._null_space, dtype=np.float64)[layout.region]
-        self.local = TwoLevelSchwarz(A_region, layout.local_decomposition(), coarse_basis=None,
-                                     variant=local_variant, coarse=False,
-                                     local_solver=opts.local_solver, null_space=near,
-                                     factor_dtype=self.factor_dtype)
+        with warnings.catch_warnings():
+            if self.kernel is not None:  # the region of one rank is all of the singular A
+                warnings.filterwarnings("ignore", "A is singular", RuntimeWarning)
+            self.local = TwoLevelSchwarz(A_region, layout.local_decomposition(),
+                                         coarse_basis=None, variant=local_variant,
+                                         coarse=False, local_solver=opts.local_solver,
+                                         null_space=near, factor_dtype=self.factor_dtype)
         self._region_in_ext = layout.region_in_ext
         self._y_ext = np.zeros(layout.num_ext)
 
@@ -689,7 +733,17 @@ class DistributedTwoLevelSchwarz:
             Phi_ext = None if Phi is None else sp.csr_matrix(Phi, dtype=np.float64)[
                 layout.ext_indices]
         self.coarse.Phi = None  # the global Phi is not kept: each rank holds its rows
-        self.coarse_info, self.coarse_stats = self.coarse.info, self.coarse.stats
+        self.coarse_info = self.coarse.info
+        self.coarse_stats = dict(self.coarse.stats)
+        if self.coarse_construction == "rank-local":
+            self.coarse_stats["kernel_dropped"] = 0
+            if self.kernel is not None:  # ground it over the ranks' rows of Phi
+                drop = distributed_kernel_columns(Phi_ext[: layout.num_owned], self.kernel,
+                                                  self._allreduce)
+                if drop.size:
+                    keep = np.setdiff1d(np.arange(Phi_ext.shape[1]), drop)
+                    Phi_ext = sp.csr_matrix(Phi_ext[:, keep])
+                self.coarse_stats["kernel_dropped"] = int(drop.size)
         self._Phi_ext = None if Phi_ext is None else sp.csr_matrix(Phi_ext, dtype=np.float64)
         self._known = known
         return rows_ext
@@ -773,6 +827,11 @@ class DistributedTwoLevelSchwarz:
             except (ValueError, TypeError) as exc:
                 error = exc
             _agree(comm, error, "DistributedTwoLevelSchwarz.update")
+            if self.kernel is not None:  # the same verdict on every rank (reduced norms)
+                if self.matrix_input == "local rows":
+                    check_kernel(self._kernel_vectors, matrix, allreduce=self._allreduce)
+                else:
+                    check_kernel(self._kernel_vectors, matrix)
             error = None
             try:
                 self._numeric(matrix, reuse_coarse=bool(reuse_coarse))
@@ -844,6 +903,46 @@ class DistributedTwoLevelSchwarz:
         x = np.asarray(x, dtype=np.float64)
         if x.shape != (layout.num_owned,):
             raise ValueError(f"x must have shape ({layout.num_owned},), got {x.shape}")
+        if self.kernel is None:
+            return self._apply_spd(x, adjoint)
+        # P M P with P = I - Q Q^T, as the serial preconditioner; the residual's norm rides
+        # along with Q^T x in one reduction
+        Q = self.kernel
+        reduced = layout.allreduce(np.append(Q.T @ x, x @ x))
+        self._check_consistent(reduced[:-1], float(np.sqrt(max(reduced[-1], 0.0))))
+        y = self._apply_spd(x - Q @ reduced[:-1], adjoint)
+        return y - Q @ layout.allreduce(Q.T @ y)
+
+    def _check_consistent(self, along: np.ndarray, norm: float) -> None:
+        """Warn once when a residual has a kernel component (an inconsistent right-hand
+        side), as :meth:`ddops.TwoLevelSchwarz._check_consistent` (the same verdict on
+        every rank: the numbers are reduced)."""
+        self._largest_residual = max(self._largest_residual, norm)
+        worst = float(np.linalg.norm(along))
+        if not self._warned_inconsistent and worst > KERNEL_RHS_RTOL * self._largest_residual:
+            self._warned_inconsistent = True
+            if self.layout.rank == 0:
+                warn(f"the residual has a component of relative size "
+                     f"{worst / max(norm, 1e-300):.2e} along the kernel of A: the right-hand "
+                     "side is inconsistent (not orthogonal to the kernel), so a Krylov method "
+                     "cannot converge; solve with b = M.remove_kernel(b) (the least-squares "
+                     "right-hand side) instead", RuntimeWarning)
+
+    def remove_kernel(self, b: Any) -> np.ndarray:
+        """``b_owned`` without its components along the kernel (``kernel=``) of ``A``.
+
+        Collective (one reduction of ``k`` values): ``b - Q Q^T b``, the consistent
+        right-hand side closest to ``b``, as :meth:`ddops.TwoLevelSchwarz.remove_kernel`.
+        ``b`` itself without a kernel.
+        """
+        b = np.asarray(b, dtype=np.float64)
+        if b.shape != (self.layout.num_owned,):
+            raise ValueError(f"b must have shape ({self.layout.num_owned},), got {b.shape}")
+        if self.kernel is None:
+            return b
+        return b - self.kernel @ self.layout.allreduce(self.kernel.T @ b)
+
+    def _apply_spd(self, x: np.ndarray, adjoint: bool) -> np.ndarray:
         if self.variant == "hybrid" and self.coarse_dim:
             # x0 = P0 x;  y = M1 (x - A x0);  M x = x0 + y - P0 A y  (as the serial form)
             x0 = self._coarse(x, adjoint)

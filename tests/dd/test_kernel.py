@@ -318,3 +318,111 @@ def test_an_unfinished_least_squares_fit_warns(monkeypatch):
     Phi, U = _basis_with_condition(rng, 40, 6, 1e4)
     with pytest.warns(RuntimeWarning, match="stopped at 1 LSMR iterations"):
         coarse_kernel_columns(sp.csr_matrix(Phi), U[:, :1])
+
+
+class _ThreadRanks:
+    """Processes simulated by threads: ``allreduce(values, op)`` sums (or takes the maximum)
+    over the threads at a barrier, the way an ``MPI_Allreduce`` does over ranks."""
+
+    def __init__(self, size):
+        import threading
+
+        self.size, self.slots = size, [None] * size
+        self.barrier = threading.Barrier(size)
+
+    def allreduce_of(self, rank):
+        def allreduce(values, op):
+            self.slots[rank] = np.array(values, dtype=np.float64)
+            self.barrier.wait()
+            stack = np.stack(self.slots)
+            out = stack.sum(axis=0) if op == "sum" else stack.max(axis=0)
+            self.barrier.wait()  # nobody overwrites a slot before every thread has read it
+            return out
+
+        return allreduce
+
+    def run(self, work):
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(self.size) as pool:
+            return list(pool.map(work, range(self.size)))
+
+
+@pytest.mark.parametrize("basis", ["nicolaides", "gdsw", "rgdsw"])
+def test_distributed_grounding_over_row_blocks_keeps_the_span_modulo_the_kernel(neumann, basis):
+    """``distributed_kernel_columns`` on three row blocks of Phi and Q (threads as ranks,
+    uneven blocks, one without a nonzero of some columns): every block gets the same
+    columns, as many as the serial function drops, and they ground the coarse problem (the
+    independent dense checks of the serial test)."""
+    from ddops.dd.kernel import distributed_kernel_columns
+
+    A, d = neumann
+    n = A.shape[0]
+    Z = np.ones((n, 1))
+    Q = check_kernel(Z, A)
+    Phi = ddops.coarse_basis(d, basis, A=A)
+    cuts = np.array([0, 37, 250, n])
+    ranks = _ThreadRanks(3)
+    drops = ranks.run(lambda r: distributed_kernel_columns(
+        Phi[cuts[r]:cuts[r + 1]], Q[cuts[r]:cuts[r + 1]], ranks.allreduce_of(r)))
+    assert all(np.array_equal(drop, drops[0]) for drop in drops)
+    assert drops[0].size == coarse_kernel_columns(Phi, Q).size == 1
+    full = Phi.toarray()
+    kept = np.delete(full, drops[0], axis=1)
+    assert np.linalg.eigvalsh(kept.T @ (A @ kept)).min() > 1e-10
+    r = np.linalg.matrix_rank
+    assert r(np.hstack([kept, Z])) == r(full)
+
+
+@pytest.mark.parametrize("cond", [1e6, 1e7])
+def test_distributed_grounding_finds_the_kernel_of_an_ill_conditioned_phi(cond):
+    """The block LSQR of the distributed grounding does not square the condition number
+    either: the same ill-conditioned bases as the serial test, on two row blocks."""
+    from ddops.dd.kernel import distributed_kernel_columns
+
+    rng = np.random.default_rng(0)
+    Phi, U = _basis_with_condition(rng, 60, 8, cond)
+    q = U @ rng.standard_normal(8)
+    q = (q / np.linalg.norm(q))[:, None]
+    ranks = _ThreadRanks(2)
+    drops = ranks.run(lambda r: distributed_kernel_columns(
+        sp.csr_matrix(Phi[r * 30:(r + 1) * 30]), q[r * 30:(r + 1) * 30],
+        ranks.allreduce_of(r)))
+    assert np.array_equal(drops[0], drops[1]) and drops[0].size == 1
+    kept = np.delete(Phi, drops[0], axis=1)
+    c = np.linalg.lstsq(kept, q[:, 0], rcond=None)[0]
+    assert np.linalg.norm(q[:, 0] - kept @ c) > 1e-3
+    # a vector off range(Phi) (twice the tolerance away) drops nothing
+    w = rng.standard_normal(60)
+    w -= U @ (U.T @ w)
+    far = np.sqrt(1 - 4e-12) * q[:, 0] + 2e-6 * w / np.linalg.norm(w)
+    ranks = _ThreadRanks(2)
+    drops = ranks.run(lambda r: distributed_kernel_columns(
+        sp.csr_matrix(Phi[r * 30:(r + 1) * 30]), far[r * 30:(r + 1) * 30, None],
+        ranks.allreduce_of(r)))
+    assert drops[0].size == drops[1].size == 0
+
+
+def test_the_kernel_check_over_row_blocks_is_the_serial_check(neumann):
+    """``check_kernel`` with ``allreduce=`` on row blocks: the same ``Q`` and the same
+    refusal (with the same measured defect) as on the whole matrix."""
+    A, _ = neumann
+    n = A.shape[0]
+    cuts = np.array([0, 150, n])
+    ranks = _ThreadRanks(2)
+    Qs = ranks.run(lambda r: check_kernel(np.ones(n), A[cuts[r]:cuts[r + 1]],
+                                          allreduce=ranks.allreduce_of(r)))
+    np.testing.assert_array_equal(Qs[0], check_kernel(np.ones(n), A))
+    bad = np.ones(n)
+    bad[-1] = 1.0 + 1e-4
+    with pytest.raises(ValueError) as serial:
+        check_kernel(bad, A)
+    ranks = _ThreadRanks(2)
+
+    def attempt(r):
+        try:
+            check_kernel(bad, A[cuts[r]:cuts[r + 1]], allreduce=ranks.allreduce_of(r))
+        except ValueError as exc:
+            return str(exc)
+
+    assert ranks.run(attempt) == [str(serial.value)] * 2

@@ -15,9 +15,10 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 import ddops
-from ddops.distributed import DistributedLayout, guard, mpi, world
+from ddops.distributed import DistributedLayout, DistributedMatrix, guard, mpi, world
 from ddops.distributed.precond import DistributedTwoLevelSchwarz
 from ddops.precond.schwarz import TwoLevelSchwarz
 
@@ -125,8 +126,7 @@ def run(comm) -> dict:
     S = TwoLevelSchwarz(A, d, options=opts)
     y, _ = _apply(M, Xo)
     refusals = {}
-    for name, kwargs in {"kernel": {"kernel": np.ones(n)},
-                         "both": {"variant": "hybrid", "options": opts}}.items():
+    for name, kwargs in {"both": {"variant": "hybrid", "options": opts}}.items():
         try:
             DistributedTwoLevelSchwarz(L, rows, **kwargs)
             refusals[name] = None
@@ -137,6 +137,97 @@ def run(comm) -> dict:
                       "serial": _max(comm, _rel(y, (S @ X)[owned])),
                       "refusals": refusals,
                       "keywords": _max(comm, _rel(_apply(K, Xo)[0], y))}
+    out["kernel"] = kernel_cases(comm)
+    return out
+
+
+def _neumann_laplacian_2d(m: int) -> sp.csr_matrix:
+    """The 5-point Laplacian with homogeneous Neumann conditions: kernel = constants."""
+    T = sp.diags([-np.ones(m - 1), 2 * np.ones(m), -np.ones(m - 1)], [-1, 0, 1]).tolil()
+    T[0, 0] = T[-1, -1] = 1.0
+    T = T.tocsr()
+    return (sp.kron(T, sp.identity(m)) + sp.kron(sp.identity(m), T)).tocsr()
+
+
+def kernel_cases(comm) -> dict:
+    """``kernel=``: the distributed P M P against the serial one (built, updated), CG on a
+    consistent right-hand side, remove_kernel, the inconsistent-residual warning and a
+    wrong kernel refused on every rank."""
+    from ddops.distributed.krylov import cg
+
+    A = _neumann_laplacian_2d(20)
+    n = A.shape[0]
+    A2 = (1.7 * A).tocsr()
+    A2.data[: A2.indptr[n // 2]] *= 1.3  # other values in the first rows ...
+    A2 = ((A2 + A2.T) * 0.5).tocsr()  # ... symmetric again, still annihilating the constants
+    A2 = A2 - sp.diags(np.asarray(A2.sum(axis=1)).ravel())
+    A2.sum_duplicates()
+    A2 = (A2 + sp.csr_matrix((np.zeros(A.nnz), A.indices, A.indptr), shape=A.shape)).tocsr()
+    A2.sort_indices()
+    assert np.array_equal(A2.indices, A.indices) and np.array_equal(A2.indptr, A.indptr)
+    d = ddops.Decomposition.from_matrix(A, 6, overlap=1, seed=1)
+    owned = DistributedLayout(d, comm).owned
+    rows, rows2 = A[owned].tocsr(), A2[owned].tocsr()
+    L = DistributedLayout(d, comm, A=rows)
+    X = np.random.default_rng(3).standard_normal((n, 3))
+    X -= X.mean(axis=0)  # on range(A)
+    Xo = X[owned]
+    out: dict = {}
+    for kind in ("gdsw", "rgdsw", "nicolaides", "geneo"):
+        for variant in VARIANTS:
+            S = TwoLevelSchwarz(A, d, kind, variant, kernel=np.ones(n))
+            S2 = TwoLevelSchwarz(A, d, kind, variant, kernel=np.ones(n)).update(A2)
+            M = DistributedTwoLevelSchwarz(L, rows, kind, variant, kernel="constants")
+            y, yt = _apply(M, Xo)
+            built = max(_max(comm, _rel(y, (S @ X)[owned])),
+                        _max(comm, _rel(yt, (S.H @ X)[owned])))
+            # the constants are annihilated (P M P), on every rank's rows
+            with warnings.catch_warnings():  # the constants are no consistent residual
+                warnings.simplefilter("ignore", RuntimeWarning)
+                ones = _max(comm, np.abs(M.matvec(np.ones(owned.size))).max())
+            ones /= _max(comm, np.abs(y).max())
+            M.update(rows2)
+            y, _ = _apply(M, Xo)
+            out[f"{kind}/{variant}"] = {
+                "construction": M.coarse_construction,
+                "dropped": [M.coarse_stats["kernel_dropped"], S.coarse_stats["kernel_dropped"]],
+                "coarse_dim": [M.coarse_dim, S.coarse_dim],
+                "serial": built, "updated": _max(comm, _rel(y, (S2 @ X)[owned])),
+                "constants": ones,
+            }
+    # CG on a consistent right-hand side: the serial iterations, the solution off the kernel
+    S = TwoLevelSchwarz(A, d, "gdsw", kernel=np.ones(n))
+    b = S.remove_kernel(np.random.default_rng(5).standard_normal(n) + 0.3)
+    serial_its: list = []
+    spla.cg(A, b, rtol=1e-8, M=S, callback=lambda xk: serial_its.append(1))
+    M = DistributedTwoLevelSchwarz(L, rows, "gdsw", kernel=np.ones(n))
+    its: list = []
+    x, info = cg(DistributedMatrix(L, rows), b[owned], rtol=1e-8, M=M,
+                 callback=lambda xk: its.append(1))
+    r = b[owned] - DistributedMatrix(L, rows).matvec(x)
+    out["cg"] = {"info": info, "its": [len(its), len(serial_its)],
+                 "residual": float(np.sqrt(L.allreduce(np.array([r @ r]))[0])
+                                   / np.linalg.norm(b)),
+                 "mean": float(L.allreduce(np.array([x.sum()]))[0]) / n,
+                 "scale": _max(comm, np.abs(x).max())}
+    # remove_kernel as the serial one; an inconsistent residual warns once (rank 0 says it)
+    c = np.random.default_rng(6).standard_normal(n) + 0.5
+    out["remove_kernel"] = _max(comm, _rel(M.remove_kernel(c[owned]), S.remove_kernel(c)[owned]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        M.matvec(c[owned])
+        M.matvec(c[owned])
+    said = [str(w.message) for w in caught if "inconsistent" in str(w.message)]
+    out["warned"] = comm.allgather(len(said))
+    # a vector A does not annihilate: refused on every rank
+    bad = np.ones(n)
+    bad[-1] = 1.5
+    try:
+        DistributedTwoLevelSchwarz(L, rows, "gdsw", kernel=bad)
+        message = None
+    except ValueError as exc:
+        message = str(exc)
+    out["refused"] = comm.allgather(message)
     return out
 
 

@@ -57,5 +57,41 @@ def test_options_as_the_serial_class(results):
     assert r["factor_dtype"] == "float32"
     assert r["serial"] <= 1e-5  # float32 local factors
     assert r["keywords"] == 0.0  # options= and the keywords build the same preconditioner
-    assert r["refusals"]["kernel"].startswith("ValueError: kernel= is not supported")
     assert r["refusals"]["both"].startswith("TypeError: give the settings either as options=")
+
+
+KERNEL_CASES = [f"{k}/{v}" for k in ("gdsw", "rgdsw", "nicolaides", "geneo")
+                for v in ("additive", "hybrid")]
+
+
+@pytest.mark.parametrize("case", KERNEL_CASES)
+def test_kernel_gives_the_serial_projected_preconditioner(results, case):
+    """``kernel=`` on a pure-Neumann Laplacian: the grounded coarse space and ``P M P`` of
+    the serial class, built and updated (GDSW/RGDSW grounded over the ranks' rows of Phi,
+    the others by the serial code), with the constants annihilated."""
+    r = results["kernel"][case]
+    kind = case.split("/")[0]
+    assert r["construction"] == ("rank-local" if kind in ("gdsw", "rgdsw") else "serial")
+    assert r["dropped"][0] == r["dropped"][1]
+    assert r["coarse_dim"][0] == r["coarse_dim"][1]
+    assert r["serial"] <= 1e-12 and r["updated"] <= 1e-12
+    assert r["constants"] <= 1e-12
+
+
+def test_kernel_cg_converges_as_the_serial_one(results):
+    r = results["kernel"]["cg"]
+    assert r["info"] == 0
+    assert abs(r["its"][0] - r["its"][1]) <= 1
+    assert r["residual"] <= 1.1e-8
+    assert abs(r["mean"]) <= 1e-12 * r["scale"]  # the solution orthogonal to the kernel
+
+
+def test_kernel_remove_and_the_inconsistent_warning(results):
+    r = results["kernel"]
+    assert r["remove_kernel"] <= 1e-14
+    assert r["warned"] == [1, 0]  # once, by rank 0 only
+
+
+def test_a_wrong_kernel_is_refused_on_every_rank(results):
+    messages = results["kernel"]["refused"]
+    assert all(m is not None and "column 0 is not in the kernel of A" in m for m in messages)
