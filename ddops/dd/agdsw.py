@@ -61,6 +61,7 @@ from ..linalg.local_solvers import (
     chunk_bounds,
     default_exact_solver,
     factorize_blocks,
+    pardiso_schur_complement,
 )
 from .analysis import GDSWAnalysis, classify
 from .coarse_matrix import drop_dependent_columns
@@ -97,6 +98,25 @@ AGDSW_THRESHOLD = 0.05
 
 #: Default cap on the eigenvectors added per interface component (AGDSW).
 MAX_PER_COMPONENT = 32
+
+#: Interface rows per call of PARDISO's partial factorisation for the Neumann Schur
+#: complements of the parts (a few parts per call): its dense Schur block costs the square of
+#: the rows in memory and more than that in time (3D Poisson, parts of 1,400 interface
+#: unknowns: 18 ms a part one or two per call, 27 ms three per call, 190 ms six per call).
+SCHUR_ROWS = 1000
+
+#: The widest interface (``|Gamma_p|``) of a chunk of parts from which AGDSW computes the
+#: Schur complements by PARDISO's partial factorisations instead of interior solves and the
+#: dense tree: two or three sparse factorisations of a part cost more than the dense first
+#: level of the tree and the solves on narrow interfaces.  Measured (one thread): 2D Poisson,
+#: 128 parts of |Gamma_p| about 380, eigenproblems 2.9 s against 2.4 s (dense wins); 3D
+#: Poisson, 62 parts of about 1,400, 8.3 s against 17.8 s.
+SCHUR_PARDISO_MIN_WIDTH = 600
+
+#: What a part whose interior matrix is not positive definite is told.
+_INTERIOR_NOT_SPD = ("A is not positive definite: the interior matrix A_II of {part} has a "
+                     "non-positive or vanishing pivot (it is indefinite or singular); A must be "
+                     "symmetric positive definite")
 
 #: Relative shift of a block of a part's Neumann Schur complement when it is eliminated
 #: on the way to a component ``e`` (a principal block of the rest ``S_rr`` in
@@ -368,12 +388,8 @@ def _schur_tree(M: np.ndarray, fb: np.ndarray, lb: np.ndarray, scale: np.ndarray
             M, fb, lb, scale = M[~leaf], fb[~leaf], lb[~leaf], scale[~leaf]
             if not M.shape[0]:
                 break
-        # the block boundary nearest the middle of every node, a block on each side
         t = gend[lb - 1] - gstart[fb]
-        middle = gstart[fb] + 0.5 * t
-        j = np.searchsorted(gend, middle)
-        below, above = np.clip(j - 1, fb, lb - 2), np.clip(j, fb, lb - 2)
-        j = np.where(np.abs(gend[below] - middle) <= np.abs(gend[above] - middle), below, above)
+        j = _split(fb, lb, gstart, gend)
         a = gend[j] - gstart[fb]  # the size of L
         nl, nr = int(a.max()), int((t - a).max())
         vl = np.arange(nl)[None, :] < a[:, None]
@@ -399,6 +415,15 @@ def _schur_tree(M: np.ndarray, fb: np.ndarray, lb: np.ndarray, scale: np.ndarray
         scale = np.concatenate([scale, scale])
 
 
+def _split(fb: np.ndarray, lb: np.ndarray, gstart: np.ndarray, gend: np.ndarray) -> np.ndarray:
+    """The last block of the left half of every node (blocks ``fb:lb``, at least two): the
+    block boundary nearest the middle of the node, a block on each side."""
+    middle = gstart[fb] + 0.5 * (gend[lb - 1] - gstart[fb])
+    j = np.searchsorted(gend, middle)
+    below, above = np.clip(j - 1, fb, lb - 2), np.clip(j, fb, lb - 2)
+    return np.where(np.abs(gend[below] - middle) <= np.abs(gend[above] - middle), below, above)
+
+
 def _solve_shifted(M: np.ndarray, R: np.ndarray, real: np.ndarray,
                    scale: np.ndarray) -> np.ndarray:
     """``M^{-1} R`` for stacks; an exactly singular batch with the rounding-size relative
@@ -422,6 +447,191 @@ def _identity_padded(M: np.ndarray, n: int) -> np.ndarray:
     i = np.arange(k, n)
     out[:, i, i] = 1.0
     return out
+
+
+def _interior_schur(A_II, A_IG, g_slot, entry_part, part, part_off, p0, p1, width, solver,
+                    chunk_bytes):
+    """``W_p = A_{Gamma_p I_p} A_{I_p}^{-1} A_{I_p Gamma_p}`` of the parts ``p0:p1``, padded
+    ``(parts, width, width)``: one factorisation of their interiors and multi-column partial
+    solves (the reference path, any exact solver)."""
+    nparts = p1 - p0
+    r0, r1 = int(part_off[p0]), int(part_off[p1])
+    Wp = np.zeros((nparts, width, width))
+    if r1 == r0:
+        return Wp
+    # the entries are sorted by part (rows of A_I in part order)
+    sel = slice(*np.searchsorted(entry_part, [p0, p1]))
+    e_row = A_IG.row[sel] - r0
+    e_slot = g_slot[sel]
+    e_val = A_IG.data[sel]
+    # W_p = B^T A_II^{-1} B with B = A_{I Gamma_p}: the right-hand sides and the rows of the
+    # solution that count are the interior rows next to the interface, so PARDISO's partial
+    # solves skip the rest of the triangular solves
+    near = np.unique(e_row)
+    e_near = np.searchsorted(near, e_row)
+    try:
+        lu = factorize_blocks(A_II[r0:r1, r0:r1], part_off[p0:p1 + 1] - r0, solver,
+                              sparse_rows=near)
+    except SingularBlockError as exc:
+        raise ValueError(_INTERIOR_NOT_SPD.format(part=f"part {p0 + exc.block}")) from None
+    step = max(1, int(chunk_bytes) // (8 * (r1 - r0)))
+    # rows (p, slot) of the expanded A_{Gamma I}: one per coupling entry
+    exp_row = (part[A_IG.row[sel]] - p0) * width + e_slot
+    Aexp = sp.csr_matrix((e_val, (exp_row, e_near)), shape=(nparts * width, near.size))
+    for s0 in range(0, width, step):  # column blocks of the slots
+        s1 = min(s0 + step, width)
+        cs = (e_slot >= s0) & (e_slot < s1)
+        rhs = np.zeros((near.size, s1 - s0))
+        rhs[e_near[cs], e_slot[cs] - s0] = e_val[cs]
+        X = lu.solve_sparse(rhs, rows_only=True)
+        Wp[:, :, s0:s1] = (Aexp @ X).reshape(nparts, width, s1 - s0)
+    return Wp
+
+
+def _ragged(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``concatenate([arange(a, a + k) for a, k in zip(starts, lengths)])`` and the index of
+    the range of every element."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    owner = np.repeat(np.arange(lengths.size), lengths)
+    first = np.cumsum(lengths) - lengths
+    return np.asarray(starts, dtype=np.int64)[owner] + np.arange(owner.size) - first[owner], owner
+
+
+def _schur_blocks_pardiso(A_II, A_IG, g_slot, entry_part, part_off, gg, cut, gsize, p0,
+                          bp, sl, valid):
+    """The Neumann Schur complements onto the blocks and the blocks of ``W_p`` of the parts
+    ``p0:p0 + len(gsize)``, by PARDISO's partial factorisation of their sparse matrices.
+
+    ``gg = (part, row slot, column slot, value)`` are the entries of the closed parts'
+    Neumann matrices on ``Gamma_p`` (sorted by part), ``cut = (part, slot, value)`` the
+    Neumann cut taken off their diagonal (sorted by part); ``bp``, ``sl``, ``valid`` the
+    blocks as for :func:`_schur_onto_blocks` (``bp`` relative to ``p0``).  The sparse matrix
+    of every closed part goes to
+    :func:`~ddops.linalg.local_solvers.pardiso_schur_complement` two or three times
+    ("tasks", block-diagonal with other tasks up to :data:`SCHUR_ROWS` Schur rows per call):
+    with a zero block on ``Gamma_p`` onto ``Gamma_p`` (``-W_p``), and with the Neumann block
+    onto each half of the part's blocks (the first level of :func:`_schur_tree`, which goes
+    on from the halves) or, for a part of one block, onto ``Gamma_p`` (the block itself).
+    The first level of the dense tree, about three quarters of its flops, and the
+    ``|Gamma_p|`` interior solves of ``W_p`` become sparse partial factorisations: on 3D
+    Poisson (62 parts of about 1,400 interior and 1,400 interface unknowns) AGDSW's
+    eigenproblems took 8.3 s instead of 17.8 s.
+
+    Returns ``(SB, WB)``: the values of :func:`_schur_onto_blocks`, and ``W_p`` on the
+    blocks in the same order.  Raises ``SingularBlockError`` when an eliminated block is not
+    positive definite (the caller then takes the dense path).
+    """
+    nparts = gsize.size
+    sz = valid.sum(axis=1)
+    gend = np.cumsum(sz)
+    gstart = gend - sz
+    off = np.concatenate([[0], np.cumsum(sz * sz)])
+    SB, WB = np.empty(int(off[-1])), np.empty(int(off[-1]))
+    first = np.searchsorted(bp, np.arange(nparts + 1))
+    multi = np.diff(first) > 1
+    j = np.full(nparts, -1, dtype=np.int64)
+    if multi.any():
+        j[multi] = _split(first[:-1][multi], first[1:][multi], gstart, gend)
+    # the slot of every position in block order (the positions of the tree's nodes)
+    bi, ri = np.nonzero(valid)
+    order_slot = sl[bi, ri]
+    # the tasks, per part: -W_p (kind 0), then the halves (1) or the whole part (2); each
+    # is a range [t_a, t_b) of positions in block order
+    pa, pb = gstart[first[:-1]], gend[first[1:] - 1]
+    half = np.where(multi, gend[np.maximum(j, 0)], pb)
+    t_part = np.concatenate([np.arange(nparts), np.arange(nparts), np.flatnonzero(multi)])
+    t_kind = np.concatenate([np.zeros(nparts, np.int64), np.where(multi, 1, 2),
+                             np.ones(int(multi.sum()), np.int64)])
+    t_a = np.concatenate([pa, pa, half[multi]])
+    t_b = np.concatenate([pb, half, pb[multi]])
+    t_fb = np.concatenate([np.zeros(nparts, np.int64), first[:-1], j[multi] + 1])
+    t_lb = np.concatenate([np.zeros(nparts, np.int64), np.where(multi, j + 1, first[1:]),
+                           first[1:][multi]])
+    o = np.lexsort((t_kind, t_part))  # a part's tasks together
+    t_part, t_kind, t_a, t_b, t_fb, t_lb = (t_part[o], t_kind[o], t_a[o], t_b[o], t_fb[o],
+                                            t_lb[o])
+    t_k = t_b - t_a
+    # the entries of each part, as ranges of the sorted lists
+    parts = np.arange(p0, p0 + nparts + 1)
+    g_part, g_r, g_c, g_v = gg
+    c_part, c_slot, c_v = cut
+    g_off, c_off = np.searchsorted(g_part, parts), np.searchsorted(c_part, parts)
+    e_off = np.searchsorted(entry_part, parts)
+    r_lo = part_off[p0:p0 + nparts].astype(np.int64)
+    ni = part_off[p0 + 1:p0 + nparts + 1] - r_lo
+    R0 = int(part_off[p0])
+    inner = A_II[R0:int(part_off[p0 + nparts]), R0:int(part_off[p0 + nparts])].tocoo()
+    i_off = np.searchsorted(inner.row, r_lo - R0)
+    i_off = np.append(i_off, inner.nnz)
+    ends = np.cumsum(t_k)
+    t0 = 0
+    while t0 < t_part.size:  # a loop over calls of a few tasks each (SCHUR_ROWS Schur rows)
+        done = ends[t0 - 1] if t0 else 0
+        t1 = max(t0 + 1, int(np.searchsorted(ends, done + SCHUR_ROWS, side="right")))
+        tp, tk, neumann = t_part[t0:t1], t_kind[t0:t1], t_kind[t0:t1] > 0
+        size = ni[tp] + gsize[tp]  # each task's matrix: its interior, then its slots
+        base = np.cumsum(size) - size
+        # interior entries, couplings to the slots, the slots' diagonal, the Neumann block
+        e, et = _ragged(i_off[tp], i_off[tp + 1] - i_off[tp])
+        rows = [base[et] + inner.row[e] - (r_lo[tp] - R0)[et]]
+        cols = [base[et] + inner.col[e] - (r_lo[tp] - R0)[et]]
+        vals = [inner.data[e]]
+        e, et = _ragged(e_off[tp], e_off[tp + 1] - e_off[tp])
+        rows.append(base[et] + A_IG.row[e] - r_lo[tp][et])
+        cols.append(base[et] + ni[tp][et] + g_slot[e])
+        vals.append(A_IG.data[e])
+        e, et = _ragged(np.zeros(tp.size, np.int64), gsize[tp])
+        rows.append(base[et] + ni[tp][et] + e)
+        cols.append(base[et] + ni[tp][et] + e)
+        vals.append(np.zeros(e.size))  # stored diagonal (the zero block of -W_p)
+        e, et = _ragged(c_off[tp], (c_off[tp + 1] - c_off[tp]) * neumann)
+        rows.append(base[et] + ni[tp][et] + c_slot[e])
+        cols.append(base[et] + ni[tp][et] + c_slot[e])
+        vals.append(-c_v[e])
+        e, et = _ragged(g_off[tp], (g_off[tp + 1] - g_off[tp]) * neumann)
+        rows.append(base[et] + ni[tp][et] + g_r[e])
+        cols.append(base[et] + ni[tp][et] + g_c[e])
+        vals.append(g_v[e])
+        K = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                          shape=(int(size.sum()),) * 2)
+        # the Schur rows: each task's slots, sorted; where each position lands in S
+        pos, pt = _ragged(t_a[t0:t1], t_k[t0:t1])
+        slot = order_slot[pos]
+        key = (base[pt] + ni[tp][pt] + slot)
+        rank = np.empty(key.size, dtype=np.int64)
+        rank[np.argsort(key, kind="stable")] = np.arange(key.size)
+        S = pardiso_schur_complement(K, np.sort(key))
+        del K
+        # every task's node matrix in block order, padded with the identity
+        m = int(t_k[t0:t1].max())
+        at = np.zeros((tp.size, m), dtype=np.int64)
+        inside = np.arange(m)[None, :] < t_k[t0:t1, None]
+        at[inside] = rank
+        N = np.where(inside[:, :, None] & inside[:, None, :],
+                     S[at[:, :, None], at[:, None, :]], np.eye(m)[None])
+        del S
+        # -W_p and the single-block leaves: their blocks' entries, in the order of values
+        for kind, out, sign in ((0, WB, -1.0), (2, SB, 1.0)):
+            pick = np.flatnonzero(tk == kind)
+            if not pick.size:
+                continue
+            b, bt = _ragged(first[tp[pick]], first[tp[pick] + 1] - first[tp[pick]])
+            k = sz[b]
+            e, eb = _ragged(off[b], k * k)
+            within = e - off[b][eb]
+            r = gstart[b][eb] - t_a[t0:t1][pick][bt][eb] + within // k[eb]
+            c = gstart[b][eb] - t_a[t0:t1][pick][bt][eb] + within % k[eb]
+            out[e] = sign * N[pick[bt][eb], r, c]
+        pick = np.flatnonzero(tk == 1)
+        if pick.size:  # the halves down the dense tree
+            M = N[pick]
+            M = 0.5 * (M + np.swapaxes(M, 1, 2))
+            fb, lb = t_fb[t0:t1][pick], t_lb[t0:t1][pick]
+            real = inside[pick]
+            scale = np.where(real, np.abs(np.einsum("nii->ni", M)), 0.0).max(axis=1)
+            _schur_tree(M, fb, lb, np.where(scale > 0, scale, 1.0), gstart, gend, sz, off, SB)
+        t0 = t1
+    return SB, WB
 
 
 def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=None):
@@ -526,6 +736,8 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
     # slots of each (part, component) block: pair indices of part p whose unknown is in e
     pair_pc = np.searchsorted(pc_key, pair_p * np.int64(C) + comp[pair_x])
 
+    gg = (gg_part, gg_r, gg_c, gg_v)
+    cut = (pair_p, pair_slot, pair_cut)
     bounds = chunk_bounds(part_off, FACTOR_CHUNK_ROWS)
     # parts with an empty interior still have an interface: give them their own handling by
     # treating part ranges, not interior rows
@@ -535,7 +747,6 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
     entry_part = part[A_IG.row]
     for c in range(part_bounds.size - 1):  # a loop over chunks of parts
         p0, p1 = int(part_bounds[c]), int(part_bounds[c + 1])
-        r0, r1 = int(part_off[p0]), int(part_off[p1])
         width = int(gsize[p0:p1].max()) if p1 > p0 else 0
         if width == 0:
             continue
@@ -544,39 +755,6 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
         check_memory(f"the AGDSW Schur complements of {nparts} parts of up to {width} "
                      "interface unknowns", 3 * nparts * width * width * 8,
                      "more, smaller parts have smaller interfaces")
-        # W_p = A_{Gamma_p I_p} A_{I_p}^{-1} A_{I_p Gamma_p}, padded (nparts, width, width)
-        Wp = np.zeros((nparts, width, width))
-        if r1 > r0:
-            # the entries are sorted by part (rows of A_I in part order)
-            sel = slice(*np.searchsorted(entry_part, [p0, p1]))
-            e_row = A_IG.row[sel] - r0
-            e_slot = g_slot[sel]
-            e_val = A_IG.data[sel]
-            # W_p = B^T A_II^{-1} B with B = A_{I Gamma_p}: the right-hand sides and the
-            # rows of the solution that count are the interior rows next to the interface,
-            # so PARDISO's partial solves skip the rest of the triangular solves
-            near = np.unique(e_row)
-            e_near = np.searchsorted(near, e_row)
-            try:
-                lu = factorize_blocks(A_II[r0:r1, r0:r1], part_off[p0:p1 + 1] - r0, solver,
-                                      sparse_rows=near)
-            except SingularBlockError as exc:
-                raise ValueError("A is not positive definite: the interior matrix A_II of "
-                                 f"part {p0 + exc.block} has a non-positive or vanishing "
-                                 "pivot (it is indefinite or singular); A must be symmetric "
-                                 "positive definite") from None
-            step = max(1, int(chunk_bytes) // (8 * (r1 - r0)))
-            # rows (p, slot) of the expanded A_{Gamma I}: one per coupling entry
-            exp_row = (part[A_IG.row[sel]] - p0) * width + e_slot
-            Aexp = sp.csr_matrix((e_val, (exp_row, e_near)), shape=(nparts * width, near.size))
-            for s0 in range(0, width, step):  # column blocks of the slots
-                s1 = min(s0 + step, width)
-                cs = (e_slot >= s0) & (e_slot < s1)
-                rhs = np.zeros((near.size, s1 - s0))
-                rhs[e_near[cs], e_slot[cs] - s0] = e_val[cs]
-                X = lu.solve_sparse(rhs, rows_only=True)
-                Wp[:, :, s0:s1] = (Aexp @ X).reshape(nparts, width, s1 - s0)
-            del lu
         # (part, component) blocks: W_p[e, e] and the Schur complement of S_p onto e
         b0, b1 = int(pc_off[p0]), int(pc_off[p1])
         if b1 == b0:
@@ -600,24 +778,37 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
         within = np.arange(bi.size) - np.repeat(np.cumsum(kb * kb) - kb * kb, kb * kb)
         ri, ci = within // kb[bi], within % kb[bi]
         del within
-        WB = Wp[bp[bi], sl[bi, ri], sl[bi, ci]]
-        # Neumann Schur complement of each part on Gamma_p, A_GG - cut - W_p, in the place of
-        # W_p (each pass over these stacks costs about as much as a level of the tree below;
-        # it symmetrises the matrices it forms, so SN is not symmetrised here)
-        SN = np.negative(Wp, out=Wp)
-        del Wp
-        q0, q1 = int(gg_off[p0]), int(gg_off[p1])
-        np.add.at(SN, (gg_part[q0:q1] - p0, gg_r[q0:q1], gg_c[q0:q1]), gg_v[q0:q1])
-        SN[pair_p[ps] - p0, pair_slot[ps], pair_slot[ps]] -= pair_cut[ps]
-        # pad to identity; the shift of an exactly singular block goes on its real entries
-        real = np.arange(width)[None, :] < gsize[p0:p1, None]
-        diag = np.einsum("pii->pi", SN)
-        scale = np.where(real, np.abs(diag), 0.0).max(axis=1)
-        scale = np.where(scale > 0, scale, 1.0)
-        idx = np.arange(width)
-        SN[:, idx, idx] = np.where(real, diag, 1.0)
-        SB, _ = _schur_onto_blocks(SN, real, scale, bp, sl, valid, chunk_bytes)
-        del SN
+        SB = None
+        if solver == "pardiso" and width >= SCHUR_PARDISO_MIN_WIDTH:
+            # the closed parts' sparse matrices through PARDISO's partial factorisation
+            try:
+                SB, WB = _schur_blocks_pardiso(
+                    A_II, A_IG, g_slot, entry_part, part_off, gg, cut, gsize[p0:p1], p0, bp, sl,
+                    valid)
+            except SingularBlockError:  # an eliminated block not positive definite: dense
+                SB = None
+        if SB is None:
+            # the reference path: W_p by interior solves, SN_p = G_p - W_p dense, the tree
+            Wp = _interior_schur(A_II, A_IG, g_slot, entry_part, part, part_off, p0, p1,
+                                 width, solver, chunk_bytes)
+            WB = Wp[bp[bi], sl[bi, ri], sl[bi, ci]]
+            # SN = G_p - W_p in the place of W_p, with G_p the closed part's Neumann matrix on
+            # Gamma_p (each pass over these stacks costs about as much as a level of the
+            # tree below; it symmetrises the matrices it forms, so SN is not symmetrised here)
+            SN = np.negative(Wp, out=Wp)
+            del Wp
+            q0, q1 = int(gg_off[p0]), int(gg_off[p1])
+            np.add.at(SN, (gg_part[q0:q1] - p0, gg_r[q0:q1], gg_c[q0:q1]), gg_v[q0:q1])
+            SN[pair_p[ps] - p0, pair_slot[ps], pair_slot[ps]] -= pair_cut[ps]
+            # pad to identity; the shift of an exactly singular block goes on its real entries
+            real = np.arange(width)[None, :] < gsize[p0:p1, None]
+            diag = np.einsum("pii->pi", SN)
+            scale = np.where(real, np.abs(diag), 0.0).max(axis=1)
+            scale = np.where(scale > 0, scale, 1.0)
+            idx = np.arange(width)
+            SN[:, idx, idx] = np.where(real, diag, 1.0)
+            SB, _ = _schur_onto_blocks(SN, real, scale, bp, sl, valid, chunk_bytes)
+            del SN
         # accumulate on the components
         comp_b = pc_comp[b0:b1][bi]
         flat = sq_off[comp_b] + ri * sizes[comp_b] + ci

@@ -91,21 +91,26 @@ def test_agdsw_pardiso_partial_solves_equal_superlu(partition):
 
 
 def test_agdsw_schur_solver_follows_the_extension_solver(monkeypatch):
-    """The interiors of the Schur complements are factorised by the extension's exact
-    solver, and by the default exact one under the inexact ``"amg"`` extension."""
+    """The Schur complements are computed with the extension's exact solver, and with the
+    default exact one under the inexact ``"amg"`` extension: SuperLU factorises the
+    interiors (and solves), PARDISO computes them by its partial factorisation (on
+    interfaces of at least ``SCHUR_PARDISO_MIN_WIDTH`` unknowns, here all of them)."""
     need("pardiso")
     need("amg")
     A = channels()
     owner = ddops.Decomposition.from_grid((N, N), (3, 3)).owner
+    monkeypatch.setattr(agdsw, "SCHUR_PARDISO_MIN_WIDTH", 0)
     used = []
-    factorize = agdsw.factorize_blocks
+    factorize, schur = agdsw.factorize_blocks, agdsw.pardiso_schur_complement
     monkeypatch.setattr(agdsw, "factorize_blocks",
                         lambda K, o, solver, **kw: used.append(solver) or factorize(K, o, solver,
                                                                                     **kw))
+    monkeypatch.setattr(agdsw, "pardiso_schur_complement",
+                        lambda K, rows: used.append("pardiso schur") or schur(K, rows))
     for extension_solver in ("superlu", "pardiso", "amg", "auto"):
         used.clear()
         agdsw_basis(A, owner, extension_solver=extension_solver)
-        expected = {"amg": "pardiso", "auto": "pardiso"}.get(extension_solver, extension_solver)
+        expected = "superlu" if extension_solver == "superlu" else "pardiso schur"
         assert used and set(used) == {expected}
 
 

@@ -82,9 +82,10 @@ def per_component_schur(S, real, scale, bp, sl, valid, chunk_bytes):
     return np.concatenate(SB), np.concatenate([[0], np.cumsum([v.size for v in SB])])
 
 
-def _spy_blocks(A, owner, monkeypatch):
+def _spy_blocks(A, owner, monkeypatch, solver="superlu"):
     """Run AGDSW's eigenpairs, recording the input and output of every call to
-    ``_schur_onto_blocks`` and the ``S_e^N`` of every component."""
+    ``_schur_onto_blocks`` (the dense tree, the path of SuperLU) and the ``S_e^N`` and
+    ``S_e^D`` of every component."""
     comps = interface_components(A, owner)
     calls, pencils = [], []
     blocks, eigh = agdsw._schur_onto_blocks, agdsw.generalized_eigh
@@ -95,18 +96,20 @@ def _spy_blocks(A, owner, monkeypatch):
         return out
 
     def spy_eigh(SN, SD):
-        pencils.append(SN.copy())
+        pencils.append((SN.copy(), SD.copy()))
         return eigh(SN, SD)
 
     monkeypatch.setattr(agdsw, "_schur_onto_blocks", spy_blocks)
     monkeypatch.setattr(agdsw, "generalized_eigh", spy_eigh)
     groups, _, sizes = agdsw._agdsw_eigenpairs(A, owner, comps, 2**26,
-                                               np.zeros((comps.interface.size, 0)))
-    SN = {}
-    for (members, _), stack in zip(groups.values(), pencils, strict=True):
+                                               np.zeros((comps.interface.size, 0)),
+                                               solver=solver)
+    SN, SD = {}, {}
+    for (members, _), (stack, dirichlet) in zip(groups.values(), pencils, strict=True):
         for j, c in enumerate(members):
             SN[int(c)] = stack[j, :sizes[c], :sizes[c]]
-    return comps, calls, SN
+            SD[int(c)] = dirichlet[j, :sizes[c], :sizes[c]]
+    return comps, calls, (SN, SD)
 
 
 @pytest.mark.parametrize("name", list(PROBLEMS))
@@ -134,18 +137,25 @@ def test_every_block_is_the_schur_complement_of_its_part(name, monkeypatch):
     assert worst < 1e-14, worst
 
 
+@pytest.mark.parametrize("solver", ["superlu", "pardiso"])
 @pytest.mark.parametrize("name", list(PROBLEMS))
-def test_assembled_neumann_schur_complements_match_long_double(name, monkeypatch):
+def test_assembled_schur_complements_match_long_double(name, solver, monkeypatch):
     """``S_e^N = sum_p S_{p,e}^N`` against the same sum built densely from ``A`` (the cut
-    Neumann matrix of every closed part, eliminated onto ``e`` in long double)."""
+    Neumann matrix of every closed part, eliminated onto ``e`` in long double), and
+    ``S_e^D = A_ee - sum_p A_eI_p A_I_p^-1 A_I_p e`` likewise (the interiors of the parts
+    around ``e`` eliminated): the reference path (SuperLU's interior solves and the dense
+    tree) and PARDISO's partial factorisations of the closed parts."""
+    if solver == "pardiso" and not ddops.linalg.local_solvers.pardiso_available():
+        pytest.skip("PARDISO is not installed")
     A, owner = PROBLEMS[name]()
-    comps, _, got = _spy_blocks(A, owner, monkeypatch)
+    monkeypatch.setattr(agdsw, "SCHUR_PARDISO_MIN_WIDTH", 0)  # on every interface
+    comps, _, (got, got_d) = _spy_blocks(A, owner, monkeypatch, solver)
     Ad = A.toarray()
     x, comp = comps.interface, comps.component
     interface = np.zeros(A.shape[0], dtype=bool)
     interface[x] = True
     part_sets = comps.part_sets()
-    worst = 0.0
+    worst = worst_d = 0.0
     for c in range(comps.num_components):
         e = x[comp == c]
         SN = 0.0
@@ -155,27 +165,37 @@ def test_assembled_neumann_schur_complements_match_long_double(name, monkeypatch
             SN = SN + long_double_schur(cut_neumann(Ad, closure), np.searchsorted(closure, e))
         SN = SN.astype(np.float64)
         worst = max(worst, np.linalg.norm(got[c] - SN) / np.linalg.norm(SN))
+        interiors = np.flatnonzero(~interface & np.isin(owner, list(part_sets[c])))
+        around = np.union1d(interiors, e)
+        SD = long_double_schur(Ad[np.ix_(around, around)],
+                               np.searchsorted(around, e)).astype(np.float64)
+        worst_d = max(worst_d, np.linalg.norm(got_d[c] - SD) / np.linalg.norm(SD))
     # measured: 5e-10 at contrast 1e6 (the elimination of the interior in double precision
     # dominates), 4e-15 on the homogeneous problems; the inverse of the block of an inverse
     # of the shifted matrix was 6e-3 off on the channels
     assert worst < (1e-8 if name in HIGH_CONTRAST else 1e-12), worst
+    assert worst_d < 1e-12, worst_d
 
 
-def _basis(A, owner, monkeypatch, reference):
-    if reference:
-        monkeypatch.setattr(agdsw, "_schur_onto_blocks", per_component_schur)
-    try:
-        return agdsw_basis(A, owner, return_info=True)
-    finally:
-        monkeypatch.undo()
+def _basis(A, owner, monkeypatch, reference, solver="superlu"):
+    with monkeypatch.context() as patch:
+        if reference:
+            patch.setattr(agdsw, "_schur_onto_blocks", per_component_schur)
+        # PARDISO's partial factorisations on every interface, however narrow
+        patch.setattr(agdsw, "SCHUR_PARDISO_MIN_WIDTH", 0)
+        return agdsw_basis(A, owner, return_info=True, extension_solver=solver)
 
 
+@pytest.mark.parametrize("solver", ["superlu", "pardiso"])
 @pytest.mark.parametrize("name", list(PROBLEMS))
-def test_basis_equals_the_per_component_elimination(name, monkeypatch):
+def test_basis_equals_the_per_component_elimination(name, solver, monkeypatch):
     """The same coarse dimension, the same functions per component and the same span as
-    with one elimination of ``S_rr`` per (part, component) block."""
+    with one elimination of ``S_rr`` per (part, component) block (SuperLU's dense
+    reference path), from the dense tree and from PARDISO's partial factorisations."""
+    if solver == "pardiso" and not ddops.linalg.local_solvers.pardiso_available():
+        pytest.skip("PARDISO is not installed")
     A, owner = PROBLEMS[name]()
-    Phi, info = _basis(A, owner, monkeypatch, reference=False)
+    Phi, info = _basis(A, owner, monkeypatch, reference=False, solver=solver)
     Ref, ref_info = _basis(A, owner, monkeypatch, reference=True)
     assert Phi.shape == Ref.shape
     np.testing.assert_array_equal(info.kept, ref_info.kept)
@@ -238,3 +258,59 @@ def test_an_exactly_singular_eliminated_block_is_shifted():
     ref, _ = per_component_schur(S, real, scale, bp, sl, valid, 2**26)
     assert np.all(np.isfinite(got))
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_pardiso_path_falls_back_to_the_dense_tree(monkeypatch):
+    """An eliminated block that PARDISO finds not positive definite sends the chunk to the
+    reference path: the same basis as SuperLU's."""
+    if not ddops.linalg.local_solvers.pardiso_available():
+        pytest.skip("PARDISO is not installed")
+    from ddops.linalg.local_solvers import SingularBlockError
+
+    A, owner = PROBLEMS["channels 1e6"]()
+    calls = []
+
+    def refuse(K, rows):
+        calls.append(rows.size)
+        raise SingularBlockError(0)
+
+    monkeypatch.setattr(agdsw, "pardiso_schur_complement", refuse)
+    monkeypatch.setattr(agdsw, "SCHUR_PARDISO_MIN_WIDTH", 0)
+    Phi, info = agdsw_basis(A, owner, return_info=True, extension_solver="pardiso")
+    monkeypatch.undo()
+    Ref, ref_info = agdsw_basis(A, owner, return_info=True, extension_solver="superlu")
+    assert calls
+    np.testing.assert_array_equal(info.kept, ref_info.kept)
+    np.testing.assert_allclose(Phi.toarray(), Ref.toarray(), atol=1e-10 * abs(Ref).max())
+
+
+def test_pardiso_path_with_finite_element_neumann_matrices():
+    """3D P1 elasticity with stiff balls and the finite-element Neumann matrices of the
+    subdomains: PARDISO's partial factorisations give the reference path's eigenvalues and
+    coarse space."""
+    if not ddops.linalg.local_solvers.pardiso_available():
+        pytest.skip("PARDISO is not installed")
+    fem = pytest.importorskip("ddops.problems.fem")
+    pytest.importorskip("skfem")
+    def E(centroids):
+        return np.where(np.linalg.norm(centroids - 0.5, axis=1) < 0.25, 1e6, 1.0)
+
+    A, X = fem.fem_elasticity_3d(5, E=E)
+    d = ddops.Decomposition.from_matrix(A, 8, 1, block_size=3)
+    _, _, neumann = fem.fem_elasticity_3d(5, E=E, neumann=d)
+    Z = ddops.rigid_body_modes(X)
+    out = {}
+    for solver, width in (("superlu", 0), ("pardiso", 0), ("pardiso", 10**9)):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(agdsw, "SCHUR_PARDISO_MIN_WIDTH", width)
+            out[solver, width] = agdsw_basis(A, d.owner, null_space=Z, block_size=3,
+                                             neumann=neumann, neumann_indices=d.subdomains,
+                                             return_info=True, extension_solver=solver)
+    (P, info), (R, ref) = out["pardiso", 0], out["superlu", 0]
+    # above the width limit PARDISO factorises the interiors and solves (the dense tree)
+    np.testing.assert_allclose(out["pardiso", 10**9][0].toarray(), R.toarray(),
+                               atol=1e-8 * abs(R).max())
+    np.testing.assert_array_equal(info.kept, ref.kept)
+    assert info.kept.sum() > 0
+    np.testing.assert_allclose(info.eigenvalues, ref.eigenvalues, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(P.toarray(), R.toarray(), atol=1e-8 * abs(R).max())

@@ -708,3 +708,25 @@ def test_amg_builds_its_hierarchy_on_the_near_null_space():
         return np.linalg.norm(P @ np.linalg.lstsq(P, Z, rcond=None)[0] - Z) / np.linalg.norm(Z)
 
     assert residual(P_z) < 0.25 * residual(P_1), (residual(P_z), residual(P_1))
+
+
+def test_pardiso_schur_complement_against_the_dense_elimination():
+    """PARDISO's partial factorisation onto scattered rows against the dense Schur complement
+    (a 3D Poisson matrix with a random diagonal, rows in their sorted order), and a block
+    that is not positive definite refused as SingularBlockError."""
+    if not local_solvers.pardiso_available():
+        pytest.skip("PARDISO is not installed")
+    rng = np.random.default_rng(3)
+    A = (ddops.poisson_3d(8) + sp.diags(rng.random(512))).tocsr()
+    rows = np.sort(rng.choice(512, 70, replace=False))
+    rest = np.setdiff1d(np.arange(512), rows)
+    D = A.toarray()
+    exact = D[np.ix_(rows, rows)] - D[np.ix_(rows, rest)] @ np.linalg.solve(
+        D[np.ix_(rest, rest)], D[np.ix_(rest, rows)])
+    S = local_solvers.pardiso_schur_complement(A, rows)
+    assert np.abs(S - exact).max() <= 1e-12 * np.abs(exact).max()
+    # the eliminated block indefinite (a negative diagonal entry there), the kept one free
+    B = A.tolil()
+    B[rest[0], rest[0]] = -1.0
+    with pytest.raises(local_solvers.SingularBlockError):
+        local_solvers.pardiso_schur_complement(B.tocsr(), rows)
