@@ -18,8 +18,8 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from .._validation import check_finite, check_positive_float
-from ..linalg.local_solvers import SingularBlockError, default_exact_solver, factorize_blocks
-from ..linalg.spd import off_diagonal_pivots, sparse_spd_factor
+from ..linalg.local_solvers import SingularBlockError, factorize_blocks, pardiso_available
+from ..linalg.spd import off_diagonal_pivots, sparse_spd_factor, superlu_pivots
 from .validation import as_csr, check_matrix
 
 __all__ = [
@@ -40,6 +40,12 @@ SINGULAR_PIVOT_RTOL = 1e-12
 #: A-angle to the columns eliminated before it) is at most this: 100 times the tolerance of
 #: :func:`coarse_matrix_checked`, so that what is kept always passes that check.
 DROP_PIVOT_RTOL = 1e-10
+
+#: :func:`drop_dependent_columns` chooses the columns after ``first`` on a Schur complement
+#: whose rounding is about ``eps cond(K_kk)`` (``K_kk`` the kept first columns' scaled
+#: Galerkin matrix): it drops those whose pivot is below this many times that, when that is
+#: above ``rtol``.
+SCHUR_ROUNDING = 10.0
 
 #: :func:`drop_dependent_columns` uses a dense pivoted Cholesky factorisation up to this many
 #: coarse functions (about 3 s at 4000 on one core), a sparse one beyond.
@@ -123,25 +129,31 @@ def _dense_block(K: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.nda
 
 
 def _schur_on(K: sp.csr_matrix, kept: np.ndarray, rest: np.ndarray) -> np.ndarray:
-    """The dense Schur complement ``K_rr - K_rk K_kk^{-1} K_kr`` (symmetrised).
+    """The dense Schur complement ``K_rr - Y^T Y`` with ``Y = L^{-1} P K_kr`` and
+    ``P^T L L^T P`` the Cholesky factorisation of ``K_kk`` (symmetrised).
 
-    ``K_kk`` is factorised sparse (a coarse function couples only with the functions of
-    nearby components and subdomains, so ``K`` is sparse): the dense Cholesky factor and
-    triangular solve of the ``kept`` block were most of :func:`drop_dependent_columns` on
-    the adaptive spaces (2D elasticity, 3,770 columns: 1.27 s).  The kept block passed the
-    pivoted Cholesky factorisation with pivots above its tolerance; should its sparse
-    factorisation still fail, the dense one is used.
+    The Cholesky form: its error grows with ``sqrt(cond(K_kk))``, where ``K_rr - K_rk
+    (K_kk^{-1} K_kr)`` loses ``cond(K_kk)`` (the null-space columns of the adaptive spaces
+    at contrast 1e6: a condition number of 7e8, a Schur complement 1e-7 off, which hid
+    exactly dependent columns from the rank test at 1e-10 and left ``A_0`` singular).
+    ``K_kk`` is factorised sparse by PARDISO when it is installed (a coarse function
+    couples only with the functions of nearby components and subdomains; the forward
+    substitution alone), densely otherwise.
     """
     S = _dense_block(K, rest, rest)
     if kept.size:
-        C = K[kept][:, rest].tocsc()  # sparse: the product below costs nnz(C) per column
+        C = _dense_block(K, kept, rest)
         K_kk = K[kept][:, kept].tocsr()
-        try:
-            lu = factorize_blocks(K_kk, np.array([0, kept.size]), default_exact_solver())
-            X = lu.solve(C.toarray())
-        except SingularBlockError:  # pragma: no cover - the pivoted factorisation passed
-            X = sla.cho_solve(sla.cho_factor(K_kk.toarray(), lower=True), C.toarray())
-        S -= np.asarray(C.T @ X)
+        Y = None
+        if pardiso_available():
+            try:
+                Y = factorize_blocks(K_kk, np.array([0, kept.size]), "pardiso").forward(C)
+            except SingularBlockError:  # pragma: no cover - the pivoted factorisation passed
+                Y = None
+        if Y is None:
+            L = sla.cholesky(K_kk.toarray(), lower=True, check_finite=False)
+            Y = sla.solve_triangular(L, C, lower=True, check_finite=False)
+        S -= Y.T @ Y
     return 0.5 * (S + S.T)
 
 
@@ -194,36 +206,65 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
     if n0 == 0:
         return Phi, np.zeros(0, dtype=np.int64)
     K, pos = _scaled_coarse(A, Phi)
-    if n0 <= DENSE_DROP_MAX:
-        order = np.arange(n0)
-        if first is not None:
-            first = np.asarray(first, dtype=bool)
-            if first.shape != (n0,):
-                raise ValueError(f"first must be a Boolean mask of shape ({n0},), got "
-                                 f"{first.shape}")
-            order = np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)])
-        m = int(first.sum()) if first is not None else n0
-        K1 = _dense_block(K, order[:m], order[:m])
-        _, piv, rank, _ = lapack.dpstrf(K1, lower=1, tol=rtol)
-        del K1
-        kept = order[:m][piv[:rank] - 1]
-        if m < n0:
-            rest = order[m:]
-            _, piv, rank, _ = lapack.dpstrf(_schur_on(K, kept, rest), lower=1, tol=rtol)
-            kept = np.concatenate([kept, rest[piv[:rank] - 1]])
-        kept = np.sort(kept)
-        kept = kept[pos[kept]]
+    order = np.arange(n0)
+    if first is not None:
+        first = np.asarray(first, dtype=bool)
+        if first.shape != (n0,):
+            raise ValueError(f"first must be a Boolean mask of shape ({n0},), got "
+                             f"{first.shape}")
+        order = np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)])
+    m = int(first.sum()) if first is not None else n0
+    rest = order[m:]
+    if rest.size > DENSE_DROP_MAX or (not rest.size and m > DENSE_DROP_MAX):
+        # too many columns to choose among densely: the sparse factorisation's pivots in its
+        # own order (not rank-revealing)
+        kept, _ = _sparse_independent(K, np.arange(n0), rtol)
     else:
-        lu, bad = sparse_spd_factor((K + sp.identity(n0) * (rtol * 1e-2)).tocsc(), rtol=rtol)
-        if lu is None:  # pragma: no cover - the shift keeps K positive definite
-            raise ValueError("Phi: the coarse matrix Phi^T A Phi is singular")
-        good = pos.copy()
-        good[bad] = False  # dependent columns, or where SuperLU left the diagonal
-        kept = np.flatnonzero(good)
+        # the first columns (all of them without first=), then the rest on their Schur
+        # complement by complete pivoting, which reveals the rank among the rest however
+        # many first columns there are (3D elasticity, AGDSW with finite-element Neumann
+        # matrices: 4,443 columns, of which the eigenvectors' dependences slipped through the
+        # sparse pivots and left A_0 singular)
+        if m <= DENSE_DROP_MAX:
+            K1 = _dense_block(K, order[:m], order[:m])
+            L1, piv, rank, _ = lapack.dpstrf(K1, lower=1, tol=rtol)
+            del K1
+            kept = order[:m][piv[:rank] - 1]
+            pivots = np.diagonal(L1)[:rank] ** 2
+            del L1
+        else:
+            kept, pivots = _sparse_independent(K, order[:m], rtol)
+        if rest.size:
+            # the rest on the Schur complement of the kept first columns; its rounding grows
+            # as eps cond(K_kk) (the largest over the smallest pivot estimates it), and no
+            # pivot below that can be trusted: at contrast 1e6 the null-space columns of
+            # the adaptive spaces reach cond(K_kk) = 1e8 and Schur complements 1e-8 off,
+            # which kept exactly dependent columns at the tolerance 1e-10 and left A_0
+            # singular (3D elasticity, AGDSW with finite-element Neumann matrices)
+            cond = float(pivots.max() / pivots.min()) if pivots.size else 1.0
+            tol = max(rtol, SCHUR_ROUNDING * np.finfo(np.float64).eps * cond)
+            _, piv, rank, _ = lapack.dpstrf(_schur_on(K, kept, rest), lower=1, tol=tol)
+            kept = np.concatenate([kept, rest[piv[:rank] - 1]])
+    kept = np.sort(kept)
+    kept = kept[pos[kept]]
     if kept.size < n0:
         Phi = Phi[:, kept].tocsr()
     Phi.sort_indices()
     return Phi, kept.astype(np.int64)
+
+
+def _sparse_independent(K: sp.csr_matrix, cols: np.ndarray,
+                        rtol: float) -> tuple[np.ndarray, np.ndarray]:
+    """The columns ``cols`` of the scaled ``K`` whose pivot in the sparse factorisation of
+    ``K[cols][:, cols]`` (shifted by ``rtol / 100``) is above ``rtol``, and where SuperLU
+    kept to the diagonal; and their pivots."""
+    Kc = K[cols][:, cols].tocsc()
+    lu, bad = sparse_spd_factor((Kc + sp.identity(cols.size) * (rtol * 1e-2)).tocsc(), rtol=rtol)
+    if lu is None:  # pragma: no cover - the shift keeps K positive definite
+        raise ValueError("Phi: the coarse matrix Phi^T A Phi is singular")
+    good = np.ones(cols.size, dtype=bool)
+    good[bad] = False  # dependent columns, or where SuperLU left the diagonal
+    return cols[good], superlu_pivots(lu)[good]
 
 
 def _listing(idx: np.ndarray, limit: int = 20) -> str:

@@ -375,6 +375,34 @@ def test_drop_dependent_columns_with_first_columns_matches_the_dense_reference()
     assert kept.size == G.shape[1] + 6  # the duplicate and the 3 combinations dropped
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_drop_dependent_columns_after_nearly_dependent_first_columns(seed):
+    """First columns nearly dependent (``u``, ``u + 1e-5 v``, ``u + 1e-5 w``: a scaled
+    Galerkin block of condition about 1e10, as the null-space columns at high contrast) and
+    rest columns that are exactly combinations of them: the Schur complement of the rest is
+    1e-10 off, so the rest is chosen above ``eps cond`` of the first block, not above the
+    tolerance alone, and the kept columns' Galerkin matrix is nonsingular (with the
+    tolerance alone, 28 of 40 such draws kept an exactly dependent column)."""
+
+    rng = np.random.default_rng(seed)
+    n = 60
+    u, v, w = rng.standard_normal((3, n))
+    F = np.column_stack([u, u + 1e-5 * v, u + 1e-5 * w, rng.standard_normal((n, 3))])
+    R = np.column_stack([F[:, 1] - F[:, 0] + 1e-3 * F[:, 3], F[:, 2] - F[:, 0] + 1e-3 * F[:, 4],
+                         rng.standard_normal(n)])
+    Phi = np.hstack([F, R])
+    first = np.arange(9) < 6
+    _, kept = drop_dependent_columns(sp.identity(n, format="csr"), sp.csr_matrix(Phi),
+                                     first=first)
+    # independent: the kept columns' scaled Galerkin matrix, densely
+    P = Phi[:, kept] / np.linalg.norm(Phi[:, kept], axis=0)
+    assert np.linalg.eigvalsh(P.T @ P)[0] > 1e-13
+    assert 8 in kept and kept.size >= 6  # the independent random column stays
+    # the span up to the first block's near-dependence: every column within 1e-4 of it
+    Q = np.linalg.qr(P)[0]
+    assert np.linalg.norm(Phi - Q @ (Q.T @ Phi), axis=0).max() <= 1e-4 * np.abs(Phi).max()
+
+
 def test_rgdsw_with_rigid_body_modes_on_3d_elasticity_metis_parts():
     pytest.importorskip("skfem")
     from ddops.problems import fem_elasticity_3d, rigid_body_modes
