@@ -276,11 +276,13 @@ def geneo_basis(
                                  if neumann is not None else
                                  f"geneo: the local matrices of subdomain {i} are not positive "
                                  "definite; A must be symmetric positive definite") from None
+            V = None
             while True:  # grow the subspace while a subdomain fills it below tau
                 block = min(wanted + max(GENEO_EXTRA_VECTORS, wanted // 4), smallest_size)
                 grow = wanted < cap and block < smallest_size
+                # a grown subspace starts from the Ritz vectors so far (warm)
                 lam, V, its, drift = _subspace_eigh(shifted, Ns, Bs, m, width, block, tau,
-                                                    real, max(cap, 1), grow, wanted)
+                                                    real, max(cap, 1), grow, wanted, V)
                 if not (grow and np.any((lam < tau).sum(axis=1) > wanted)):
                     break
                 wanted = min(2 * wanted, cap)
@@ -383,7 +385,7 @@ def _shifted_factor(Ns: sp.csr_matrix, Bs: sp.csr_matrix, tau: float, m: int,
 
 def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int,
                    width: int, block: int, tau: float, real: np.ndarray, cap: int,
-                   can_grow: bool, wanted: int):
+                   can_grow: bool, wanted: int, start: np.ndarray | None = None):
     """The smallest eigenpairs of ``N v = lambda B v`` on ``m`` stacked blocks of ``width`` rows.
 
     A shift-and-invert subspace iteration with Rayleigh-Ritz, for all blocks at once:
@@ -405,6 +407,9 @@ def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m
     rows = m * width
     rng = np.random.default_rng(0)
     X = rng.standard_normal((rows, block))
+    if start is not None:  # the first columns from the previous Ritz vectors
+        first = min(start.shape[2], block)
+        X[:, :first] = start.reshape(rows, -1)[:, :first]
     X[~real] = 0.0
     lam = np.zeros((m, block))
     previous = None

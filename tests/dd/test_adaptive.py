@@ -526,3 +526,36 @@ def test_agdsw_when_every_unknown_is_on_the_interface():
     assert np.linalg.matrix_rank(np.hstack([P, G])) == np.linalg.matrix_rank(P)
     M = ddops.TwoLevelSchwarz(A, d, "agdsw").to_dense()
     assert np.linalg.eigvalsh((M + M.T) / 2).min() > 0
+
+
+def test_geneo_grown_subspace_starts_warm_and_selects_as_a_cold_start(monkeypatch):
+    """13-14 channels per subdomain exceed the 12 vectors GenEO starts with: the grown
+    subspace starts from the Ritz vectors so far, and selects the same functions (the same
+    counts, eigenvalues and span) as a cold start from random vectors."""
+    from ddops.dd import geneo
+    from ddops.problems import diffusion_2d, high_contrast_channels
+
+    n = 63
+    A = diffusion_2d(high_contrast_channels(n, 1e6, margin=2, period=3))
+    d = ddops.Decomposition.from_grid((n, n), (2, 2), overlap=1)
+    starts = []
+    solve = geneo._subspace_eigh
+
+    def record(*args):
+        starts.append(args[11] is not None)
+        return solve(*args)
+
+    monkeypatch.setattr(geneo, "_subspace_eigh", record)
+    Phi, info = geneo_basis(A, d, return_info=True)
+    assert starts == [False, True]  # grown once, warm
+    monkeypatch.setattr(geneo, "_subspace_eigh", lambda *args: solve(*args[:11], None))
+    Ref, ref = geneo_basis(A, d, return_info=True)
+    np.testing.assert_array_equal(info.selected, ref.selected)
+    assert info.selected.min() >= 13
+    # settled to GENEO_RESIDUAL_RTOL of the threshold, each
+    np.testing.assert_allclose(info.eigenvalues, ref.eigenvalues, rtol=0,
+                               atol=2 * geneo.GENEO_RESIDUAL_RTOL * geneo.GENEO_THRESHOLD)
+    P, R = Phi.toarray(), Ref.toarray()
+    Q = sla.orth(R)
+    assert P.shape == R.shape
+    assert np.linalg.norm(P - Q @ (Q.T @ P)) <= 1e-4 * np.linalg.norm(P)
