@@ -85,8 +85,13 @@ GENEO_THRESHOLD = 0.25
 MAX_PER_SUBDOMAIN = 48
 
 #: GenEO's eigenproblems are solved by a subspace iteration for this many wanted vectors per
-#: subdomain plus extra ones, doubled (up to ``max_per_subdomain``) while some subdomain has
-#: more eigenvalues below the threshold than that.
+#: subdomain plus extra ones, grown (up to ``max_per_subdomain``) to a quarter more than the
+#: most eigenvalues below the threshold found in a subdomain while some subdomain has more than
+#: wanted; the grown subspace starts from the Ritz vectors so far.  Growing by a quarter more
+#: than found instead of doubling: 2D elasticity with stiff disks (128 parts, 27 eigenvalues
+#: below the threshold at most) 60 columns -> 41, GenEO's set-up 4.0 -> 2.8 s, the same
+#: coarse space; channels, 3D elasticity and 3D Poisson unchanged or slightly faster (with
+#: cold restarts the repeated growths had made 3D elasticity slower).
 GENEO_INITIAL_VECTORS = 12
 
 #: Vectors beyond those wanted: at least this many and a quarter of the wanted ones (they
@@ -283,9 +288,11 @@ def geneo_basis(
                 # a grown subspace starts from the Ritz vectors so far (warm)
                 lam, V, its, drift = _subspace_eigh(shifted, Ns, Bs, m, width, block, tau,
                                                     real, max(cap, 1), grow, wanted, V)
-                if not (grow and np.any((lam < tau).sum(axis=1) > wanted)):
+                found = int((lam < tau).sum(axis=1).max())
+                if not (grow and found > wanted):
                     break
-                wanted = min(2 * wanted, cap)
+                # a quarter more than found so far (warm, a further growth costs little)
+                wanted = min(max(wanted + GENEO_EXTRA_VECTORS, -(-5 * found // 4)), cap)
             del shifted
             iterations = max(iterations, its)
             stalled = np.flatnonzero(drift > 0)
@@ -397,7 +404,7 @@ def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m
     cluster of eigenvalues larger than the subspace settle although its single vectors
     would converge slowly, and need not).  With ``can_grow``, the iteration stops as soon as a
     block has more Ritz values below ``tau`` than ``wanted`` (then it has at least that
-    many eigenvalues there, and the caller doubles the subspace).
+    many eigenvalues there, and the caller grows the subspace).
 
     Returns
     -------
