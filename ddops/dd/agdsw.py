@@ -350,6 +350,8 @@ def _schur_onto_blocks(S: np.ndarray, real: np.ndarray, scale: np.ndarray, bp: n
     padded, ladder = size_groups(np.maximum(tot, 1))
     for width in ladder:  # a loop over a few size groups of matrices
         group = np.flatnonzero((padded == width) & (tot > 0))
+        if not group.size:  # only parts without interface (a part A couples to no other)
+            continue
         width = int(width)
         per_matrix = 8 * 4 * width * width  # its copy and the first level's blocks
         batch = max(1, int(chunk_bytes) // per_matrix)
@@ -537,16 +539,20 @@ def _schur_blocks_pardiso(A_II, A_IG, g_slot, entry_part, part_off, gg, cut, gsi
     order_slot = sl[bi, ri]
     # the tasks, per part: -W_p (kind 0), then the halves (1) or the whole part (2); each
     # is a range [t_a, t_b) of positions in block order
-    pa, pb = gstart[first[:-1]], gend[first[1:] - 1]
+    # (a part without blocks, no interface, has no task)
+    has = np.flatnonzero(np.diff(first) > 0)
+    nb = max(sl.shape[0], 1)
+    pa = gstart[np.minimum(first[:-1], nb - 1)]
+    pb = gend[np.maximum(first[1:] - 1, 0)]
     half = np.where(multi, gend[np.maximum(j, 0)], pb)
-    t_part = np.concatenate([np.arange(nparts), np.arange(nparts), np.flatnonzero(multi)])
-    t_kind = np.concatenate([np.zeros(nparts, np.int64), np.where(multi, 1, 2),
+    t_part = np.concatenate([has, has, np.flatnonzero(multi)])
+    t_kind = np.concatenate([np.zeros(has.size, np.int64), np.where(multi[has], 1, 2),
                              np.ones(int(multi.sum()), np.int64)])
-    t_a = np.concatenate([pa, pa, half[multi]])
-    t_b = np.concatenate([pb, half, pb[multi]])
-    t_fb = np.concatenate([np.zeros(nparts, np.int64), first[:-1], j[multi] + 1])
-    t_lb = np.concatenate([np.zeros(nparts, np.int64), np.where(multi, j + 1, first[1:]),
-                           first[1:][multi]])
+    t_a = np.concatenate([pa[has], pa[has], half[multi]])
+    t_b = np.concatenate([pb[has], half[has], pb[multi]])
+    t_fb = np.concatenate([np.zeros(has.size, np.int64), first[:-1][has], j[multi] + 1])
+    t_lb = np.concatenate([np.zeros(has.size, np.int64),
+                           np.where(multi, j + 1, first[1:])[has], first[1:][multi]])
     o = np.lexsort((t_kind, t_part))  # a part's tasks together
     t_part, t_kind, t_a, t_b, t_fb, t_lb = (t_part[o], t_kind[o], t_a[o], t_b[o], t_fb[o],
                                             t_lb[o])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.linalg as sla
+import scipy.sparse as sp
 
 import ddops
 from ddops.dd import agdsw
@@ -314,3 +315,20 @@ def test_pardiso_path_with_finite_element_neumann_matrices():
     assert info.kept.sum() > 0
     np.testing.assert_allclose(info.eigenvalues, ref.eigenvalues, rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(P.toarray(), R.toarray(), atol=1e-8 * abs(R).max())
+
+
+@pytest.mark.parametrize("width", [0, 10**9])
+def test_a_part_without_interface_beside_the_others(width, monkeypatch):
+    """A part that ``A`` couples to no other (a disconnected block of its own) has no
+    interface and no block: both paths (PARDISO's partial factorisations from every width,
+    and the interior solves with the dense tree) skip it and give the basis of the other
+    parts, as the per-component reference."""
+    A = sp.block_diag([ddops.poisson_2d(12), ddops.poisson_2d(6)], format="csr")
+    owner = np.concatenate([grid_owner(12, 2), np.full(36, 4)])
+    monkeypatch.setattr(agdsw, "SCHUR_PARDISO_MIN_WIDTH", width)
+    solver = "pardiso" if ddops.linalg.local_solvers.pardiso_available() else "superlu"
+    Phi = agdsw_basis(A, owner, extension_solver=solver)
+    monkeypatch.setattr(agdsw, "_schur_onto_blocks", per_component_schur)
+    Ref = agdsw_basis(A, owner, extension_solver="superlu")
+    assert Phi.shape == Ref.shape == (180, 8)
+    np.testing.assert_allclose(Phi.toarray(), Ref.toarray(), atol=1e-10)
