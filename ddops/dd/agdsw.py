@@ -110,7 +110,9 @@ SCHUR_ROWS = 1000
 #: dense tree: two or three sparse factorisations of a part cost more than the dense first
 #: level of the tree and the solves on narrow interfaces.  Measured (one thread): 2D Poisson,
 #: 128 parts of |Gamma_p| about 380, eigenproblems 2.9 s against 2.4 s (dense wins); 3D
-#: Poisson, 62 parts of about 1,400, 8.3 s against 17.8 s.
+#: Poisson, 62 parts of about 1,400, 8.3 s against 17.8 s; 3D elasticity, 64 parts of about
+#: 660 (and 100 interior unknowns), the whole basis 5.3-6.1 s against 5.2-5.6 s with the
+#: partial factorisations on every chunk, so no rule on the interior either.
 SCHUR_PARDISO_MIN_WIDTH = 600
 
 #: What a part whose interior matrix is not positive definite is told.
