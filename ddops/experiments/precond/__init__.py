@@ -42,8 +42,8 @@ GDSW or GenEO coarse spaces, or all five) on a box
 layers of the graph of ``A``, and pyamg's smoothed aggregation (with the null
 space as near null space on elasticity) and classical (Ruge-Stuben) AMG.  The
 adaptive coarse spaces take ``threshold`` and the caps on their eigenvectors;
-GenEO uses the finite-element Neumann matrices of the subdomains on the
-elasticity problems and the algebraic ones of :mod:`ddops.dd.adaptive`
+AGDSW and GenEO use the finite-element Neumann matrices of the subdomains on
+the elasticity problems and the algebraic ones of :mod:`ddops.dd.adaptive`
 otherwise.  Every row reports its set-up split into partition, overlap, local
 factorisation, coarse space (of which the eigenproblems of the adaptive
 spaces) and coarse factorisation, its solve time and its peak memory (see

@@ -131,9 +131,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                "coarse": f"ddops precond builds {', '.join(BUILT_COARSE)} (interface_hats: "
                          "1D only) and learned, or all of them "
                          "(nicolaides, gdsw, rgdsw, then the adaptive agdsw and geneo; 1D: "
-                         "first interface_hats).  geneo takes the finite-element Neumann "
-                         "matrices of the subdomains on elasticity, the algebraic ones "
-                         "otherwise.  learned (2D/3D): GDSW enriched by --extra learned "
+                         "first interface_hats).  agdsw and geneo take the finite-element "
+                         "Neumann matrices of the subdomains on elasticity, the algebraic "
+                         "ones otherwise.  learned (2D/3D): GDSW enriched by --extra learned "
                          "functions per subdomain, in one table with gdsw, agdsw, geneo and "
                          "the exact-deflation ceiling (dense, small problems only)"},
         default_help={"partitioner": "grid for the finite-difference problems when N has a "

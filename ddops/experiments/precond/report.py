@@ -124,8 +124,8 @@ def markdown_table_nd(rows: list[dict[str, Any]], title: str, memory: bool) -> s
     notes = ("set-up = partition + overlap + local and coarse factorisation + coarse space + "
              "checks and restrictions; eigenproblems: the part of the coarse space spent on "
              "the local eigenproblems of the adaptive spaces (AGDSW: with the Schur "
-             "complements); GenEO's coarse space on elasticity includes assembling the "
-             "finite-element Neumann matrices of the subdomains; peak memory: tracemalloc "
+             "complements); the adaptive coarse spaces on elasticity include assembling "
+             "the finite-element Neumann matrices of the subdomains; peak memory: tracemalloc "
              "peak of set-up and solve plus the SuperLU factors (12 bytes per nonzero)")
     warned = [f"- {r['label']}: {w}" for r in rows for w in r.get("warnings", ())]
     extra = ("\n\nwarnings:\n" + "\n".join(warned)) if warned else ""

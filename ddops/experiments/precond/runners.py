@@ -481,7 +481,7 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                                     kernel=K)
             else:
                 options = _coarse_options(c, coarse)
-                if coarse == "geneo":
+                if coarse in ("agdsw", "geneo"):
                     extra["neumann"] = "algebraic"
                     if prob.neumann is not None:  # the finite-element ones of d's subdomains
                         start = time.perf_counter()
