@@ -646,8 +646,10 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
     """Eigenpairs of ``S_e^N tau = lambda S_e^D tau`` for every component, batched by size.
 
     Returns ``({width: (components, eigenvalues)}, {width: eigenvectors}, sizes)`` with
-    the eigenvectors padded to ``width`` rows (zero on padding rows).  ``solver`` factorises
-    the interiors (an exact one; default :func:`default_exact_solver`).
+    the eigenvectors padded to ``width`` rows (zero on padding rows).  ``solver`` (an exact
+    one; default :func:`default_exact_solver`) computes the Schur complements: SuperLU
+    factorises the interiors and solves; PARDISO does so on narrow interfaces and takes the
+    partial factorisations of :func:`_schur_blocks_pardiso` on wide ones.
     """
     solver = default_exact_solver() if solver is None else solver
     n = A.shape[0]

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from .._validation import check_finite, check_positive_float
+from .._validation import check_finite, check_memory, check_positive_float
 from ..linalg.local_solvers import SingularBlockError, factorize_blocks, pardiso_available
 from ..linalg.spd import off_diagonal_pivots, sparse_spd_factor, superlu_pivots
 from .validation import as_csr, check_matrix
@@ -43,8 +43,8 @@ DROP_PIVOT_RTOL = 1e-10
 
 #: :func:`drop_dependent_columns` chooses the columns after ``first`` on a Schur complement
 #: whose rounding is about ``eps cond(K_kk)`` (``K_kk`` the kept first columns' scaled
-#: Galerkin matrix): it drops those whose pivot is below this many times that, when that is
-#: above ``rtol``.
+#: Galerkin matrix, its condition estimated by the ratio of their pivots): it drops those
+#: whose pivot is below this many times that, when that is above ``rtol``.
 SCHUR_ROUNDING = 10.0
 
 #: :func:`drop_dependent_columns` uses a dense pivoted Cholesky factorisation up to this many
@@ -128,31 +128,33 @@ def _dense_block(K: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.nda
     return K[rows][:, cols].toarray()
 
 
-def _schur_on(K: sp.csr_matrix, kept: np.ndarray, rest: np.ndarray) -> np.ndarray:
+def _schur_on(K: sp.csr_matrix, kept: np.ndarray, rest: np.ndarray) -> np.ndarray | None:
     """The dense Schur complement ``K_rr - Y^T Y`` with ``Y = L^{-1} P K_kr`` and
-    ``P^T L L^T P`` the Cholesky factorisation of ``K_kk`` (symmetrised).
+    ``P^T L L^T P`` the Cholesky factorisation of ``K_kk`` (symmetrised), or None when
+    ``K_kk`` fails its factorisation.
 
-    The Cholesky form: its error grows with ``sqrt(cond(K_kk))``, where ``K_rr - K_rk
-    (K_kk^{-1} K_kr)`` loses ``cond(K_kk)`` (the null-space columns of the adaptive spaces
-    at contrast 1e6: a condition number of 7e8, a Schur complement 1e-7 off, which hid
-    exactly dependent columns from the rank test at 1e-10 and left ``A_0`` singular).
-    ``K_kk`` is factorised sparse by PARDISO when it is installed (a coarse function
-    couples only with the functions of nearby components and subdomains; the forward
-    substitution alone), densely otherwise.
+    The Cholesky form is positive semidefinite up to rounding by construction (the product
+    form ``K_rr - K_rk (K_kk^{-1} K_kr)`` is not); either way the rounding grows as
+    ``eps cond(K_kk)``, which :func:`drop_dependent_columns` allows for
+    (:data:`SCHUR_ROUNDING`).  ``K_kk`` is factorised sparse by PARDISO when it is installed
+    (a coarse function couples only with the functions of nearby components and subdomains;
+    the forward substitution alone), densely otherwise (at most :data:`DENSE_DROP_MAX`
+    columns then).  The dense blocks are checked against the memory first.
     """
+    check_memory(f"the Schur complement of {rest.size} coarse columns on {kept.size} others",
+                 8 * (2 * kept.size + rest.size) * rest.size)
     S = _dense_block(K, rest, rest)
     if kept.size:
         C = _dense_block(K, kept, rest)
         K_kk = K[kept][:, kept].tocsr()
-        Y = None
-        if pardiso_available():
-            try:
+        try:
+            if pardiso_available():
                 Y = factorize_blocks(K_kk, np.array([0, kept.size]), "pardiso").forward(C)
-            except SingularBlockError:  # pragma: no cover - the pivoted factorisation passed
-                Y = None
-        if Y is None:
-            L = sla.cholesky(K_kk.toarray(), lower=True, check_finite=False)
-            Y = sla.solve_triangular(L, C, lower=True, check_finite=False)
+            else:
+                L = sla.cholesky(K_kk.toarray(), lower=True, check_finite=False)
+                Y = sla.solve_triangular(L, C, lower=True, check_finite=False)
+        except (SingularBlockError, np.linalg.LinAlgError):
+            return None  # nearly dependent first columns at the factorisation's limit
         S -= Y.T @ Y
     return 0.5 * (S + S.T)
 
@@ -168,10 +170,14 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
     most ``rtol``; the columns not chosen are dropped (zero-energy columns too).  The
     span is unchanged up to that tolerance.  Unlike the pivots of a factorisation in a
     fixed order, which can all stay well above the smallest eigenvalue (a dependence
-    spread over many columns), complete pivoting reveals the rank.  Coarse matrices of
-    more than :data:`~ddops.dd.coarse_matrix.DENSE_DROP_MAX` columns use the sparse
-    factorisation of :func:`~ddops.dd.coarse_matrix.coarse_matrix_checked` in its own
-    order instead.  The builders of the coarse
+    spread over many columns), complete pivoting reveals the rank.  With ``first``, the
+    first columns are chosen so (or, beyond :data:`DENSE_DROP_MAX` of them and with PARDISO
+    installed, by the pivots of a sparse factorisation in its own order), then the rest on
+    their Schur complement by complete pivoting, above :data:`SCHUR_ROUNDING` times its
+    rounding when that exceeds ``rtol``.  When the columns to choose densely are more than
+    :data:`DENSE_DROP_MAX` (all of them without ``first``, or the rest), or the Schur
+    complement cannot be formed, all columns are chosen by the sparse factorisation's
+    pivots in its own order, which need not reveal the rank.  The builders of the coarse
     spaces call it where functions of different components or subdomains can depend on
     each other (RGDSW with several null-space vectors, the adaptive spaces).
 
@@ -215,9 +221,10 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
         order = np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)])
     m = int(first.sum()) if first is not None else n0
     rest = order[m:]
-    if rest.size > DENSE_DROP_MAX or (not rest.size and m > DENSE_DROP_MAX):
-        # too many columns to choose among densely: the sparse factorisation's pivots in its
-        # own order (not rank-revealing)
+    if rest.size > DENSE_DROP_MAX or (m > DENSE_DROP_MAX and not (rest.size
+                                                              and pardiso_available())):
+        # too many columns to choose among densely (or, without PARDISO, a dense Cholesky
+        # of too many first columns): the sparse factorisation's pivots in its own order
         kept, _ = _sparse_independent(K, np.arange(n0), rtol)
     else:
         # the first columns (all of them without first=), then the rest on their Schur
@@ -243,8 +250,12 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
             # singular (3D elasticity, AGDSW with finite-element Neumann matrices)
             cond = float(pivots.max() / pivots.min()) if pivots.size else 1.0
             tol = max(rtol, SCHUR_ROUNDING * np.finfo(np.float64).eps * cond)
-            _, piv, rank, _ = lapack.dpstrf(_schur_on(K, kept, rest), lower=1, tol=tol)
-            kept = np.concatenate([kept, rest[piv[:rank] - 1]])
+            S = _schur_on(K, kept, rest)
+            if S is None:  # the kept first block failed its factorisation: all sparse
+                kept, _ = _sparse_independent(K, np.arange(n0), rtol)
+            else:
+                _, piv, rank, _ = lapack.dpstrf(S, lower=1, tol=tol)
+                kept = np.concatenate([kept, rest[piv[:rank] - 1]])
     kept = np.sort(kept)
     kept = kept[pos[kept]]
     if kept.size < n0:

@@ -182,13 +182,15 @@ def _kernel_columns_from_fit(C: np.ndarray, gram: np.ndarray) -> np.ndarray:
 
 def distributed_kernel_columns(Phi_rows: sp.csr_matrix, Q_rows: np.ndarray,
                                allreduce: Callable[[np.ndarray, str], np.ndarray],
-                               ) -> np.ndarray:
+                               warns: bool = True) -> np.ndarray:
     """:func:`coarse_kernel_columns` for a ``Phi`` and ``Q`` whose rows lie on several
     processes (collective).
 
     Each process holds its rows of ``Phi`` (``m x n0``) and of the orthonormal kernel
     basis ``Q`` (``m x k``); ``allreduce(values, op)`` sums (``op="sum"``) over the
-    processes.  The least-squares fits run as a block LSQR (Paige and Saunders; one
+    processes (``"min"`` too: every process stops the fits together).  ``warns``: whether
+    this process says that a fit stopped at its limit (one of them is enough).  The
+    least-squares fits run as a block LSQR (Paige and Saunders; one
     recurrence per kernel vector) on the column-scaled ``Phi`` whose inner products of
     long vectors are reduced over the processes: two reductions per iteration, of ``k``
     and of ``n0 x k`` values.  LSQR and LSMR reach the same least-squares solution; the
@@ -212,8 +214,10 @@ def distributed_kernel_columns(Phi_rows: sp.csr_matrix, Q_rows: np.ndarray,
     X, its, converged = _block_lsqr(lambda v: P @ v, lambda u: allreduce(PT @ u, "sum"),
                                     np.asarray(Q_rows, dtype=np.float64),
                                     lambda u: allreduce(np.sum(u * u, axis=0), "sum"),
-                                    max(4 * n0, 400))
-    for a in np.flatnonzero(~converged):
+                                    max(4 * n0, 400),
+                                    agree=lambda done: allreduce(done.astype(np.float64),
+                                                                 "min") > 0)
+    for a in np.flatnonzero(~converged) if warns else ():
         warn(f"distributed_kernel_columns: the least-squares fit of kernel vector {a} in "
              f"range(Phi) stopped at {its} LSQR iterations; the coarse kernel found from it "
              "may be incomplete (Phi is ill conditioned)", RuntimeWarning)
@@ -223,7 +227,8 @@ def distributed_kernel_columns(Phi_rows: sp.csr_matrix, Q_rows: np.ndarray,
 
 
 def _block_lsqr(matvec: Callable, rmatvec: Callable, B: np.ndarray, sqnorms: Callable,
-                limit: int, rtol: float = 1e-14) -> tuple[np.ndarray, int, np.ndarray]:
+                limit: int, rtol: float = 1e-14,
+                agree: Callable | None = None) -> tuple[np.ndarray, int, np.ndarray]:
     """``min ||B[:, j] - P x_j||`` for every column by LSQR, all columns in step.
 
     ``matvec(V)`` is ``P V`` (the rows of this process), ``rmatvec(U)`` is ``P^T U``
@@ -231,6 +236,8 @@ def _block_lsqr(matvec: Callable, rmatvec: Callable, B: np.ndarray, sqnorms: Cal
     over the processes.  A column stops when its estimate of ``||P^T r|| / (||P|| ||r||)``
     or of ``||r|| / ||b||`` falls below ``rtol`` (LSQR's ``atol``/``btol`` tests).
     Returns the solutions (``n0 x k``), the iterations run and which columns converged.
+    ``agree(done)``: the stopped columns agreed over the processes (each decides from reduced
+    numbers, which MPI only recommends, not requires, to be the same everywhere).
     """
     k = B.shape[1]
 
@@ -273,6 +280,8 @@ def _block_lsqr(matvec: Callable, rmatvec: Callable, B: np.ndarray, sqnorms: Cal
         normar = phibar * alpha * np.abs(c)
         done |= (normar <= rtol * np.sqrt(anorm2) * phibar) | (phibar <= rtol * bnorm)
         done |= (alpha == 0) | (beta == 0)
+        if agree is not None:
+            done = agree(done)
     return X, its, done
 
 

@@ -35,8 +35,8 @@ As the serial preconditioner: the coarse space is grounded (one column of Phi
 dropped per dimension of the coarse kernel) and the application is ``P M P``
 with ``P = I - Q Q^T``.  The kernel is given as a global ``n x k`` array on
 every rank, like ``null_space``; each rank keeps its owned rows of the
-orthonormal ``Q``.  Checking it against the owned rows of ``A`` costs two
-reductions of ``k`` values; grounding a rank-local Phi runs the least-squares
+orthonormal ``Q``.  Checking it against the owned rows of ``A`` costs a
+maximum of one value and a sum of ``k``; grounding a rank-local Phi runs the least-squares
 fits of the kernel vectors in ``range(Phi)`` as a block LSQR over the ranks'
 rows (:func:`ddops.dd.kernel.distributed_kernel_columns`), so no rank holds
 all of Phi; a Phi built by the serial code is grounded by it.  Each
@@ -542,8 +542,11 @@ class DistributedTwoLevelSchwarz:
         self.dtype = np.dtype(np.float64)
         self.factor_dtype = np.dtype(opts.factor_dtype)
         shape = tuple(getattr(A, "shape", ()))
-        # owned rows: n columns but not n rows (with one rank both forms are the same matrix)
+        # owned rows: n columns but not n rows (with one rank both forms are the same matrix);
+        # decided together (a rank owning every row has n of them)
         local_rows = A is None or (len(shape) == 2 and shape[1] == n and shape[0] != n)
+        if layout.size > 1:
+            local_rows = bool(layout.comm.allreduce(bool(local_rows), op=mpi().LOR))
         self.matrix_input = "local rows" if local_rows else "global"
         matrix, pattern = self._checked_input(A)
         # the pattern that update() must see again (canonical: sorted, no duplicates)
@@ -593,12 +596,15 @@ class DistributedTwoLevelSchwarz:
         return matrix
 
     def _allreduce(self, values: Any, op: str = "sum") -> np.ndarray:
-        """Sum (``op="sum"``) or maximum (``op="max"``) of ``values`` over the ranks."""
+        """Sum (``op="sum"``), maximum (``"max"``) or minimum (``"min"``) of ``values`` over
+        the ranks (counted in ``layout.stats``)."""
         if op == "sum":
             return self.layout.allreduce(np.asarray(values, dtype=np.float64))
         values = np.ascontiguousarray(values, dtype=np.float64)
         result = np.empty_like(values)
-        self.layout.comm.Allreduce(values, result, op=mpi().MAX)
+        self.layout.comm.Allreduce(values, result, op=mpi().MAX if op == "max" else mpi().MIN)
+        self.layout.stats["reductions"] += 1
+        self.layout.stats["reduction_bytes"] += int(values.nbytes)
         return result
 
     def _checked_input(self, A: Any) -> tuple[sp.csr_matrix, tuple[np.ndarray, np.ndarray]]:
@@ -739,7 +745,7 @@ class DistributedTwoLevelSchwarz:
             self.coarse_stats["kernel_dropped"] = 0
             if self.kernel is not None:  # ground it over the ranks' rows of Phi
                 drop = distributed_kernel_columns(Phi_ext[: layout.num_owned], self.kernel,
-                                                  self._allreduce)
+                                                  self._allreduce, warns=layout.rank == 0)
                 if drop.size:
                     keep = np.setdiff1d(np.arange(Phi_ext.shape[1]), drop)
                     Phi_ext = sp.csr_matrix(Phi_ext[:, keep])
@@ -840,6 +846,8 @@ class DistributedTwoLevelSchwarz:
             _agree(comm, error, "DistributedTwoLevelSchwarz.update")
             self.symbolic_seconds = 0.0
             self.setup_seconds = time.perf_counter() - start
+        self._largest_residual = 0.0  # a new matrix: the residuals are those of its system
+        self._warned_inconsistent = False
         self.updates += 1
         return self
 

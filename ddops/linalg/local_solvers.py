@@ -730,9 +730,9 @@ class PardisoBlocks(BlockSolver):
 
     def forward(self, X: np.ndarray) -> np.ndarray:
         """``L^{-1} P X`` with ``P^T L L^T P`` the Cholesky factorisation (PARDISO's phase
-        331, the forward substitution): ``forward(X)^T forward(Y) = X^T K^{-1} Y``, the
-        form of a Schur complement whose error grows with the square root of the condition
-        number of ``K``, not with the condition number as ``X^T (K^{-1} Y)`` does."""
+        331, the forward substitution): ``forward(X)^T forward(Y) = X^T K^{-1} Y``, for
+        Schur complements in the Cholesky form ``K_rr - Y^T Y``, positive semidefinite up to
+        rounding by construction."""
         if self._handle is None or self._released:
             raise RuntimeError("the PARDISO factors were freed")
         X = np.asarray(X, dtype=self.dtype)

@@ -382,7 +382,7 @@ def test_drop_dependent_columns_after_nearly_dependent_first_columns(seed):
     rest columns that are exactly combinations of them: the Schur complement of the rest is
     1e-10 off, so the rest is chosen above ``eps cond`` of the first block, not above the
     tolerance alone, and the kept columns' Galerkin matrix is nonsingular (with the
-    tolerance alone, 28 of 40 such draws kept an exactly dependent column)."""
+    tolerance alone, 4 of these 12 draws kept an exactly dependent column)."""
 
     rng = np.random.default_rng(seed)
     n = 60
@@ -559,3 +559,28 @@ def test_geneo_grown_subspace_starts_warm_and_selects_as_a_cold_start(monkeypatc
     Q = sla.orth(R)
     assert P.shape == R.shape
     assert np.linalg.norm(P - Q @ (Q.T @ P)) <= 1e-4 * np.linalg.norm(P)
+
+
+def test_drop_dependent_columns_when_the_first_block_fails_its_factorisation(monkeypatch):
+    """The kept first columns' block failing its factorisation (nearly dependent columns at
+    the factorisation's limit): every column is then chosen by the sparse pivots, and what
+    is kept is still independent."""
+    from ddops.dd import coarse_matrix
+    from ddops.linalg.local_solvers import SingularBlockError
+
+    def refuse(*args, **kwargs):
+        raise SingularBlockError(0)
+
+    rng = np.random.default_rng(5)
+    n = 40
+    F = rng.standard_normal((n, 5))
+    Phi = np.hstack([F, F[:, :2] @ rng.standard_normal((2, 2)), rng.standard_normal((n, 1))])
+    first = np.arange(8) < 5
+    monkeypatch.setattr(coarse_matrix, "factorize_blocks", refuse)
+    monkeypatch.setattr(coarse_matrix.sla, "cholesky", refuse)
+    assert coarse_matrix._schur_on(sp.csr_matrix(np.eye(8)), np.arange(5), np.arange(5, 8)) \
+        is None
+    _, kept = drop_dependent_columns(sp.identity(n, format="csr"), sp.csr_matrix(Phi),
+                                     first=first)
+    P = Phi[:, kept] / np.linalg.norm(Phi[:, kept], axis=0)
+    assert kept.size == 6 and np.linalg.eigvalsh(P.T @ P)[0] > 1e-10

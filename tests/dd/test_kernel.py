@@ -335,7 +335,7 @@ class _ThreadRanks:
             self.slots[rank] = np.array(values, dtype=np.float64)
             self.barrier.wait()
             stack = np.stack(self.slots)
-            out = stack.sum(axis=0) if op == "sum" else stack.max(axis=0)
+            out = {"sum": stack.sum, "max": stack.max, "min": stack.min}[op](axis=0)
             self.barrier.wait()  # nobody overwrites a slot before every thread has read it
             return out
 

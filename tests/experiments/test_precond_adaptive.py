@@ -404,3 +404,12 @@ def test_mpi_runs_refuse_the_adaptive_spaces():
         args = parser.parse_args(["precond", "--problem", "channels2d", "--n", "16", *argv])
         with pytest.raises(ValueError, match=needle):
             _config(args)
+
+
+def test_agdsw_without_overlap_on_elasticity_takes_the_algebraic_neumann_matrices(tmp_path):
+    """AGDSW's finite-element Neumann matrices need the closure of every part in its
+    subdomain (overlap >= 1): with --overlap 0 it takes the algebraic ones, and converges."""
+    payload, rows, _ = run(tmp_path, "o0", "--problem", "elasticity2d", "--n", "12",
+                           "--subdomains", "4", "--overlap", "0", "--coarse", "agdsw")
+    r = rows["two_level"]
+    assert r["neumann"] == "algebraic" and r["converged"]

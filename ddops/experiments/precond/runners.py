@@ -483,7 +483,9 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                 options = _coarse_options(c, coarse)
                 if coarse in ("agdsw", "geneo"):
                     extra["neumann"] = "algebraic"
-                    if prob.neumann is not None:  # the finite-element ones of d's subdomains
+                    # the finite-element ones of d's subdomains (AGDSW's need the closure of
+                    # every part inside its subdomain: overlap >= 1)
+                    if prob.neumann is not None and (coarse == "geneo" or c.overlap >= 1):
                         start = time.perf_counter()
                         options["neumann"] = prob.neumann(d)
                         t_outside = time.perf_counter() - start
