@@ -34,7 +34,7 @@ from .._validation import as_vectors, warn
 
 __all__ = ["KERNEL_RTOL", "KERNEL_RANGE_RTOL", "KERNEL_RHS_RTOL", "check_kernel",
            "coarse_kernel_columns", "distributed_kernel_columns", "ground_basis",
-           "remove_kernel"]
+           "inconsistent_residual", "remove_kernel"]
 
 #: A given kernel vector ``z`` must satisfy ``||A z|| <= KERNEL_RTOL ||A||_1 ||z||``
 #: (rounding of an exact kernel vector is about 1e-15 of that).
@@ -293,6 +293,26 @@ def ground_basis(Phi: sp.csr_matrix, Q: np.ndarray) -> tuple[sp.csr_matrix | Non
         return Phi, 0
     keep = np.setdiff1d(np.arange(Phi.shape[1]), drop)
     return (sp.csr_matrix(Phi[:, keep]) if keep.size else None), int(drop.size)
+
+
+def inconsistent_residual(worst: float, norm: float, largest: float) -> tuple[float, str | None]:
+    """The test of a residual against the kernel, for the preconditioners' warning.
+
+    ``worst`` is the largest kernel component ``||Q^T r||`` of the residual(s), ``norm``
+    their largest norm and ``largest`` the largest norm seen so far.  ``Q^T r = Q^T b`` for
+    every residual ``r = b - A x`` of a symmetric ``A``, so a kernel component above
+    :data:`KERNEL_RHS_RTOL` of the largest residual seen comes from ``b`` and no iteration
+    can remove it.  Returns the new largest norm and the warning's message (None when the
+    residual passes).
+    """
+    largest = max(largest, norm)
+    if worst <= KERNEL_RHS_RTOL * largest:
+        return largest, None
+    return largest, (f"the residual has a component of relative size "
+                     f"{worst / max(norm, 1e-300):.2e} along the kernel of A: the right-hand "
+                     "side is inconsistent (not orthogonal to the kernel), so a Krylov method "
+                     "cannot converge; solve with b = M.remove_kernel(b) (the least-squares "
+                     "right-hand side) instead")
 
 
 def remove_kernel(X: Any, Q: Any) -> Any:

@@ -115,7 +115,7 @@ from threadpoolctl import ThreadpoolController
 
 from .._validation import check_choice, check_finite, warn
 from ..dd.coarse import MATRIX_COARSE_BASES, resolve_coarse_kind
-from ..dd.kernel import KERNEL_RHS_RTOL, check_kernel, distributed_kernel_columns
+from ..dd.kernel import check_kernel, distributed_kernel_columns, inconsistent_residual
 from ..linalg.local_solvers import check_threads, pardiso_available, thread_limit
 from ..precond.corrections import CoarseCorrection
 from ..precond.options import SchwarzOptions
@@ -925,16 +925,12 @@ class DistributedTwoLevelSchwarz:
         """Warn once when a residual has a kernel component (an inconsistent right-hand
         side), as :meth:`ddops.TwoLevelSchwarz._check_consistent` (the same verdict on
         every rank: the numbers are reduced)."""
-        self._largest_residual = max(self._largest_residual, norm)
-        worst = float(np.linalg.norm(along))
-        if not self._warned_inconsistent and worst > KERNEL_RHS_RTOL * self._largest_residual:
+        self._largest_residual, message = inconsistent_residual(
+            float(np.linalg.norm(along)), norm, self._largest_residual)
+        if message is not None and not self._warned_inconsistent:
             self._warned_inconsistent = True
             if self.layout.rank == 0:
-                warn(f"the residual has a component of relative size "
-                     f"{worst / max(norm, 1e-300):.2e} along the kernel of A: the right-hand "
-                     "side is inconsistent (not orthogonal to the kernel), so a Krylov method "
-                     "cannot converge; solve with b = M.remove_kernel(b) (the least-squares "
-                     "right-hand side) instead", RuntimeWarning)
+                warn(message, RuntimeWarning)
 
     def remove_kernel(self, b: Any) -> np.ndarray:
         """``b_owned`` without its components along the kernel (``kernel=``) of ``A``.

@@ -45,9 +45,9 @@ from ..backend import asarray, check_backend
 from ..dd.coarse import resolve_coarse_kind
 from ..dd.decomposition import Decomposition
 from ..dd.kernel import (
-    KERNEL_RHS_RTOL,
     KERNEL_RTOL,
     check_kernel,
+    inconsistent_residual,
     remove_kernel,
 )
 from ..dd.validation import symmetry_defect
@@ -876,16 +876,11 @@ class TwoLevelSchwarz(BackendLinearOperator):
         xp = self.xp
         norms = xp.linalg.norm(X, axis=0)
         along = xp.linalg.norm(self._kernel.T @ X, axis=0)
-        self._largest_residual = max(self._largest_residual, float(norms.max()))
-        worst = float(along.max())
-        if not self._warned_inconsistent and worst > KERNEL_RHS_RTOL * self._largest_residual:
+        self._largest_residual, message = inconsistent_residual(
+            float(along.max()), float(norms.max()), self._largest_residual)
+        if message is not None and not self._warned_inconsistent:
             self._warned_inconsistent = True
-            warn(
-                f"the residual has a component of relative size "
-                f"{worst / max(float(norms.max()), 1e-300):.2e} along the kernel of A: the "
-                "right-hand side is inconsistent (not orthogonal to the kernel), so a Krylov "
-                "method cannot converge; solve with b = M.remove_kernel(b) (the least-squares "
-                "right-hand side) instead", RuntimeWarning)
+            warn(message, RuntimeWarning)
 
     def remove_kernel(self, b: Any) -> Any:
         """``b`` without its components along the kernel (``kernel=``) of ``A``.
