@@ -970,6 +970,11 @@ def pardiso_schur_complement(K: sp.spmatrix, rows: np.ndarray) -> np.ndarray:
     SingularBlockError
         ``K_oo`` is not positive definite (block 0: PARDISO names no row).
     """
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.ndim != 1 or np.any(np.diff(rows) <= 0) or (rows.size and not (
+            0 <= rows[0] and rows[-1] < K.shape[0])):
+        raise ValueError("rows must be sorted, distinct row indices of K (the Schur "
+                         "complement comes back in that order)")
     upper = sp.triu(sp.csr_matrix(K), format="csr")
     upper.sum_duplicates()
     upper.sort_indices()

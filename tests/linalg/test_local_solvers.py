@@ -730,6 +730,9 @@ def test_pardiso_schur_complement_against_the_dense_elimination():
     B[rest[0], rest[0]] = -1.0
     with pytest.raises(local_solvers.SingularBlockError):
         local_solvers.pardiso_schur_complement(B.tocsr(), rows)
+    for bad in (rows[::-1], np.append(rows, rows[-1]), np.array([-1, 3]), np.array([3, 512])):
+        with pytest.raises(ValueError, match="sorted, distinct row indices"):
+            local_solvers.pardiso_schur_complement(A, bad)
 
 
 def test_pardiso_forward_substitution_gives_the_cholesky_form_of_a_schur_complement():
