@@ -541,13 +541,18 @@ def test_geneo_grown_subspace_starts_warm_and_selects_as_a_cold_start(monkeypatc
     starts = []
     solve = geneo._subspace_eigh
 
+    blocks = []
+
     def record(*args):
         starts.append(args[11] is not None)
+        blocks.append(args[5])
         return solve(*args)
 
     monkeypatch.setattr(geneo, "_subspace_eigh", record)
     Phi, info = geneo_basis(A, d, return_info=True)
     assert starts == [False, True]  # grown once, warm
+    # to a quarter more than found (13-14), not doubled (24 wanted + 6 extra = 30)
+    assert blocks[0] == 16 and blocks[1] < 30
     monkeypatch.setattr(geneo, "_subspace_eigh", lambda *args: solve(*args[:11], None))
     Ref, ref = geneo_basis(A, d, return_info=True)
     np.testing.assert_array_equal(info.selected, ref.selected)
