@@ -18,7 +18,11 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from .._validation import check_finite, check_memory, check_positive_float
-from ..linalg.local_solvers import SingularBlockError, factorize_blocks, pardiso_available
+from ..linalg.local_solvers import (
+    SingularBlockError,
+    pardiso_available,
+    pardiso_schur_complement,
+)
 from ..linalg.spd import off_diagonal_pivots, sparse_spd_factor, superlu_pivots
 from .validation import as_csr, check_matrix
 
@@ -129,33 +133,34 @@ def _dense_block(K: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.nda
 
 
 def _schur_on(K: sp.csr_matrix, kept: np.ndarray, rest: np.ndarray) -> np.ndarray | None:
-    """The dense Schur complement ``K_rr - Y^T Y`` with ``Y = L^{-1} P K_kr`` and
-    ``P^T L L^T P`` the Cholesky factorisation of ``K_kk`` (symmetrised), or None when
-    ``K_kk`` fails its factorisation.
+    """The dense Schur complement ``K_rr - K_rk K_kk^{-1} K_kr`` by a Cholesky elimination of
+    ``kept`` (symmetrised), or None when ``K_kk`` fails it.
 
-    The Cholesky form is positive semidefinite up to rounding by construction (the product
-    form ``K_rr - K_rk (K_kk^{-1} K_kr)`` is not); either way the rounding grows as
-    ``eps cond(K_kk)``, which :func:`drop_dependent_columns` allows for
-    (:data:`SCHUR_ROUNDING`).  ``K_kk`` is factorised sparse by PARDISO when it is installed
-    (a coarse function couples only with the functions of nearby components and subdomains;
-    the forward substitution alone), densely otherwise (at most :data:`DENSE_DROP_MAX`
-    columns then).  The dense blocks are checked against the memory first.
+    An elimination, not the product ``K_rk (K_kk^{-1} K_kr)``: positive semidefinite up to
+    rounding by construction; either way the rounding grows as ``eps cond(K_kk)``, which
+    :func:`drop_dependent_columns` allows for (:data:`SCHUR_ROUNDING`).  With PARDISO it is
+    its partial factorisation of the sparse ``K[kept + rest]`` (a coarse function couples
+    only with the functions of nearby components and subdomains), without it a dense
+    Cholesky factorisation of ``K_kk`` (at most :data:`DENSE_DROP_MAX` columns then) and a
+    triangular solve.  The dense blocks are checked against the memory first.
     """
+    dense = 0 if pardiso_available() else 2 * kept.size
     check_memory(f"the Schur complement of {rest.size} coarse columns on {kept.size} others",
-                 8 * (2 * kept.size + rest.size) * rest.size)
-    S = _dense_block(K, rest, rest)
-    if kept.size:
-        C = _dense_block(K, kept, rest)
-        K_kk = K[kept][:, kept].tocsr()
-        try:
-            if pardiso_available():
-                Y = factorize_blocks(K_kk, np.array([0, kept.size]), "pardiso").forward(C)
-            else:
-                L = sla.cholesky(K_kk.toarray(), lower=True, check_finite=False)
-                Y = sla.solve_triangular(L, C, lower=True, check_finite=False)
-        except (SingularBlockError, np.linalg.LinAlgError):
-            return None  # nearly dependent first columns at the factorisation's limit
-        S -= Y.T @ Y
+                 8 * (dense + rest.size) * rest.size)
+    try:
+        if not kept.size:
+            S = _dense_block(K, rest, rest)
+        elif pardiso_available():
+            sub = np.concatenate([kept, rest])
+            S = pardiso_schur_complement(K[sub][:, sub], np.arange(kept.size, sub.size))
+        else:
+            rows = K[kept]
+            L = sla.cholesky(rows[:, kept].toarray(), lower=True, check_finite=False)
+            Y = sla.solve_triangular(L, rows[:, rest].toarray(), lower=True,
+                                     check_finite=False)
+            S = _dense_block(K, rest, rest) - Y.T @ Y
+    except (SingularBlockError, np.linalg.LinAlgError):
+        return None  # nearly dependent first columns at the factorisation's limit
     return 0.5 * (S + S.T)
 
 

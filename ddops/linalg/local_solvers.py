@@ -728,21 +728,6 @@ class PardisoBlocks(BlockSolver):
             self.free()
             raise SingularBlockError(int(bad[0]))
 
-    def forward(self, X: np.ndarray) -> np.ndarray:
-        """``L^{-1} P X`` with ``P^T L L^T P`` the Cholesky factorisation (PARDISO's phase
-        331, the forward substitution): ``forward(X)^T forward(Y) = X^T K^{-1} Y``, for
-        Schur complements in the Cholesky form ``K_rr - Y^T Y``, positive semidefinite up to
-        rounding by construction."""
-        if self._handle is None or self._released:
-            raise RuntimeError("the PARDISO factors were freed")
-        X = np.asarray(X, dtype=self.dtype)
-        if X.shape[0] == 0 or (X.ndim == 2 and X.shape[1] == 0):
-            return np.zeros(X.shape, dtype=self.dtype)
-        Y, error = self._handle.call(331, X)
-        if error != 0:
-            raise _pardiso_error("forward substitution", error)
-        return Y
-
     def refactor(self, K: sp.csr_matrix) -> PardisoBlocks:
         """Factorise a matrix with the pattern of the first one, reusing its analysis
         (the fill-reducing ordering and the symbolic factorisation): PARDISO's numeric

@@ -338,14 +338,22 @@ def test_drop_dependent_columns_keeps_the_span():
     assert np.array_equal(kept, np.arange(Phi.shape[1]))
 
 
-def test_drop_dependent_columns_with_first_columns_matches_the_dense_reference():
+@pytest.mark.parametrize("pardiso", [True, False])
+def test_drop_dependent_columns_with_first_columns_matches_the_dense_reference(pardiso,
+                                                                              monkeypatch):
     """With ``first`` columns, the rest is chosen on the Schur complement of the kept first
-    columns (formed through a sparse factorisation of their block): the same columns as a
-    dense reference (pivoted Cholesky of the scaled first block, then of the dense Schur
-    complement), and the Schur complement itself equal to the dense formula."""
+    columns (PARDISO's partial factorisation, or without PARDISO a dense Cholesky
+    elimination): the same columns as a dense reference (pivoted Cholesky of the scaled
+    first block, then of the dense Schur complement), and the Schur complement itself equal
+    to the dense formula."""
     from scipy.linalg import lapack
 
     from ddops.dd import coarse_matrix
+    from ddops.linalg.local_solvers import pardiso_available
+
+    if pardiso and not pardiso_available():
+        pytest.skip("PARDISO is not installed")
+    monkeypatch.setattr(coarse_matrix, "pardiso_available", lambda: pardiso)
 
     rng = np.random.default_rng(11)
     n = 31
@@ -581,7 +589,7 @@ def test_drop_dependent_columns_when_the_first_block_fails_its_factorisation(mon
     F = rng.standard_normal((n, 5))
     Phi = np.hstack([F, F[:, :2] @ rng.standard_normal((2, 2)), rng.standard_normal((n, 1))])
     first = np.arange(8) < 5
-    monkeypatch.setattr(coarse_matrix, "factorize_blocks", refuse)
+    monkeypatch.setattr(coarse_matrix, "pardiso_schur_complement", refuse)
     monkeypatch.setattr(coarse_matrix.sla, "cholesky", refuse)
     assert coarse_matrix._schur_on(sp.csr_matrix(np.eye(8)), np.arange(5), np.arange(5, 8)) \
         is None

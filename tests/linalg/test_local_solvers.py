@@ -734,20 +734,3 @@ def test_pardiso_schur_complement_against_the_dense_elimination():
         with pytest.raises(ValueError, match="sorted, distinct row indices"):
             local_solvers.pardiso_schur_complement(A, bad)
 
-
-def test_pardiso_forward_substitution_gives_the_cholesky_form_of_a_schur_complement():
-    """``forward(X)^T forward(Y) = X^T K^{-1} Y`` (PARDISO's phase 331 on the factor of a
-    block-diagonal SPD matrix), against a dense solve."""
-    if not local_solvers.pardiso_available():
-        pytest.skip("PARDISO is not installed")
-    rng = np.random.default_rng(4)
-    K = sp.block_diag([ddops.poisson_2d(9) + sp.diags(rng.random(81)),
-                       ddops.poisson_3d(4) + sp.identity(64)], format="csr")
-    f = local_solvers.factorize_blocks(K, np.array([0, 81, 145]), "pardiso")
-    X, Y = rng.standard_normal((145, 5)), rng.standard_normal((145, 3))
-    got = f.forward(X).T @ f.forward(Y)
-    exact = X.T @ np.linalg.solve(K.toarray(), Y)
-    assert np.abs(got - exact).max() <= 1e-12 * np.abs(exact).max()
-    f.free()
-    with pytest.raises(RuntimeError, match="freed"):
-        f.forward(X)
