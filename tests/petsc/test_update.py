@@ -41,7 +41,8 @@ def test_same_pattern_runs_the_numeric_setup(results, case):
     # another pattern: everything again, and still right
     assert r["third"] == ["full", 2, 1]
     assert r["parts_rebuilt"]
-    assert r["smoother_current"]
+    # measured on the native PCMG route (None where it cannot be: python, PCDEFLATION)
+    assert r["smoother_current"] is (None if case != "native/additive" else True)
     assert its3 == r["fresh"][1]
 
 
@@ -52,7 +53,7 @@ def test_reuse_coarse_keeps_phi(results, route):
     assert r["phi_bitwise"]
     if route == "native":
         assert r["phi_same_mat"]  # the PETSc Mat itself is kept
-        assert r["smoother_current"]  # and the kept PCMG's subdomain solves see the new Mat
+        assert r["smoother_current"] is True  # the kept PCMG's subdomain solves: the new Mat
     assert abs(r["iterations"][1] - r["fresh"][0]) <= 2
 
 
