@@ -24,7 +24,7 @@ MATRIX_COARSE_BASES = ("gdsw", "rgdsw", "agdsw", "geneo")
 #: Options of the matrix coarse bases (keyword arguments of :func:`coarse_basis`).
 ADAPTIVE_OPTIONS = {
     "agdsw": ("threshold", "max_per_component", "neumann", "extension_solver"),
-    "geneo": ("threshold", "max_per_subdomain", "neumann"),
+    "geneo": ("threshold", "max_per_subdomain", "neumann", "oversampling"),
     "gdsw": ("extension_solver",), "rgdsw": ("extension_solver",)}
 
 #: Every name accepted by :func:`coarse_basis` (and ``"auto"``, see :func:`auto_coarse_basis`).
@@ -124,6 +124,7 @@ def coarse_basis(
     max_per_component: int | None = None,
     max_per_subdomain: int | None = None,
     neumann: Any = None,
+    oversampling: int | None = None,
     extension_solver: str | None = None,
     analysis: Any = None,
     return_info: bool = False,
@@ -199,6 +200,10 @@ def coarse_basis(
         Local Neumann matrices, one per subdomain in the order of its unknowns
         (``"geneo"``, and ``"agdsw"`` on a decomposition with overlap >= 1 whose
         subdomain ``i`` grows part ``i``; default: computed from ``A``).
+    oversampling : int, optional
+        Layers added to every subdomain for the local matrices that ``"geneo"`` computes
+        from ``A`` (:mod:`ddops.dd.oversampling`; default: 0 for a diagonally dominant
+        ``A``, :data:`~ddops.dd.oversampling.OVERSAMPLING_LAYERS` otherwise).
     extension_solver : {"auto", "superlu", "pardiso", "amg"}, optional
         Solver of the interior problems of the harmonic extension (``"gdsw"``,
         ``"rgdsw"``, ``"agdsw"``; see :func:`ddops.dd.gdsw.harmonic_extension`).  Default
@@ -241,11 +246,11 @@ def coarse_basis(
                                          max_per_component=max_per_component,
                                          max_per_subdomain=max_per_subdomain,
                                          neumann=neumann, extension_solver=extension_solver,
-                                         analysis=analysis))
+                                         oversampling=oversampling, analysis=analysis))
         return (Phi, info) if return_info else Phi
     given = {"threshold": threshold, "max_per_component": max_per_component,
              "max_per_subdomain": max_per_subdomain, "neumann": neumann,
-             "extension_solver": extension_solver}
+             "extension_solver": extension_solver, "oversampling": oversampling}
     for name, value in given.items():
         if value is not None and name not in ADAPTIVE_OPTIONS.get(kind, ()):
             users = [k for k, v in ADAPTIVE_OPTIONS.items() if name in v]

@@ -21,8 +21,10 @@ exactly when ``A`` is weakly diagonally dominant (finite differences and
 finite volumes of diffusion, P1 on non-obtuse meshes); then ``k_1`` is the
 largest number of sets ``w`` that contain a pair ``(k, l)``.  For other
 matrices (elasticity) ``N_w`` can be indefinite: AGDSW then selects more
-functions than needed (the set-up warns once), and GenEO refuses and asks
-for the finite-element Neumann matrices (``neumann=``).
+functions than needed (the set-up warns once), and GenEO oversamples
+instead (:mod:`ddops.dd.oversampling`: the couplings are clamped at a wall
+moved a few layers, and along stiff unknowns, away from ``w``), or takes the
+finite-element Neumann matrices (``neumann=``).
 """
 
 from __future__ import annotations

@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 
 from .._argtypes import int_at_least, positive_float
-from ..dd.adaptive import AGDSW_THRESHOLD, GENEO_THRESHOLD, MAX_PER_COMPONENT, MAX_PER_SUBDOMAIN
+from ..dd.adaptive import AGDSW_THRESHOLD, MAX_PER_COMPONENT, MAX_PER_SUBDOMAIN
 from ..dd.coarse import ALL_COARSE_BASES
+from ..dd.geneo import GENEO_OVERSAMPLED_THRESHOLD, GENEO_THRESHOLD
+from ..dd.oversampling import check_oversampling
 from ..linalg.local_solvers import SPARSE_SOLVERS, check_threads
 
 __all__ = [
@@ -165,6 +167,9 @@ COARSE_OPTION_SPECS = {s.name: s for s in (
           minimum=0, petsc=False),
     _spec("neumann", "array", "one local Neumann matrix per subdomain (finite-element "
           "assembly)", flag=False, petsc=False),
+    _spec("oversampling", "int", "layers added to every subdomain for GenEO's local matrix "
+          "from A (default: 0 for a diagonally dominant A, else 2)", minimum=0,
+          petsc=False),
 )}
 
 
@@ -305,20 +310,30 @@ class GenEOOptions(_CoarseOptions):
 
     Parameters
     ----------
-    threshold : float
-        Subdomain eigenfunctions with eigenvalue below it are kept.
+    threshold : float, optional
+        Subdomain eigenfunctions with eigenvalue below it are kept.  Default
+        :data:`~ddops.dd.geneo.GENEO_THRESHOLD`, or
+        :data:`~ddops.dd.geneo.GENEO_OVERSAMPLED_THRESHOLD` with oversampled local matrices.
     max_per_subdomain : int
         At most this many functions per subdomain.
     neumann : sequence of sparse matrices, optional
         One local Neumann matrix per subdomain (finite-element assembly).
+    oversampling : int, optional
+        Layers added to every subdomain for its local matrix computed from ``A``
+        (:mod:`ddops.dd.oversampling`).  Default: 0 for a diagonally dominant ``A``,
+        :data:`~ddops.dd.oversampling.OVERSAMPLING_LAYERS` otherwise.
     """
 
-    threshold: float = GENEO_THRESHOLD
+    threshold: float | None = None
     max_per_subdomain: int = MAX_PER_SUBDOMAIN
     neumann: Any = None
+    oversampling: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "threshold", _positive("threshold", self.threshold))
+        if self.threshold is not None:
+            object.__setattr__(self, "threshold", _positive("threshold", self.threshold))
+        if self.oversampling is not None:
+            object.__setattr__(self, "oversampling", check_oversampling(self.oversampling))
         object.__setattr__(self, "max_per_subdomain",
                            _cap("max_per_subdomain", self.max_per_subdomain))
 
@@ -532,9 +547,15 @@ def _name_type(name: str, flag: str):
     return parse
 
 
+#: What a default of None means, for the help, where it is a rule rather than a value.
+_RULE_DEFAULTS = {("geneo", "threshold"): f"{GENEO_THRESHOLD:g} ({GENEO_OVERSAMPLED_THRESHOLD:g} "
+                                          "oversampled)"}
+
+
 def _default_text(name: str, default: Any) -> str | None:
     if name in COARSE_OPTION_SPECS:
-        each = coarse_option_defaults(name)
+        each = {space: _RULE_DEFAULTS.get((space, name), value)
+                for space, value in coarse_option_defaults(name).items()}
         if len(set(each.values())) > 1:
             return ", ".join(f"{space} {value:g}" if isinstance(value, float)
                              else f"{space} {value}" for space, value in each.items())

@@ -16,6 +16,7 @@ import scipy.sparse as sp
 import ddops
 from ddops.dd.adaptive import agdsw_basis, geneo_basis, local_neumann_matrices
 from ddops.dd.gdsw import interface_components
+from ddops.dd.oversampling import OVERSAMPLING_LAYERS
 from ddops.problems import diffusion_2d, high_contrast_channels
 
 N = 23
@@ -193,11 +194,15 @@ def test_a_row_not_dominant_by_more_than_rounding_is_refused():
         B = B.tocsr()
         if refused:
             with pytest.raises(ValueError, match=rf"not diagonally dominant \(row {r} and 0 more"):
-                geneo_basis(B, d)
+                geneo_basis(B, d, oversampling=0)
+            # by default such a matrix gets oversampled local matrices instead of cut ones
+            _, info = geneo_basis(B, d, return_info=True)
+            assert info.stats["oversampling"] == OVERSAMPLING_LAYERS
             with pytest.warns(RuntimeWarning, match="not diagonally dominant"):
                 agdsw_basis(B, d.owner)
         else:  # rounding: accepted, no warning (RuntimeWarnings are errors here)
-            geneo_basis(B, d)
+            _, info = geneo_basis(B, d, return_info=True)
+            assert info.stats["oversampling"] == 0
             agdsw_basis(B, d.owner)
 
 

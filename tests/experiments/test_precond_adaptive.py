@@ -18,6 +18,8 @@ import scipy.sparse.linalg as spla
 import ddops
 import ddops.experiments.precond as pe
 from ddops import problems
+from ddops.dd.adaptive import AGDSW_THRESHOLD, GENEO_THRESHOLD
+from ddops.dd.geneo import GENEO_OVERSAMPLED_THRESHOLD
 from ddops.experiments.cli import build_parser, main
 from ddops.experiments.precond import PrecondConfig
 from ddops.experiments.precond import runners as precond_runners
@@ -84,7 +86,8 @@ def test_new_problem_with_all_coarse_spaces(case, tmp_path):
             assert stats["coarse_dim"] == r["coarse_dim"] and stats["eigenproblems"] >= 1
             assert r["eigen_seconds"] == stats["eigen_seconds"] > 0
             assert r["eigen_seconds"] <= r["setup"]["coarse_space"]
-            assert r["threshold"] == pe.DEFAULT_THRESHOLDS[kind]
+            # the cut or finite-element local matrices here: the plain defaults
+            assert r["threshold"] == {"agdsw": AGDSW_THRESHOLD, "geneo": GENEO_THRESHOLD}[kind]
         else:
             assert r["eigen_seconds"] == 0.0 and r["coarse_stats"] is None
             assert r["threshold"] is None
@@ -103,9 +106,8 @@ def test_new_problem_with_all_coarse_spaces(case, tmp_path):
     for r in rows.values():
         if r["converged"]:
             assert f"| {r['label']} | {r['iterations']} | yes |" in table
-    from ddops.dd.adaptive import AGDSW_THRESHOLD, GENEO_THRESHOLD
-
-    assert f"AGDSW threshold {AGDSW_THRESHOLD:g}; GenEO threshold {GENEO_THRESHOLD:g}" in table
+    assert (f"AGDSW threshold {AGDSW_THRESHOLD:g}; GenEO threshold {GENEO_THRESHOLD:g} "
+            f"({GENEO_OVERSAMPLED_THRESHOLD:g} oversampled)") in table
 
 
 def test_adaptive_spaces_beat_gdsw_on_floating_channels(tmp_path):
@@ -203,9 +205,10 @@ def test_geneo_on_elasticity_takes_the_finite_element_neumann_matrices(tmp_path)
     M = TwoLevelSchwarz(A, d, coarse_basis="geneo", null_space=Z,
                         coarse_options={"neumann": neumann})
     assert r["iterations"] == cg_iterations(A, b, M)
-    # the algebraic Neumann matrices need a diagonally dominant A: elasticity's is not
-    with pytest.raises(ValueError):
-        ddops.coarse_basis(d, "geneo", A=A, null_space=Z)
+    # the local matrices with cut couplings need a diagonally dominant A: elasticity's is
+    # not, so without oversampling they are refused (and by default oversampled)
+    with pytest.raises(ValueError, match="not diagonally dominant"):
+        ddops.coarse_basis(d, "geneo", A=A, null_space=Z, oversampling=0)
 
 
 def test_agdsw_warning_on_elasticity_is_recorded_once(tmp_path, capsys, recwarn):

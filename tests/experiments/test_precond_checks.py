@@ -113,8 +113,8 @@ def test_bad_matrix_is_named_up_front(tmp_path, capsys, damage, message):
 # -- refused rows ----------------------------------------------------------------------------------
 def test_a_refusing_coarse_space_leaves_the_other_rows(tmp_path, capsys):
     # L^2 + L (L the Dirichlet Laplacian): SPD, not diagonally dominant (the squared
-    # stencil's off-diagonal sum exceeds the diagonal), which GenEO's algebraic Neumann
-    # matrices need
+    # stencil's off-diagonal sum exceeds the diagonal), which GenEO's local matrices with
+    # cut couplings (--oversampling 0) need
     L = ddops.poisson_2d(10)
     A = (L @ L + L).tocsr()
     off = abs(A).sum(axis=1).A1 - 2 * abs(A.diagonal())
@@ -124,7 +124,7 @@ def test_a_refusing_coarse_space_leaves_the_other_rows(tmp_path, capsys):
     np.save(tmp_path / "b.npy", b)
     payload, rows, table = run(tmp_path, "sq", "--matrix", str(tmp_path / "sq.mtx"),
                                "--rhs", str(tmp_path / "b.npy"), "--subdomains", "4",
-                               "--coarse", "all", status=EXIT_ROWS)
+                               "--coarse", "all", "--oversampling", "0", status=EXIT_ROWS)
     geneo = rows["two_level_geneo"]
     assert geneo["status"] == "refused" and geneo["converged"] is False
     assert geneo["failed"].startswith("geneo: A is not diagonally dominant")

@@ -8,6 +8,7 @@ import argparse
 import pytest
 
 import ddops
+from ddops.dd.geneo import GENEO_OVERSAMPLED_THRESHOLD, GENEO_THRESHOLD
 from ddops.experiments.cli import build_parser, main
 from ddops.experiments.precond import PARTITIONER_CHOICES, PrecondConfig
 from ddops.experiments.precond import runners as precond_runners
@@ -24,11 +25,11 @@ from ._precond import QUIET, run
 #: The options that ``ddops precond`` has flags for.
 PRECOND_OPTIONS = {"subdomains", "overlap", "partitioner", "block_size", "seed", "coarse",
                    "local_solver", "factor_dtype", "null_space", "kernel", "extension_solver",
-                   "threshold", "max_per_component", "max_per_subdomain"}
+                   "threshold", "max_per_component", "max_per_subdomain", "oversampling"}
 
 #: Those whose default depends on the problem: not given (None), resolved by the experiment.
 RESOLVED = {"subdomains", "overlap", "partitioner", "block_size", "coarse", "null_space",
-            "kernel", "threshold", "max_per_component", "max_per_subdomain"}
+            "kernel", "threshold", "max_per_component", "max_per_subdomain", "oversampling"}
 
 #: The experiment's own values of ``--coarse`` besides the library's coarse spaces.
 EXPERIMENT_COARSE = {"learned", "all"}
@@ -69,8 +70,9 @@ def test_flags_are_the_options_names_choices_and_defaults():
             assert action.default == default == getattr(PrecondConfig, name), name
     # the defaults of the coarse spaces' options are stated from their dataclasses
     agdsw, geneo = ddops.AGDSWOptions(), ddops.GenEOOptions()
-    assert (f"default agdsw {agdsw.threshold:g}, geneo {geneo.threshold:g}"
-            in actions["threshold"].help)
+    assert geneo.threshold is None  # a rule: the plain or the oversampled default
+    assert (f"default agdsw {agdsw.threshold:g}, geneo {GENEO_THRESHOLD:g} "
+            f"({GENEO_OVERSAMPLED_THRESHOLD:g} oversampled)" in actions["threshold"].help)
     assert f"default {agdsw.max_per_component}" in actions["max_per_component"].help
     assert f"default {geneo.max_per_subdomain}" in actions["max_per_subdomain"].help
     # and --help shows the same choices

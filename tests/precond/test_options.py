@@ -187,7 +187,7 @@ def test_flags_carry_the_names_choices_and_defaults_of_the_options():
     assert options_from_cli(parser.parse_args([])) == defaults
     # a default the coarse spaces do not share is not one value: the help states each
     assert actions["threshold"].default is None
-    assert "default agdsw 0.05, geneo 0.25" in actions["threshold"].help
+    assert "default agdsw 0.05, geneo 0.25 (0.5 oversampled)" in actions["threshold"].help
     with pytest.raises(ValueError, match="no command-line flag"):
         add_cli_arguments(argparse.ArgumentParser(), ["neumann"])
 

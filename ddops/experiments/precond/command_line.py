@@ -147,8 +147,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "which measured best)")
     bites = "a warning in the table says where it bites"
     add_cli_arguments(
-        dd, ["threshold", "max_per_component", "max_per_subdomain", "null_space"],
-        defaults={"threshold": None, "max_per_component": None, "max_per_subdomain": None},
+        dd, ["threshold", "max_per_component", "max_per_subdomain", "oversampling",
+             "null_space"],
+        defaults={"threshold": None, "max_per_component": None, "max_per_subdomain": None,
+                  "oversampling": None},
         extra_names={"null_space": tuple(n for n in NULL_SPACES if n != "constants")},
         notes={"threshold": "with --coarse all both take it",
                "max_per_component": bites, "max_per_subdomain": bites,
@@ -263,7 +265,8 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
     c = PrecondConfig(
         problem=args.problem, n=args.n, subdomains=args.subdomains, overlap=args.overlap,
         coarse=args.coarse, threshold=args.threshold, max_per_component=args.max_per_component,
-        max_per_subdomain=args.max_per_subdomain, partitioner=args.partitioner,
+        max_per_subdomain=args.max_per_subdomain, oversampling=args.oversampling,
+        partitioner=args.partitioner,
         null_space=args.null_space, matrix=args.matrix, rhs=args.rhs,
         coordinates=args.coordinates, block_size=args.block_size, kernel=args.kernel,
         extra=args.extra, coarse_train_steps=coarse_steps,

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..._validation import check_choice, check_int, check_positive_float
 from ...dd.adaptive import AGDSW_THRESHOLD, GENEO_THRESHOLD
+from ...dd.geneo import GENEO_OVERSAMPLED_THRESHOLD
 from ...dd.partition import default_subdomains
 from ...precond import options as library
 from ...precond.learned import BASES, OBJECTIVES
@@ -66,8 +67,11 @@ LEARNED_ROWS = ("gdsw", "agdsw", "geneo", "learned", "deflation")
 #: Default learned functions per subdomain of ``--coarse learned`` (``--extra``).
 DEFAULT_EXTRA = 2
 
-#: The library's default eigenvalue thresholds of the adaptive coarse spaces.
-DEFAULT_THRESHOLDS = {"agdsw": AGDSW_THRESHOLD, "geneo": GENEO_THRESHOLD}
+#: The library's default eigenvalue thresholds of the adaptive coarse spaces, as the titles
+#: state them (GenEO's depends on its local matrices).
+DEFAULT_THRESHOLDS = {"agdsw": f"{AGDSW_THRESHOLD:g}",
+                      "geneo": f"{GENEO_THRESHOLD:g} ({GENEO_OVERSAMPLED_THRESHOLD:g} "
+                               "oversampled)"}
 
 #: The partitioners of :data:`ddops.precond.options.PARTITIONERS` that the experiment builds:
 #: boxes of the grid, METIS, recursive coordinate bisection (``--partitioner`` accepts every
@@ -140,6 +144,11 @@ class PrecondConfig:
         Cap on the eigenvectors per subdomain of ``"geneo"`` (default
         :data:`ddops.dd.adaptive.MAX_PER_SUBDOMAIN`); only with ``coarse`` ``"geneo"`` or
         ``"all"``.
+    oversampling : int, optional
+        Layers added to every subdomain for GenEO's local matrices from ``A``
+        (:mod:`ddops.dd.oversampling`; default: 0 for a diagonally dominant ``A``, else
+        :data:`ddops.dd.oversampling.OVERSAMPLING_LAYERS`); only with ``coarse`` ``"geneo"``
+        or ``"all"``.
     partitioner : {"grid", "metis", "rcb"}, optional
         Non-overlapping partition of the 2D/3D problems (the other names of
         :data:`ddops.precond.options.PARTITIONERS` are refused).  Default ``"grid"`` for the
@@ -240,6 +249,7 @@ class PrecondConfig:
     threshold: float | None = None
     max_per_component: int | None = None
     max_per_subdomain: int | None = None
+    oversampling: int | None = None
     partitioner: str | None = None
     null_space: str | None = None
     contrast: float | None = None
@@ -403,7 +413,7 @@ def _resolve_parts_and_coarse(c: PrecondConfig, nodes: int, default: int, what: 
 def _check_adaptive_options(c: PrecondConfig) -> None:
     """The options of the adaptive coarse spaces: only with a row that uses them."""
     rows = coarse_list(c)
-    for name in ("threshold", "max_per_component", "max_per_subdomain"):
+    for name in ("threshold", "max_per_component", "max_per_subdomain", "oversampling"):
         if getattr(c, name) is None:
             continue
         users = library.coarse_option_users(name)  # the spaces whose options have it
@@ -413,7 +423,7 @@ def _check_adaptive_options(c: PrecondConfig) -> None:
                              f"{choices[-1]}, not with coarse={c.coarse!r}")
     if c.threshold is not None:
         c.threshold = check_positive_float("threshold", c.threshold)
-    for name in ("max_per_component", "max_per_subdomain"):
+    for name in ("max_per_component", "max_per_subdomain", "oversampling"):
         if getattr(c, name) is not None:
             setattr(c, name, check_int(name, getattr(c, name), minimum=0))
 

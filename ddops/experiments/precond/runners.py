@@ -201,6 +201,8 @@ def _coarse_options(c: PrecondConfig, coarse: str) -> dict[str, Any]:
         options["max_per_component"] = c.max_per_component
     if coarse == "geneo" and c.max_per_subdomain is not None:
         options["max_per_subdomain"] = c.max_per_subdomain
+    if coarse == "geneo" and c.oversampling is not None:
+        options["oversampling"] = c.oversampling
     if coarse in ("gdsw", "rgdsw", "agdsw") and c.extension_solver != "auto":
         options["extension_solver"] = c.extension_solver
     return options
@@ -624,7 +626,7 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
     adaptive = [k for k in coarse_list(c) if k in ADAPTIVE_COARSE_SPACES]
     thresholds = "".join(
         f"; {COARSE_LABELS[k]} threshold "
-        f"{(c.threshold if c.threshold is not None else DEFAULT_THRESHOLDS[k]):g}"
+        + (f"{c.threshold:g}" if c.threshold is not None else DEFAULT_THRESHOLDS[k])
         for k in adaptive)
     title = (f"{prob.description}: {n} unknowns, {A.nnz} nonzeros; N = {c.subdomains} "
              f"({parts}), overlap {c.overlap}; CG to rtol {c.rtol:g}, cap {cap} iterations"
