@@ -18,9 +18,9 @@ local matrix is the Schur complement onto ``w`` of the matrix of ``w+``,
     N_w = B_ww - B_wr B_rr^{-1} B_rw,    B = A(w+, w+) - diag(cut on dominant rows),
 
 ``r = w+ \\ w`` the ring: the energy of the cheapest extension of a function on ``w`` into
-the ring, zero beyond ``w+``.  On the rows that are diagonally dominant the couplings that
-leave ``w+`` are cut as in :mod:`ddops.dd.eigen` (so with ``layers=0`` and a diagonally
-dominant ``A`` this is GenEO's algebraic ``N_w``); elsewhere they are clamped.  The Schur
+the ring, zero beyond ``w+``.  When ``A`` is diagonally dominant (every row) the couplings
+that leave ``w+`` are cut as in :mod:`ddops.dd.eigen` (so with ``layers=0`` this is
+GenEO's algebraic ``N_w``); otherwise they are clamped.  The Schur
 complement is never formed: GenEO solves its eigenproblem on ``w+`` with ``D A D`` padded by
 zeros on the ring (the minimum over the ring of the Rayleigh quotient is the Schur
 complement's).
@@ -115,12 +115,11 @@ def oversampled_sets(A: sp.csr_matrix, indices: np.ndarray, group: np.ndarray,
     if stiff.any() and max_growth > 1:
         limit = max_growth * np.bincount(group, minlength=num_sets)
         size = np.asarray(inside.sum(axis=0)).ravel()
-        active = np.ones(num_sets, dtype=bool)
         while front.nnz:
             front = step(front, stiff)
             count = np.asarray(front.sum(axis=0)).ravel()
-            fits = active & (count > 0) & (size + count <= limit)
-            active &= fits  # a set whose next layer does not fit stops growing
+            # a set whose next layer does not fit stops growing (its front is emptied)
+            fits = (count > 0) & (size + count <= limit)
             if not fits.any():
                 break
             front = (front @ sp.diags(fits.astype(np.float64))).tocsr()
