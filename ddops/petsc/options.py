@@ -16,8 +16,8 @@ objects: the same names, choices and defaults), plus what only PETSc has
 * the options of the coarse spaces are flat: ``-ddops_gdsw_extension_solver``,
   ``-ddops_agdsw_threshold``, ``-ddops_agdsw_max_per_component``,
   ``-ddops_agdsw_extension_solver``, ``-ddops_geneo_threshold``,
-  ``-ddops_geneo_max_per_subdomain`` (the Neumann matrices cannot come from the
-  options database);
+  ``-ddops_geneo_max_per_subdomain``, ``-ddops_geneo_oversampling`` (the Neumann
+  matrices cannot come from the options database);
 * ``-ddops_null_space`` takes ``auto`` (the default: the near-null space attached
   with ``MatSetNearNullSpace`` when there is one, else the constants) and ``near``
   (that near-null space, required) besides ``constants``; the old ``constant`` is
@@ -136,8 +136,13 @@ def _sub_options() -> list[PetscOption]:
         for f in dataclasses.fields(cls):
             if f.name == "neumann":  # matrices: not from the options database
                 continue
+            spec = _shared.COARSE_OPTION_SPECS.get(f.name)
             if f.name == "extension_solver":
                 kind, choices = "choice", _shared.EXTENSION_SOLVERS
+            elif spec is not None and spec.kind in ("int", "float"):
+                # the spec's kind: a default of None (a rule, GenEO's threshold and
+                # oversampling) has no type of its own
+                kind, choices = spec.kind, ()
             elif isinstance(f.default, bool) or not isinstance(f.default, numbers.Real):
                 raise TypeError(f"{cls.__name__}.{f.name}: no PETSc option type")
             else:

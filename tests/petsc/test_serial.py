@@ -217,3 +217,29 @@ def test_decomposition_from_rows_checks_its_input(PETSc):
     with pytest.raises(ValueError, match=r"fetch_rows returned 0 rows for the \d+ asked for"):
         rank_decomposition_from_rows(half, (0, half.shape[0]), _TwoRanks(), subdomains=4,
                                      overlap=2, fetch_rows=lambda wanted: A[:0])
+
+
+
+def test_geneo_from_the_assembled_elasticity_matrix(PETSc, prefix):
+    """``-ddops_coarse geneo`` on an elasticity Mat (not diagonally dominant): GenEO's
+    oversampled local matrices from the assembled matrix, ``-ddops_geneo_oversampling``
+    read from the database, the same space and iterations as the serial library."""
+    import scipy.sparse.linalg as spla
+
+    A, Z, b = _cases.problem("elasticity2d")
+    P = _cases.petsc_matrix(A, PETSc.COMM_SELF, block_size=b, null_space=Z)
+    try:
+        its, reason, ctx = solve(P, prefix, {"ddops_coarse": "geneo", "ddops_subdomains": 8,
+                                             "ddops_geneo_oversampling": 1})
+    finally:
+        P.destroy()
+    M = ctx.preconditioner
+    assert ctx.options.geneo_oversampling == 1 and M.coarse_stats["oversampling"] == 1
+    ref = ddops.Decomposition.from_matrix(A, 8, 1, block_size=b)
+    s = ddops.TwoLevelSchwarz(A, ref, options=ddops.SchwarzOptions(
+        coarse="geneo", null_space=Z, geneo=ddops.GenEOOptions(oversampling=1)))
+    assert s.coarse_stats["oversampling"] == 1 and M.coarse_dim == s.coarse_dim
+    count = [0]
+    _, info = spla.cg(A, _cases.rhs(A.shape[0]), M=s, rtol=_cases.RTOL, atol=0.0,
+                      maxiter=1000, callback=lambda _x: count.__setitem__(0, count[0] + 1))
+    assert reason > 0 and info == 0 and abs(its - count[0]) <= 1
