@@ -22,6 +22,13 @@ become the default).
     python benchmarks/algebraic_robust.py --quick          # ~1 min
     python benchmarks/algebraic_robust.py                  # 2D, 50,880 unknowns: ~3 min
     python benchmarks/algebraic_robust.py --dims 2 3       # also 3D, 19,494 unknowns
+    python benchmarks/algebraic_robust.py --dims --scalar  # the scalar problems only
+
+With ``--scalar`` also floating channels (contrast 1e2 to 1e8), log-normal fields (1e8,
+2D and 3D) and 3D inclusions (1e6) at two numbers of subdomains of fixed size: GDSW, the
+default, AGDSW and GenEO from ``A`` (cut local matrices: these matrices are diagonally
+dominant), with the targets: GenEO at most 45 iterations, flat within 1.3 times over the
+contrasts and N, the default within 10 % of the best.
 """
 
 from __future__ import annotations
@@ -140,9 +147,68 @@ def targets(results: list[dict]) -> list[tuple[bool, str, str]]:
     return t
 
 
+#: Scalar problems of ``benchmarks/adaptive.py`` (finite differences, boxes of ``box^dim``
+#: points, overlap 1): (label, kind, dim, box, parts per direction, contrasts); ``--quick``
+#: keeps the first number of parts.
+SCALAR = (("channels 2D", "channels", 2, 16, (8, 16), (1e2, 1e4, 1e6, 1e8)),
+          ("log-normal 2D", "lognormal", 2, 16, (8, 16), (1e8,)),
+          ("log-normal 3D", "lognormal", 3, 6, (4, 6), (1e8,)),
+          ("inclusions 3D", "inclusions", 3, 6, (4, 6), (1e6,)))
+
+SCALAR_METHODS = ("auto", "gdsw", "agdsw", "geneo")
+
+
+def run_scalar(quick: bool, maxiter: int) -> list[dict[str, Any]]:
+    """GDSW, the default, AGDSW and GenEO from ``A`` on the scalar problems."""
+    from adaptive import scalar_problem
+
+    out = []
+    for label, kind, dim, box, parts, contrasts in SCALAR:
+        for P in parts[:1] if quick else parts:
+            for contrast in contrasts:
+                A, d, info = scalar_problem(kind, dim, P, box, contrast)
+                b = np.random.default_rng(0).standard_normal(A.shape[0])
+                rows = {m: schwarz_run(A, b, d, m, maxiter) for m in SCALAR_METHODS}
+                print(f"  {label} N={d.num_subdomains} contrast {contrast:g}: " + ", ".join(
+                    f"{m} {_its(r)}" for m, r in rows.items()), flush=True)
+                out.append({"label": label, "N": d.num_subdomains, "contrast": contrast,
+                            "unknowns": A.shape[0], "methods": rows})
+    return out
+
+
+def scalar_report(results: list[dict]) -> str:
+    lines = ["| problem | N | contrast | default (auto) | GDSW | AGDSW | GenEO (dim) | "
+             "GenEO set-up / GDSW's |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        m = r["methods"]
+        g = m["geneo"]
+        ratio = (f"{g['setup_s'] / m['gdsw']['setup_s']:.1f}" if _ok(g) and _ok(m["gdsw"])
+                 else "")
+        lines.append(f"| {r['label']} | {r['N']} | {r['contrast']:g} | {_its(m['auto'])} | "
+                     f"{_its(m['gdsw'])} | {_its(m['agdsw'])} | {_its(g)} "
+                     f"({g.get('coarse_dim', '')}) | {ratio} |")
+    lines.append("")
+    geneo = [_count(r["methods"]["geneo"]) for r in results]
+    lines.append(f"{'PASS' if max(geneo) <= 45 else 'MISS'} [scalar] GenEO from A: iterations "
+                 f"<= 45: max {max(geneo):g}")
+    for label in dict.fromkeys(r["label"] for r in results):
+        xs = [_count(r["methods"]["geneo"]) for r in results if r["label"] == label]
+        ratio = max(xs) / min(xs)
+        lines.append(f"{'PASS' if ratio <= 1.3 else 'MISS'} [scalar] GenEO from A, {label}: "
+                     f"max/min over contrasts and N <= 1.3: {ratio:.2f}")
+    worst = max(_count(r["methods"]["auto"]) / min(_count(x) for x in r["methods"].values())
+                for r in results)
+    lines.append(f"{'PASS' if worst <= 1.1 else 'MISS'} [scalar] the default within 10 % of "
+                 f"the best ddops space's iterations: worst {worst:.2f}x")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dims", type=int, nargs="+", default=[2], choices=(2, 3))
+    p.add_argument("--dims", type=int, nargs="*", default=[2], choices=(2, 3),
+                   help="elasticity in these dimensions (none: only --scalar)")
+    p.add_argument("--scalar", action="store_true",
+                   help="also the scalar problems (channels, log-normal, 3D inclusions)")
     p.add_argument("--quick", action="store_true", help="small meshes (about a minute)")
     p.add_argument("--maxiter", type=int, default=3000)
     p.add_argument("--json", help="write the results here")
@@ -160,6 +226,12 @@ def main(argv=None) -> int:
             print()
             for ok, what, measured in targets(results):
                 print(f"{'PASS' if ok else 'MISS'} [{dim}D] GenEO from A: {what}: {measured}")
+            report.append(results)
+        if args.scalar:
+            results = run_scalar(args.quick, args.maxiter)
+            print("\nScalar problems (finite differences, boxes, overlap 1; CG iterations, "
+                  "additive)\n")
+            print(scalar_report(results))
             report.append(results)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
