@@ -304,3 +304,33 @@ def test_geneo_oversampling_bad_input(small_elasticity):
     # oversampling=0 on a diagonally dominant matrix: GenEO's cut local matrices
     _, info = geneo_basis(Ap, dp, oversampling=0, return_info=True)
     assert info.stats["oversampling"] == 0 and info.stats["oversampled_size"] == 1.0
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_floating_stiff_bars_crossing_the_interface_select_their_rigid_motions(k):
+    """``k`` stiff bars (contrast 1e6) that cross the interface of two subdomains and touch
+    no clamped boundary: in each subdomain the bars' pieces move rigidly at no cost, three
+    motions per bar in 2D (two translations, one rotation), and the functions that the
+    one-level method charges for them are what GenEO from ``A`` must select: exactly
+    ``3 k`` per subdomain (the subdomain's own rigid motions are the null space's)."""
+    pytest.importorskip("skfem")
+    from ddops.problems import (
+        element_centroids,
+        fem_elasticity_2d,
+        rigid_body_modes,
+        unit_square_mesh,
+    )
+
+    m = unit_square_mesh(24)
+    c = element_centroids(m)
+    stiff = np.zeros(len(c), dtype=bool)
+    for j in range(k):  # horizontal bars from x = 0.25 to 0.75, clear of x = 0 and of y = 0, 1
+        lo = 0.2 + 0.25 * j
+        stiff |= (c[:, 1] > lo) & (c[:, 1] < lo + 0.06) & (c[:, 0] > 0.25) & (c[:, 0] < 0.75)
+    A, X = fem_elasticity_2d(mesh=m, E=np.where(stiff, 1e6, 1.0))
+    owner = np.repeat((X[:, 0] > 0.5).astype(np.int64), 2)  # cut at x = 0.5, across the bars
+    d = ddops.Decomposition.from_matrix(A, 2, overlap=1, block_size=2, partitioner=owner)
+    _, info = geneo_basis(A, d, null_space=rigid_body_modes(X), return_info=True)
+    assert info.stats["oversampling"] == OVERSAMPLING_LAYERS
+    assert list(info.selected) == [3 * k, 3 * k]
+    assert list(info.kept) == [3 * k, 3 * k]
