@@ -231,8 +231,9 @@ def agdsw_basis(
     elif not_dominant_rows(A).size:
         warn("agdsw: A is not diagonally dominant, so the algebraic local Neumann "
                       "matrices are not positive semidefinite and more functions than needed "
-                      "may be selected (GenEO with finite-element Neumann matrices is the "
-                      "rigorous alternative)", RuntimeWarning)
+                      "may be selected (GenEO, from A alone with oversampled local "
+                      "matrices or with finite-element Neumann matrices, is the "
+                      "alternative)", RuntimeWarning)
     # the Schur complements' interior solves: the extension's exact solver (its inexact
     # one, "amg", would perturb the eigenproblems: those keep the exact default)
     schur_solver = (extension_solver if extension_solver in EXACT_SOLVERS

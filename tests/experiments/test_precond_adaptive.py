@@ -97,6 +97,8 @@ def test_new_problem_with_all_coarse_spaces(case, tmp_path):
                                                         else "algebraic")
         if elasticity:
             assert rows[f"two_level_{kind}"]["neumann_seconds"] > 0
+    # the notes count the assembly of the Neumann matrices where there was one
+    assert ("finite-element Neumann matrices of the subdomains" in table) == elasticity
     if elasticity:
         assert rows["pyamg"]["near_null_space"] == "rbm"
         assert payload["decomposition"]["block_size"] == int(problem[-2])
@@ -225,6 +227,8 @@ def test_agdsw_warning_on_elasticity_is_recorded_once(tmp_path, capsys, recwarn)
     out = capsys.readouterr().out
     assert out.count("warning: agdsw: A is not diagonally dominant") == 1
     assert "\n- two-level additive Schwarz, AGDSW: agdsw: A is not" in table
+    # a matrix file has no finite-element Neumann matrices, and the notes do not claim any
+    assert "finite-element Neumann matrices of the subdomains" not in table
     assert not [w for w in recwarn if "diagonally dominant" in str(w.message)]
     assert rows["one_level"]["warnings"] == []
 
