@@ -203,7 +203,8 @@ def coarse_basis(
     oversampling : int, optional
         Layers added to every subdomain for the local matrices that ``"geneo"`` computes
         from ``A`` (:mod:`ddops.dd.oversampling`; default: 0 for a diagonally dominant
-        ``A``, :data:`~ddops.dd.oversampling.OVERSAMPLING_LAYERS` otherwise).
+        ``A``, otherwise 2, or 1 for ``block_size >= 3``:
+        :func:`~ddops.dd.oversampling.default_oversampling`).
     extension_solver : {"auto", "superlu", "pardiso", "amg"}, optional
         Solver of the interior problems of the harmonic extension (``"gdsw"``,
         ``"rgdsw"``, ``"agdsw"``; see :func:`ddops.dd.gdsw.harmonic_extension`).  Default

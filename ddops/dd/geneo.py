@@ -61,7 +61,7 @@ from .eigen import (
 )
 from .extension import FACTOR_CHUNK_ROWS
 from .groups import DEPENDENCE_RTOL, columns_from_groups, independent_vectors
-from .oversampling import OVERSAMPLING_LAYERS, check_oversampling, oversampled_sets
+from .oversampling import check_oversampling, default_oversampling, oversampled_sets
 from .validation import check_matrix, check_null_space
 
 __all__ = [
@@ -164,9 +164,11 @@ def geneo_basis(
         Layers of the graph of ``A`` added to every subdomain (then the stiff growth of
         :func:`~ddops.dd.oversampling.oversampled_sets`) for the local matrices computed
         from ``A``: the Schur complement onto the subdomain of the grown set's matrix.
-        Default: 0 (no growth) for a diagonally dominant ``A``,
-        :data:`~ddops.dd.oversampling.OVERSAMPLING_LAYERS` otherwise; 0 on a matrix that
-        is not diagonally dominant is refused.  Not with ``neumann``.
+        Default: 0 (no growth) for a diagonally dominant ``A``, otherwise
+        :data:`~ddops.dd.oversampling.OVERSAMPLING_LAYERS` (2), or
+        :data:`~ddops.dd.oversampling.OVERSAMPLING_LAYERS_3D` (1) when the decomposition's
+        ``block_size`` is at least 3; 0 on a matrix that is not diagonally dominant is
+        refused.  Not with ``neumann``.
     max_per_subdomain : int, optional
         At most this many eigenvectors per subdomain, those of the smallest eigenvalues
         (default :data:`~ddops.dd.geneo.MAX_PER_SUBDOMAIN`); a ``RuntimeWarning`` says where
@@ -222,7 +224,7 @@ def geneo_basis(
         bad = not_dominant_rows(A)
         dominant = bad.size == 0
         if layers is None:
-            layers = 0 if dominant else OVERSAMPLING_LAYERS
+            layers = 0 if dominant else default_oversampling(int(getattr(d, "block_size", 1)))
         tau = check_threshold(threshold, GENEO_THRESHOLD if dominant and layers == 0
                               else GENEO_OVERSAMPLED_THRESHOLD)
         if layers == 0 and not dominant:

@@ -40,14 +40,26 @@ import scipy.sparse as sp
 
 from .._validation import check_int
 
-__all__ = ["OVERSAMPLING_LAYERS", "STIFF_RATIO", "MAX_GROWTH", "oversampled_sets",
-           "check_oversampling"]
+__all__ = ["OVERSAMPLING_LAYERS", "OVERSAMPLING_LAYERS_3D", "STIFF_RATIO", "MAX_GROWTH",
+           "default_oversampling", "oversampled_sets", "check_oversampling"]
 
 #: Default layers of the graph of ``A`` added to every subdomain before the stiff growth
 #: (for a matrix that is not diagonally dominant).  Measured on 2D P1 elasticity with stiff
-#: disks (32 METIS parts, contrast 1e6, CG iterations of the additive method): 2 layers 54,
-#: 4 layers 46; without the stiff growth 8 layers 57 and 12 layers 42 at three times the cost.
+#: disks (CG iterations of the additive method, contrast 1e6): 32 METIS parts, 2 layers 54,
+#: 4 layers 46, and without the stiff growth 8 layers 57 and 12 layers 42 at three times
+#: the cost; 128 parts, 1 layer 78, 2 layers 60.
 OVERSAMPLING_LAYERS = 2
+
+#: ... and for ``block_size >= 3`` (3D elasticity), where a layer adds more unknowns: on 3D
+#: P1 elasticity with 20 stiff balls (64 parts, contrasts 1, 1e3, 1e6) 1 layer gives 49, 87
+#: and 186 iterations, 2 layers 48, 89 and 244 for about 1.5 times the set-up; with isolated
+#: balls both give 49 and 61.
+OVERSAMPLING_LAYERS_3D = 1
+
+
+def default_oversampling(block_size: int) -> int:
+    """The default layers for a matrix that is not diagonally dominant, by its block size."""
+    return OVERSAMPLING_LAYERS_3D if block_size >= 3 else OVERSAMPLING_LAYERS
 
 #: An unknown whose diagonal is at least this many times the median diagonal of ``A`` is
 #: stiff: the growth follows the stiff unknowns beyond the layers.  Scale-free; at contrast 1

@@ -168,8 +168,8 @@ COARSE_OPTION_SPECS = {s.name: s for s in (
     _spec("neumann", "array", "one local Neumann matrix per subdomain (finite-element "
           "assembly)", flag=False, petsc=False),
     _spec("oversampling", "int", "layers added to every subdomain for GenEO's local matrix "
-          "from A (default: 0 for a diagonally dominant A, else 2)", minimum=0,
-          petsc=False),
+          "from A (default: 0 for a diagonally dominant A, else 2, or 1 for block size 3)",
+          minimum=0, petsc=False),
 )}
 
 
@@ -321,7 +321,8 @@ class GenEOOptions(_CoarseOptions):
     oversampling : int, optional
         Layers added to every subdomain for its local matrix computed from ``A``
         (:mod:`ddops.dd.oversampling`).  Default: 0 for a diagonally dominant ``A``,
-        :data:`~ddops.dd.oversampling.OVERSAMPLING_LAYERS` otherwise.
+        otherwise 2, or 1 for ``block_size >= 3``
+        (:func:`~ddops.dd.oversampling.default_oversampling`).
     """
 
     threshold: float | None = None

@@ -334,3 +334,18 @@ def test_floating_stiff_bars_crossing_the_interface_select_their_rigid_motions(k
     assert info.stats["oversampling"] == OVERSAMPLING_LAYERS
     assert list(info.selected) == [3 * k, 3 * k]
     assert list(info.kept) == [3 * k, 3 * k]
+
+
+def test_default_oversampling_follows_the_block_size():
+    """Two layers for scalar and 2D vector problems, one for block size 3 (3D elasticity)."""
+    pytest.importorskip("skfem")
+    from ddops.dd.oversampling import OVERSAMPLING_LAYERS_3D
+    from ddops.problems import fem_elasticity_3d, rigid_body_modes
+
+    A, X = fem_elasticity_3d(4)
+    Z = rigid_body_modes(X)
+    for block_size, layers in ((3, OVERSAMPLING_LAYERS_3D), (1, OVERSAMPLING_LAYERS)):
+        d = ddops.Decomposition.from_matrix(A, 4, overlap=1, block_size=block_size)
+        _, info = geneo_basis(A, d, null_space=Z, return_info=True)
+        assert info.stats["oversampling"] == layers
+    assert OVERSAMPLING_LAYERS_3D != OVERSAMPLING_LAYERS

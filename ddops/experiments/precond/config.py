@@ -147,7 +147,7 @@ class PrecondConfig:
     oversampling : int, optional
         Layers added to every subdomain for GenEO's local matrices from ``A``
         (:mod:`ddops.dd.oversampling`; default: 0 for a diagonally dominant ``A``, else
-        :data:`ddops.dd.oversampling.OVERSAMPLING_LAYERS`); only with ``coarse`` ``"geneo"``
+        :func:`ddops.dd.oversampling.default_oversampling`); only with ``coarse`` ``"geneo"``
         or ``"all"``.
     partitioner : {"grid", "metis", "rcb"}, optional
         Non-overlapping partition of the 2D/3D problems (the other names of
