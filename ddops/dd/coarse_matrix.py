@@ -51,6 +51,11 @@ DROP_PIVOT_RTOL = 1e-10
 #: whose pivot is below this many times that, when that is above ``rtol``.
 SCHUR_ROUNDING = 10.0
 
+#: ... unless, where its pivot lies between ``rtol`` and that rounding, the column is
+#: independent of the others in the Euclidean inner product: squared sine of its angle to
+#: them above this.
+EUCLIDEAN_DROP_RTOL = 1e-8
+
 #: :func:`drop_dependent_columns` uses a dense pivoted Cholesky factorisation up to this many
 #: coarse functions (about 3 s at 4000 on one core), a sparse one beyond.
 DENSE_DROP_MAX = 4000
@@ -259,14 +264,54 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
             if S is None:  # the kept first block failed its factorisation: all sparse
                 kept, _ = _sparse_independent(K, np.arange(n0), rtol)
             else:
-                _, piv, rank, _ = lapack.dpstrf(S, lower=1, tol=tol)
-                kept = np.concatenate([kept, rest[piv[:rank] - 1]])
+                L2, piv, rank, _ = lapack.dpstrf(S, lower=1, tol=rtol)
+                chosen = rest[piv[:rank] - 1]
+                sure = np.diagonal(L2)[:rank] ** 2 > tol
+                del L2, S
+                if not sure.all():
+                    # pivots between rtol and the rounding of the Schur complement: a column
+                    # that is a combination of the others in exact arithmetic is one in the
+                    # Euclidean inner product too, where the Gram matrix does not carry the
+                    # contrast; a function of small but real energy (a stiff inclusion's
+                    # motion at contrast 1e8) is not
+                    base = np.concatenate([kept, chosen[sure]])
+                    chosen = np.concatenate([chosen[sure], _euclidean_independent(
+                        Phi, base, chosen[~sure])])
+                kept = np.concatenate([kept, chosen])
     kept = np.sort(kept)
     kept = kept[pos[kept]]
     if kept.size < n0:
         Phi = Phi[:, kept].tocsr()
     Phi.sort_indices()
     return Phi, kept.astype(np.int64)
+
+
+def _euclidean_independent(Phi: sp.csr_matrix, base: np.ndarray,
+                           candidates: np.ndarray) -> np.ndarray:
+    """The ``candidates`` columns of Phi that are independent of the ``base`` columns (and of
+    each other, by complete pivoting) in the Euclidean inner product: squared sine of the
+    angle above :data:`EUCLIDEAN_DROP_RTOL`, or above the rounding of the Schur complement."""
+    from scipy.linalg import lapack
+
+    cols = np.concatenate([base, candidates])
+    G = (Phi[:, cols].T @ Phi[:, cols]).tocsr()
+    d = np.sqrt(G.diagonal())
+    G = (sp.diags(1.0 / d) @ G @ sp.diags(1.0 / d)).tocsr()
+    nb = base.size
+    S = _schur_on(G, np.arange(nb), np.arange(nb, cols.size))
+    if S is None:
+        return candidates[:0]
+    if nb:
+        Lb, _, rb, _ = lapack.dpstrf(G[:nb][:, :nb].toarray(), lower=1, tol=0.0)
+        p = np.diagonal(Lb)[:rb] ** 2
+        cond = float(p.max() / p.min()) if p.size else 1.0
+    else:
+        cond = 1.0
+    tol = max(EUCLIDEAN_DROP_RTOL, SCHUR_ROUNDING * np.finfo(np.float64).eps * cond)
+    L, piv, rank, _ = lapack.dpstrf(S, lower=1, tol=tol)
+    # dpstrf takes its first pivot whatever the tolerance: each pivot is checked here
+    above = np.diagonal(L)[:rank] ** 2 > tol
+    return candidates[piv[:rank][above] - 1]
 
 
 def _sparse_independent(K: sp.csr_matrix, cols: np.ndarray,
