@@ -258,8 +258,7 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
             # the adaptive spaces reach cond(K_kk) = 1e8 and Schur complements 1e-8 off,
             # which kept exactly dependent columns at the tolerance 1e-10 and left A_0
             # singular (3D elasticity, AGDSW with finite-element Neumann matrices)
-            cond = float(pivots.max() / pivots.min()) if pivots.size else 1.0
-            tol = max(rtol, SCHUR_ROUNDING * np.finfo(np.float64).eps * cond)
+            tol = _schur_rounding(pivots, rtol)
             S = _schur_on(K, kept, rest)
             if S is None:  # the kept first block failed its factorisation: all sparse
                 kept, _ = _sparse_independent(K, np.arange(n0), rtol)
@@ -286,6 +285,13 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
     return Phi, kept.astype(np.int64)
 
 
+def _schur_rounding(pivots: np.ndarray, floor: float) -> float:
+    """The tolerance on a Schur complement's pivots: its rounding, :data:`SCHUR_ROUNDING`
+    times ``eps cond`` of the eliminated block (its pivots' ratio), or ``floor`` if larger."""
+    cond = float(pivots.max() / pivots.min()) if pivots.size else 1.0
+    return max(floor, SCHUR_ROUNDING * np.finfo(np.float64).eps * cond)
+
+
 def _euclidean_independent(Phi: sp.csr_matrix, base: np.ndarray,
                            candidates: np.ndarray) -> np.ndarray:
     """The ``candidates`` columns of Phi that are independent of the ``base`` columns (and of
@@ -301,13 +307,10 @@ def _euclidean_independent(Phi: sp.csr_matrix, base: np.ndarray,
     S = _schur_on(G, np.arange(nb), np.arange(nb, cols.size))
     if S is None:
         return candidates[:0]
-    if nb:
-        Lb, _, rb, _ = lapack.dpstrf(G[:nb][:, :nb].toarray(), lower=1, tol=0.0)
-        p = np.diagonal(Lb)[:rb] ** 2
-        cond = float(p.max() / p.min()) if p.size else 1.0
-    else:
-        cond = 1.0
-    tol = max(EUCLIDEAN_DROP_RTOL, SCHUR_ROUNDING * np.finfo(np.float64).eps * cond)
+    # the base block's condition from the pivots of its sparse factorisation (a dense
+    # pivoted one of thousands of null-space columns cost seconds)
+    tol = _schur_rounding(_sparse_independent(G, np.arange(nb), EUCLIDEAN_DROP_RTOL)[1],
+                          EUCLIDEAN_DROP_RTOL)
     L, piv, rank, _ = lapack.dpstrf(S, lower=1, tol=tol)
     # dpstrf takes its first pivot whatever the tolerance: each pivot is checked here
     above = np.diagonal(L)[:rank] ** 2 > tol
