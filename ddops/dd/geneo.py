@@ -211,15 +211,6 @@ def geneo_basis(
     group = np.repeat(np.arange(N), sizes)
     within = np.arange(d.indices.size) - offsets[group]
     w = 1.0 / d.multiplicity[d.indices]  # D_i on the packed entries
-    # the local matrices as one block-diagonal COO: entries (i, r, c)
-    S = sp.csr_matrix((np.ones(d.indices.size), (np.arange(d.indices.size), d.indices)),
-                      shape=(d.indices.size, n))
-    blocks = (S @ A @ S.T).tocoo()  # stacked rows x stacked cols; keep same-subdomain pairs
-    same = group[blocks.row] == group[blocks.col]
-    b_sub = group[blocks.row[same]]
-    b_r, b_c = within[blocks.row[same]], within[blocks.col[same]]
-    b_v = blocks.data[same]
-    del blocks
     if neumann is None:
         bad = not_dominant_rows(A)
         dominant = bad.size == 0
@@ -234,17 +225,25 @@ def geneo_basis(
                              "oversampling >= 1 (the default), or pass neumann= (one matrix "
                              "per subdomain, e.g. from ddops.problems.fem_elasticity_2d(..., "
                              "neumann=d))")
-        ext_sizes, (nm_sub, nm_r, nm_c, nm_v), k1 = _local_matrices(A, d, group, within,
-                                                                    layers, dominant)
     else:
         if layers is not None:
             raise ValueError("oversampling is used only without neumann= (it builds the local "
                              "matrices from A)")
         tau = check_threshold(threshold, GENEO_THRESHOLD)
         dominant, layers = True, 0
-        ext_sizes = sizes
-        nm_sub, nm_r, nm_c, nm_v = check_neumann(neumann, sizes)
-        k1 = int(d.multiplicity.max())
+        user_neumann = check_neumann(neumann, sizes)
+    # the entries of A inside every (grown) subdomain, one stacked COO; A_i's are those of
+    # the subdomain's own rows and columns (first in every grown set)
+    ext_sizes, pairs, cut, k1 = _local_matrices(A, d, group, within, layers,
+                                                dominant and neumann is None)
+    own = (pairs[1] < sizes[pairs[0]]) & (pairs[2] < sizes[pairs[0]])
+    b_sub, b_r, b_c, b_v = (x[own] for x in pairs)
+    if neumann is None:
+        nm_sub, nm_r, nm_c, nm_v = (np.concatenate([x, y]) for x, y in zip(pairs, cut,
+                                                                           strict=True))
+    else:
+        nm_sub, nm_r, nm_c, nm_v = user_neumann
+    del pairs, cut
     # k0: subdomains meeting one subdomain (itself included)
     inc = sp.csr_matrix((np.ones(d.indices.size), (group, d.indices)), shape=(N, n))
     k0 = int(np.diff((inc @ inc.T).tocsr().indptr).max())
@@ -421,7 +420,8 @@ def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndar
     Returns
     -------
     ext_sizes : the sizes of the grown sets; the stacked entries ``(subdomain, row, col,
-    value)``; ``k1``, the most grown sets that hold one unknown.
+    value)`` of ``A`` inside them; the diagonal entries of the cut (empty unless
+    ``dominant``), stacked alike; ``k1``, the most grown sets that hold one unknown.
     """
     n, N = A.shape[0], d.num_subdomains
     sizes = d.sizes.astype(np.int64)
@@ -444,13 +444,13 @@ def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndar
     at = np.minimum(np.searchsorted(sorted_key, want), sorted_key.size - 1)
     found = sorted_key[at] == want
     rep, flat, at = rep[found], flat[found], at[found]
-    subs, rows, cols, vals = grp[rep], pos[rep], pos[order[at]], A.data[flat]
+    pairs = (grp[rep], pos[rep], pos[order[at]], A.data[flat])
     if dominant:  # the couplings that leave the grown set, cut from its diagonal
-        cut = outside_coupling(A, idx, grp, N)
-        subs, rows = np.concatenate([subs, grp]), np.concatenate([rows, pos])
-        cols, vals = np.concatenate([cols, pos]), np.concatenate([vals, -cut])
+        cut = (grp, pos, pos, -outside_coupling(A, idx, grp, N))
+    else:
+        cut = (grp[:0], pos[:0], pos[:0], np.zeros(0))
     k1 = int(np.bincount(idx, minlength=n).max())
-    return sizes + ring_count, (subs, rows, cols, vals), k1
+    return sizes + ring_count, pairs, cut, k1
 
 
 def _shifted_factor(Ns: sp.csr_matrix, Bs: sp.csr_matrix, tau: float, m: int,
