@@ -17,7 +17,7 @@ guess, the same random right-hand side) with
 and on the elasticity problems with stiff inclusions of ``benchmarks/adaptive.py``
 (contrast 1e6; 2D: 60 disks, 128 METIS parts; 3D: 20 balls, 64 parts), ddops GDSW, AGDSW
 and GenEO with the finite-element Neumann matrices (their assembly counted in the set-up),
-pyamg's smoothed aggregation with the rigid body modes as ``B``, and GAMG with the rigid
+GenEO from the assembled matrix alone (oversampled local matrices), pyamg's smoothed aggregation with the rigid body modes as ``B``, and GAMG with the rigid
 body modes as near-null space (``MatSetNearNullSpace``) and BoomerAMG (scalar, default
 options; it knows no near-null space).
 
@@ -125,6 +125,7 @@ def main():
                                                           info["neumann_s"])),
                     ("ddops GenEO, FE Neumann", ddops_row(A, d, b, "geneo", Z, fe,
                                                           info["neumann_s"])),
+                    ("ddops GenEO from A (oversampled)", ddops_row(A, d, b, "geneo", Z)),
                     ("pyamg SA, B = rigid body modes", pyamg_row(A, b, Z)),
                     ("PETSc GAMG, near-null space = rigid body modes",
                      petsc_row(PETSc, A, b, "gamg", {}, near_null=Z, block_size=dim)),
