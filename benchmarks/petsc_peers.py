@@ -17,8 +17,9 @@ guess, the same random right-hand side) with
 and on the elasticity problems with stiff inclusions of ``benchmarks/adaptive.py``
 (contrast 1e6; 2D: 60 disks, 128 METIS parts; 3D: 20 balls, 64 parts), ddops GDSW, AGDSW
 and GenEO with the finite-element Neumann matrices (their assembly counted in the set-up),
-GenEO from the assembled matrix alone (oversampled local matrices), pyamg's smoothed aggregation with the rigid body modes as ``B``, and GAMG with the rigid
-body modes as near-null space (``MatSetNearNullSpace``) and BoomerAMG (scalar, default
+GenEO from the assembled matrix alone (oversampled local matrices), pyamg's smoothed
+aggregation with the rigid body modes as ``B``, and GAMG with the rigid body modes as
+near-null space (``MatSetNearNullSpace``) and BoomerAMG (scalar, default
 options; it knows no near-null space).
 
 Set-up is the preconditioner's construction (the decomposition excluded for ddops, as in
