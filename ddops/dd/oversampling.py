@@ -15,7 +15,7 @@ median diagonal of ``A``) for as long as the growth stays within :data:`MAX_GROW
 the size of ``w``, so that a stiff inclusion crossing ``w`` is taken whole where it fits.  The
 local matrix is the Schur complement onto ``w`` of the matrix of ``w+``,
 
-    N_w = B_ww - B_wr B_rr^{-1} B_rw,    B = A(w+, w+) - diag(cut on dominant rows),
+    N_w = B_ww - B_wr B_rr^{-1} B_rw,    B = A(w+, w+) (minus the cut, see below),
 
 ``r = w+ \\ w`` the ring: the energy of the cheapest extension of a function on ``w`` into
 the ring, zero beyond ``w+``.  When ``A`` is diagonally dominant (every row) the couplings
