@@ -217,6 +217,43 @@ def test_geneo_oversampled_eigenproblems_match_dense_schur_complements(small_ela
     assert info.selected.sum() > 3 * d.num_subdomains  # the stiff disks' motions are there
 
 
+@pytest.mark.parametrize("n, parts, seed", [(32, 24, 2), (40, 32, 3)])
+def test_geneo_finds_every_eigenvalue_clearly_below_the_threshold(n, parts, seed):
+    # many small stiff disks: a few subdomains have eigenvalues between 0.75 and 0.9 times
+    # tau, which a subspace iteration stopped by the change of its first Ritz value above tau
+    # alone missed (subdomain 17 of the first, 1 of the second; the geometric extrapolation
+    # of that Ritz value finds them); Ritz values bound the eigenvalues from above, so no
+    # subdomain may select more than it has below tau
+    A, d, _ = elasticity(n, 1e6, kind="unstructured", count=2 * parts, radius=0.05, seed=seed,
+                         parts=parts)
+    _, info = geneo_basis(A, d, return_info=True)
+    tau = info.threshold
+    rings, _ = grown_rings(A, d.subdomains, info.stats["oversampling"])
+    for i in range(d.num_subdomains):
+        S, K, _ = local_pencil(A, d, i, rings[i], False)
+        lam = sla.eigh(S, K, eigvals_only=True)
+        assert (lam < 0.95 * tau).sum() <= info.selected[i] <= (lam < tau).sum(), i
+
+
+@pytest.mark.parametrize("with_cut", [False, True])
+def test_geneo_local_matrices_in_chunks_of_sets(small_elasticity, monkeypatch, with_cut):
+    # the (set, unknown) table of the local matrices taken a few sets at a time (as on a
+    # large matrix) gives the same basis as one table for all sets
+    from ddops.dd import geneo
+
+    if with_cut:
+        n = 23
+        A = diffusion_2d(high_contrast_channels(n, 1e4))
+        d = ddops.Decomposition.from_grid((n, n), (3, 3), overlap=1)
+        Z = None
+    else:
+        A, d, Z = small_elasticity
+    whole = geneo_basis(A, d, null_space=Z, oversampling=2).toarray()
+    monkeypatch.setattr(geneo, "LOOKUP_TABLE_ENTRIES", 2 * A.shape[0])
+    np.testing.assert_array_equal(geneo_basis(A, d, null_space=Z, oversampling=2).toarray(),
+                                  whole)
+
+
 def test_geneo_oversampled_eigenproblems_cut_on_a_diagonally_dominant_matrix():
     # channels of contrast 1e4: diagonally dominant, so the couplings that leave w+ are cut
     # (not clamped), and the channels are stiff, so w+ grows along them
