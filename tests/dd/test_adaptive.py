@@ -563,7 +563,7 @@ def test_geneo_grown_subspace_starts_warm_and_selects_as_a_cold_start(monkeypatc
     assert starts == [False, True]  # grown once, warm
     # to a quarter more than found (13-14), not doubled (24 wanted + 6 extra = 30)
     assert blocks[0] == 16 and blocks[1] < 30
-    monkeypatch.setattr(geneo, "_subspace_eigh", lambda *args: solve(*args[:11], None))
+    monkeypatch.setattr(geneo, "_subspace_eigh", lambda *args: solve(*args[:11], None, args[12]))
     Ref, ref = geneo_basis(A, d, return_info=True)
     np.testing.assert_array_equal(info.selected, ref.selected)
     assert info.selected.min() >= 13
