@@ -24,7 +24,9 @@ matrices (both returned in the info's ``stats``).  The bound does not depend
 on the coefficients.  The eigenproblems are solved for all subdomains of a
 chunk at once (padded to a size group) by a shift-and-invert subspace iteration:
 one sparse solve with ``N_i + sigma D_i A_i D_i`` (``sigma`` a tenth of the threshold) per
-chunk and iteration and one batched Rayleigh-Ritz step.
+chunk and iteration and one batched Rayleigh-Ritz step.  The chunks are independent and run
+on up to :func:`ddops.linalg.parallel.chunk_workers` threads (the BLAS thread limit: one
+with ``threads=1``), one BLAS thread each.
 
 A given null space ``Z`` enters first (the Nicolaides functions ``R_i^T D_i R_i Z``), the
 eigenvectors follow; see :mod:`ddops.dd.adaptive`.
@@ -45,6 +47,7 @@ from ..linalg.local_solvers import (
     default_exact_solver,
     factorize_blocks,
 )
+from ..linalg.parallel import map_chunks
 from .coarse_matrix import drop_dependent_columns
 from .eigen import (
     AdaptiveInfo,
@@ -319,89 +322,98 @@ def geneo_basis(
     n_off = np.searchsorted(rank[nm_sub][n_order], np.arange(N + 1))
     iterations = 0
     unconverged, worst_drift = [], 0.0  # subdomains whose iteration hit its limit
-    for width in ladder:  # a loop over size groups, each in memory-bounded chunks
-        members_all = np.flatnonzero(padded == width)
-        width = int(width)
-        largest = max(largest, int(ext_sizes[members_all].max()))
-        # about 12 arrays of (rows x block) floats and the sparse factors per chunk
-        step = max(1, FACTOR_CHUNK_ROWS * 4 // width)
-        for c0 in range(0, members_all.size, step):
-            members = members_all[c0:c0 + step]
-            m = members.size
-            pos = np.full(N, -1, dtype=np.int64)
-            pos[members] = np.arange(m)
-            lo, hi = int(rank[members[0]]), int(rank[members[-1]]) + 1
-            ent = ent_order[ent_off[lo]:ent_off[hi]]
-            Dw = np.zeros(m * width)
-            Dw[pos[group[ent]] * width + within[ent]] = w[ent]
-            e = b_order[b_off[lo]:b_off[hi]]
-            br, bc = pos[b_sub[e]] * width + b_r[e], pos[b_sub[e]] * width + b_c[e]
-            e2 = n_order[n_off[lo]:n_off[hi]]
-            nr, nc = pos[nm_sub[e2]] * width + nm_r[e2], pos[nm_sub[e2]] * width + nm_c[e2]
-            # the rows of the (grown) subdomains; the rest pads the blocks to the same width
-            real = (np.arange(width)[None, :] < ext_sizes[members][:, None]).ravel()
-            pad_rows = np.flatnonzero(~real)
-            shape = (m * width, m * width)
-            Bs = sp.csr_matrix((Dw[br] * b_v[e] * Dw[bc], (br, bc)), shape=shape)
-            Ns = sp.csr_matrix((np.concatenate([nm_v[e2], np.ones(pad_rows.size)]),
-                                (np.concatenate([nr, pad_rows]), np.concatenate([nc, pad_rows]))),
-                               shape=shape)
-            Bs = ((Bs + Bs.T) * 0.5).tocsr()
-            Ns = ((Ns + Ns.T) * 0.5).tocsr()
-            smallest_size = int(sizes[members].min())
-            wanted = max(1, min(GENEO_INITIAL_VECTORS, cap))
-            try:
-                # one factorisation of N + sigma B serves every size of the subspace
-                shifted = _shifted_factor(Ns, Bs, GENEO_SHIFT * tau, m, width)
-            except SingularBlockError as exc:
-                i = int(members[exc.block])
+    def solve_chunk(members: np.ndarray, width: int):
+        """The eigenpairs of one chunk of subdomains padded to ``width`` rows: the kept
+        entries, the counts below the threshold, the smallest eigenvalues, the solves and
+        the drift of the unconverged."""
+        m = members.size
+        pos = np.full(N, -1, dtype=np.int64)
+        pos[members] = np.arange(m)
+        lo, hi = int(rank[members[0]]), int(rank[members[-1]]) + 1
+        ent = ent_order[ent_off[lo]:ent_off[hi]]
+        Dw = np.zeros(m * width)
+        Dw[pos[group[ent]] * width + within[ent]] = w[ent]
+        e = b_order[b_off[lo]:b_off[hi]]
+        br, bc = pos[b_sub[e]] * width + b_r[e], pos[b_sub[e]] * width + b_c[e]
+        e2 = n_order[n_off[lo]:n_off[hi]]
+        nr, nc = pos[nm_sub[e2]] * width + nm_r[e2], pos[nm_sub[e2]] * width + nm_c[e2]
+        # the rows of the (grown) subdomains; the rest pads the blocks to the same width
+        real = (np.arange(width)[None, :] < ext_sizes[members][:, None]).ravel()
+        pad_rows = np.flatnonzero(~real)
+        shape = (m * width, m * width)
+        Bs = sp.csr_matrix((Dw[br] * b_v[e] * Dw[bc], (br, bc)), shape=shape)
+        Ns = sp.csr_matrix((np.concatenate([nm_v[e2], np.ones(pad_rows.size)]),
+                            (np.concatenate([nr, pad_rows]), np.concatenate([nc, pad_rows]))),
+                           shape=shape)
+        Bs = ((Bs + Bs.T) * 0.5).tocsr()
+        Ns = ((Ns + Ns.T) * 0.5).tocsr()
+        smallest_size = int(sizes[members].min())
+        wanted = max(1, min(GENEO_INITIAL_VECTORS, cap))
+        try:
+            # one factorisation of N + sigma B serves every size of the subspace
+            shifted = _shifted_factor(Ns, Bs, GENEO_SHIFT * tau, m, width)
+        except SingularBlockError as exc:
+            i = int(members[exc.block])
+            raise ValueError(f"neumann: the matrix of subdomain {i} is not positive "
+                             "semidefinite (its shifted matrix N_i + sigma D_i A_i D_i has "
+                             "a non-positive or an off-diagonal pivot)"
+                             if neumann is not None else
+                             f"geneo: the local matrices of subdomain {i} are not positive "
+                             "definite; A must be symmetric positive definite") from None
+        V = None
+        while True:  # grow the subspace while a subdomain fills it below tau
+            block = min(wanted + max(GENEO_EXTRA_VECTORS, wanted // 4), smallest_size)
+            grow = wanted < cap and block < smallest_size
+            # a grown subspace starts from the Ritz vectors so far (warm)
+            lam, V, its, drift = _subspace_eigh(shifted, Ns, Bs, m, width, block, below,
+                                                real, max(cap, 1), grow, wanted, V,
+                                                GENEO_SHIFT * tau)
+            found = int((lam < below).sum(axis=1).max())
+            if not (grow and found > wanted):
+                break
+            # a quarter more than found so far (warm, a further growth costs little)
+            wanted = min(max(wanted + GENEO_EXTRA_VECTORS, -(-5 * found // 4)), cap)
+        del shifted
+        if neumann is not None:
+            neg = lam[:, 0] < -1e-8 * np.maximum(1.0, np.abs(lam[:, :1]))[:, 0]
+            if neg.any():
+                i = int(members[np.flatnonzero(neg)[0]])
                 raise ValueError(f"neumann: the matrix of subdomain {i} is not positive "
-                                 "semidefinite (its shifted matrix N_i + sigma D_i A_i D_i has "
-                                 "a non-positive or an off-diagonal pivot)"
-                                 if neumann is not None else
-                                 f"geneo: the local matrices of subdomain {i} are not positive "
-                                 "definite; A must be symmetric positive definite") from None
-            V = None
-            while True:  # grow the subspace while a subdomain fills it below tau
-                block = min(wanted + max(GENEO_EXTRA_VECTORS, wanted // 4), smallest_size)
-                grow = wanted < cap and block < smallest_size
-                # a grown subspace starts from the Ritz vectors so far (warm)
-                lam, V, its, drift = _subspace_eigh(shifted, Ns, Bs, m, width, block, below,
-                                                    real, max(cap, 1), grow, wanted, V,
-                                                    GENEO_SHIFT * tau)
-                found = int((lam < below).sum(axis=1).max())
-                if not (grow and found > wanted):
-                    break
-                # a quarter more than found so far (warm, a further growth costs little)
-                wanted = min(max(wanted + GENEO_EXTRA_VECTORS, -(-5 * found // 4)), cap)
-            del shifted
-            iterations = max(iterations, its)
-            stalled = np.flatnonzero(drift > 0)
-            unconverged.extend(members[stalled].tolist())
-            worst_drift = max(worst_drift, float(drift.max()) if drift.size else 0.0)
-            if neumann is not None:
-                neg = lam[:, 0] < -1e-8 * np.maximum(1.0, np.abs(lam[:, :1]))[:, 0]
-                if neg.any():
-                    i = int(members[np.flatnonzero(neg)[0]])
-                    raise ValueError(f"neumann: the matrix of subdomain {i} is not positive "
-                                     "semidefinite (a negative generalized eigenvalue "
-                                     f"{lam[np.flatnonzero(neg)[0], 0]:.3e})")
-            if k:
-                Zg = np.zeros((m * width, k))
-                Zg[pos[group[ent]] * width + within[ent]] = Z[d.indices[ent]]
-                BV = (Bs @ V.reshape(m * width, -1)).reshape(V.shape)
-                BZ = (Bs @ Zg).reshape(m, width, k)
-                V, lam = project_out(V, lam, BV, Zg.reshape(m, width, k), BZ)
-            keep, count = select_eigenpairs(lam, below, cap)
-            selected[members] = count
-            smallest[members] = lam.min(axis=1)
-            capped += int((count > cap).sum())
-            slot = np.cumsum(keep, axis=1) - 1
-            g, j = np.nonzero(keep)
-            sz = sizes[members[g]]
-            rep = np.repeat(np.arange(g.size), sz)
-            row = np.arange(rep.size) - np.repeat(np.cumsum(sz) - sz, sz)
-            kept_vals.append((members[g][rep], row, slot[g, j][rep], V[g[rep], row, j[rep]]))
+                                 "semidefinite (a negative generalized eigenvalue "
+                                 f"{lam[np.flatnonzero(neg)[0], 0]:.3e})")
+        if k:
+            Zg = np.zeros((m * width, k))
+            Zg[pos[group[ent]] * width + within[ent]] = Z[d.indices[ent]]
+            BV = (Bs @ V.reshape(m * width, -1)).reshape(V.shape)
+            BZ = (Bs @ Zg).reshape(m, width, k)
+            V, lam = project_out(V, lam, BV, Zg.reshape(m, width, k), BZ)
+        keep, count = select_eigenpairs(lam, below, cap)
+        slot = np.cumsum(keep, axis=1) - 1
+        g, j = np.nonzero(keep)
+        sz = sizes[members[g]]
+        rep = np.repeat(np.arange(g.size), sz)
+        row = np.arange(rep.size) - np.repeat(np.cumsum(sz) - sz, sz)
+        kept = (members[g][rep], row, slot[g, j][rep], V[g[rep], row, j[rep]])
+        return kept, count, lam.min(axis=1), its, drift
+
+    # the chunks: size groups in memory-bounded pieces (about 12 arrays of (rows x block)
+    # floats and the sparse factors each), independent of one another
+    chunks = []
+    for width in ladder:
+        members_all = np.flatnonzero(padded == width)
+        largest = max(largest, int(ext_sizes[members_all].max()))
+        step = max(1, FACTOR_CHUNK_ROWS * 4 // int(width))
+        chunks += [(members_all[c0:c0 + step], int(width))
+                   for c0 in range(0, members_all.size, step)]
+    for (members, _), (kept, count, low, its, drift) in zip(
+            chunks, map_chunks(solve_chunk, chunks), strict=True):
+        kept_vals.append(kept)
+        selected[members] = count
+        smallest[members] = low
+        capped += int((count > cap).sum())
+        iterations = max(iterations, its)
+        unconverged.extend(members[np.flatnonzero(drift > 0)].tolist())
+        worst_drift = max(worst_drift, float(drift.max()) if drift.size else 0.0)
     warn_cap(capped, "subdomains", "max_per_subdomain", cap)
     if unconverged:  # once for the whole set-up
         shown = ", ".join(str(i) for i in sorted(unconverged)[:10])

@@ -74,6 +74,7 @@ __all__ = [
     "amg_available",
     "check_threads",
     "thread_limit",
+    "limit_mkl_threads_here",
     "default_exact_solver",
     "chunk_bounds",
     "check_blocks_by_one_solve",
@@ -274,6 +275,20 @@ def thread_limit(threads: int | None = None) -> Iterator[None]:
 
     with threadpool_limits(limits=threads):
         yield
+
+
+def limit_mkl_threads_here(threads: int) -> None:
+    """Keep MKL (PARDISO) on ``threads`` threads for calls from the calling thread.
+
+    MKL's global limit (:func:`thread_limit`'s) does not reach PARDISO called from a thread
+    started afterwards, whose OpenMP default is every core: measured, two threads each
+    factorising and solving with PARDISO took 4.8 s against 5.3 s one after the other,
+    and 3.5 s with this thread-local limit (``mkl_set_num_threads_local``).  Does nothing
+    without PARDISO.
+    """
+    threads = check_threads(threads)
+    if threads is not None and pardiso_available():
+        _mkl_runtime().MKL_Set_Num_Threads_Local(ctypes.c_int(threads))
 
 
 def amg_available() -> bool:

@@ -1,0 +1,121 @@
+"""Independent chunks on threads: order, concurrency, thread limits and GenEO's basis."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+import ddops
+from ddops.linalg.local_solvers import limit_mkl_threads_here, pardiso_available
+from ddops.linalg.parallel import MAX_CHUNK_WORKERS, chunk_workers, map_chunks
+
+two_cpus = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs")
+
+
+def blas_limits() -> list[int]:
+    return [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
+
+
+def test_one_worker_runs_every_chunk_on_the_calling_thread_in_order():
+    seen = []
+    out = map_chunks(lambda i, x: seen.append((i, threading.get_ident())) or x * 2,
+                     [(i, i + 10) for i in range(5)], workers=1)
+    assert out == [20, 22, 24, 26, 28]
+    assert [i for i, _ in seen] == list(range(5))
+    assert {t for _, t in seen} == {threading.get_ident()}
+
+
+@two_cpus
+def test_two_workers_run_concurrently_keep_the_order_and_one_blas_thread_each():
+    # both chunks must be inside the function at once: run one after the other, the
+    # barrier times out
+    barrier = threading.Barrier(2, timeout=20)
+    limits = []
+
+    def chunk(i):
+        barrier.wait()
+        limits.append(blas_limits())
+        time.sleep(0.05 * (2 - i))  # the first chunk finishes last
+        return i, threading.get_ident()
+
+    out = map_chunks(chunk, [(0,), (1,)], workers=2)
+    assert [i for i, _ in out] == [0, 1]
+    assert len({t for _, t in out}) == 2 and threading.get_ident() not in {t for _, t in out}
+    assert all(x == 1 for lim in limits for x in lim)
+
+
+def test_the_first_failing_chunk_raises():
+    def chunk(i):
+        if i in (1, 3):
+            raise ValueError(f"chunk {i}")
+        return i
+
+    for workers in (1, 2):
+        with pytest.raises(ValueError, match="chunk 1"):
+            map_chunks(chunk, [(i,) for i in range(5)], workers=workers)
+
+
+def test_workers_follow_the_blas_limit():
+    if not blas_limits():
+        pytest.skip("no BLAS library reports a thread count")
+    with threadpool_limits(limits=1):
+        assert chunk_workers() == 1
+    with threadpool_limits(limits=64):
+        assert chunk_workers() == min(64, os.cpu_count() or 1, MAX_CHUNK_WORKERS)
+
+
+@pytest.mark.skipif(not pardiso_available(), reason="needs PARDISO (mkl_rt)")
+def test_mkl_limit_reaches_a_new_thread_only_when_set_there():
+    from ddops.linalg.local_solvers import _mkl_runtime, thread_limit
+
+    lib = _mkl_runtime()
+    got = {}
+
+    def probe(name, limit):
+        if limit:
+            limit_mkl_threads_here(1)
+        got[name] = lib.MKL_Get_Max_Threads()
+
+    with thread_limit(1):
+        for name, limit in (("without", False), ("with", True)):
+            t = threading.Thread(target=probe, args=(name, limit))
+            t.start()
+            t.join()
+    assert got["with"] == 1
+    if (os.cpu_count() or 1) >= 2 and "OMP_NUM_THREADS" not in os.environ \
+            and "MKL_NUM_THREADS" not in os.environ:
+        assert got["without"] > 1  # why the thread-local limit is needed
+
+
+def test_geneo_basis_is_the_same_on_one_and_on_two_threads(monkeypatch):
+    # chunks of a few subdomains each (a small FACTOR_CHUNK_ROWS), so that there are several
+    from ddops.dd import geneo
+    from ddops.problems import diffusion_2d, high_contrast_channels
+
+    n = 47
+    A = diffusion_2d(high_contrast_channels(n, 1e6))
+    d = ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1)
+    monkeypatch.setattr(geneo, "FACTOR_CHUNK_ROWS", 200)
+    threads = []
+    solve = geneo._subspace_eigh
+
+    def record(*args):
+        threads.append(threading.get_ident())
+        return solve(*args)
+
+    monkeypatch.setattr(geneo, "_subspace_eigh", record)
+    with threadpool_limits(limits=1):
+        one, info = geneo.geneo_basis(A, d, return_info=True)
+    assert len(threads) >= 4 and set(threads) == {threading.get_ident()}
+    del threads[:]
+    monkeypatch.setattr(geneo, "map_chunks",
+                        lambda f, chunks: map_chunks(f, chunks, workers=2))
+    two, info2 = geneo.geneo_basis(A, d, return_info=True)
+    np.testing.assert_array_equal(two.toarray(), one.toarray())
+    np.testing.assert_array_equal(info2.selected, info.selected)
+    assert threading.get_ident() not in set(threads)
