@@ -40,7 +40,9 @@ one column per interface unknown of a part), the dense ``|Gamma_p|``-square
 matrices of one chunk at a time, one tree of eliminations per part that splits its
 interface in halves down to the components (the Schur complements onto all of them for
 about the cost of two factorisations of the part's matrix, see ``_schur_onto_blocks``),
-and one batched ``eigh`` per size group of components.
+and one batched ``eigh`` per size group of components.  The chunks of parts, and the size
+groups, are independent and run on up to :func:`ddops.linalg.parallel.chunk_workers`
+threads (one with ``threads=1``), one BLAS thread each.
 
 A given null space ``Z`` enters first (GDSW's pieces ``Z`` on every component), the
 eigenvectors follow; see :mod:`ddops.dd.adaptive`.
@@ -63,6 +65,7 @@ from ..linalg.local_solvers import (
     factorize_blocks,
     pardiso_schur_complement,
 )
+from ..linalg.parallel import map_chunks
 from .analysis import GDSWAnalysis, classify
 from .coarse_matrix import drop_dependent_columns
 from .eigen import (
@@ -756,11 +759,14 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
     part_bounds[-1] = N
     part_bounds = np.unique(np.concatenate([[0], part_bounds, [N]]))
     entry_part = part[A_IG.row]
-    for c in range(part_bounds.size - 1):  # a loop over chunks of parts
-        p0, p1 = int(part_bounds[c]), int(part_bounds[c + 1])
+
+    def part_chunk(p0: int, p1: int):
+        """The Schur blocks of the parts ``p0:p1``: their places in the
+        accumulators and the values of ``S^N_p`` and ``W_p`` on each (part, component)
+        block; None when the parts have no interface."""
         width = int(gsize[p0:p1].max()) if p1 > p0 else 0
         if width == 0:
-            continue
+            return None
         nparts = p1 - p0
         # W_p and the Neumann Schur complement, dense, and a temporary of their size
         check_memory(f"the AGDSW Schur complements of {nparts} parts of up to {width} "
@@ -769,7 +775,7 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
         # (part, component) blocks: W_p[e, e] and the Schur complement of S_p onto e
         b0, b1 = int(pc_off[p0]), int(pc_off[p1])
         if b1 == b0:
-            continue
+            return None
         ps = slice(int(goff[p0]), int(goff[p1]))
         bsz = sizes[pc_comp[b0:b1]]
         bw = int(bsz.max())
@@ -820,9 +826,17 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
             SN[:, idx, idx] = np.where(real, diag, 1.0)
             SB, _ = _schur_onto_blocks(SN, real, scale, bp, sl, valid, chunk_bytes)
             del SN
-        # accumulate on the components
         comp_b = pc_comp[b0:b1][bi]
-        flat = sq_off[comp_b] + ri * sizes[comp_b] + ci
+        return sq_off[comp_b] + ri * sizes[comp_b] + ci, SB, WB
+
+    # the chunks of parts are independent (threads, ddops.linalg.parallel); their blocks
+    # accumulate on the components in chunk order
+    spans = [(int(part_bounds[c]), int(part_bounds[c + 1]))
+             for c in range(part_bounds.size - 1)]
+    for out in map_chunks(part_chunk, spans):
+        if out is None:
+            continue
+        flat, SB, WB = out
         SN_acc += np.bincount(flat, weights=SB, minlength=SN_acc.size)
         W_acc += np.bincount(flat, weights=WB, minlength=W_acc.size)
     # S^D_e = A_ee - W_e; eigenproblems by size group
@@ -833,10 +847,10 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
               + in_comp[A_GG.col[same]], A_GG.data[same])
     SD_flat = A_ee_flat - W_acc
     padded, ladder = size_groups(sizes)
-    lam_out, vec_out = {}, {}
-    for w in ladder:  # a loop over the size groups
+
+    def group_eigenpairs(w: int):
+        """The eigenpairs of the components padded to ``w`` unknowns."""
         members = np.flatnonzero(padded == w)
-        w = int(w)
         check_memory(f"the AGDSW eigenproblems of {members.size} components of up to {w} "
                      "unknowns", 4 * members.size * w * w * 8)
         SD = np.zeros((members.size, w, w))
@@ -861,10 +875,8 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
                              "not positive definite; A must be symmetric positive "
                              "definite") from None
         V[pad] = 0.0
-        lam_out[w] = (members, lam)
-        vec_out[w] = V
         if Zx.shape[1] == 0:
-            continue
+            return members, lam, V
         # the same span with the eigenvectors S^D-orthogonal to the null space on the
         # component; those (numerically) inside it get lambda = inf (never selected)
         Zg = np.zeros((members.size, w, Zx.shape[1]))
@@ -872,6 +884,13 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
         row1 = np.arange(rep1.size) - np.repeat(np.cumsum(sz) - sz, sz)
         Zg[rep1, row1] = Zx[corder[coff[members][rep1] + row1]]
         V, lam = project_out(V, lam, SD @ V, Zg, SD @ Zg)
-        lam_out[w] = (members, lam)
-        vec_out[w] = V
+        return members, lam, V
+
+    # the size groups are independent (threads, ddops.linalg.parallel)
+    lam_out, vec_out = {}, {}
+    for w, (members, lam, V) in zip(ladder, map_chunks(group_eigenpairs,
+                                                       [(int(w),) for w in ladder]),
+                                    strict=True):
+        lam_out[int(w)] = (members, lam)
+        vec_out[int(w)] = V
     return lam_out, vec_out, sizes

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 
 import ddops
 from ddops.dd import agdsw
@@ -102,9 +103,11 @@ def _spy_blocks(A, owner, monkeypatch, solver="superlu"):
 
     monkeypatch.setattr(agdsw, "_schur_onto_blocks", spy_blocks)
     monkeypatch.setattr(agdsw, "generalized_eigh", spy_eigh)
-    groups, _, sizes = agdsw._agdsw_eigenpairs(A, owner, comps, 2**26,
-                                               np.zeros((comps.interface.size, 0)),
-                                               solver=solver)
+    # one thread: the chunks run in order, so the recorded calls pair with the groups
+    with threadpool_limits(limits=1):
+        groups, _, sizes = agdsw._agdsw_eigenpairs(A, owner, comps, 2**26,
+                                                   np.zeros((comps.interface.size, 0)),
+                                                   solver=solver)
     SN, SD = {}, {}
     for (members, _), (stack, dirichlet) in zip(groups.values(), pencils, strict=True):
         for j, c in enumerate(members):

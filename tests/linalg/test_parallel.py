@@ -119,3 +119,25 @@ def test_geneo_basis_is_the_same_on_one_and_on_two_threads(monkeypatch):
     np.testing.assert_array_equal(two.toarray(), one.toarray())
     np.testing.assert_array_equal(info2.selected, info.selected)
     assert threading.get_ident() not in set(threads)
+
+
+def test_agdsw_basis_is_the_same_on_one_and_on_two_threads(monkeypatch):
+    # several chunks of parts (a small FACTOR_CHUNK_ROWS) and several size groups
+    from ddops.dd import agdsw
+    from ddops.problems import diffusion_2d, high_contrast_channels
+
+    n = 47
+    A = diffusion_2d(high_contrast_channels(n, 1e6))
+    d = ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1)
+    monkeypatch.setattr(agdsw, "FACTOR_CHUNK_ROWS", 200)
+    calls = []
+    monkeypatch.setattr(agdsw, "map_chunks",
+                        lambda f, chunks: calls.append(len(chunks)) or map_chunks(f, chunks,
+                                                                                  workers=1))
+    one, info = agdsw.agdsw_basis(A, d.owner, return_info=True)
+    assert len(calls) == 2 and min(calls) >= 2  # the part chunks, the size groups
+    monkeypatch.setattr(agdsw, "map_chunks",
+                        lambda f, chunks: map_chunks(f, chunks, workers=2))
+    two, info2 = agdsw.agdsw_basis(A, d.owner, return_info=True)
+    np.testing.assert_array_equal(two.toarray(), one.toarray())
+    np.testing.assert_array_equal(info2.selected, info.selected)
