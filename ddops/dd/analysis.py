@@ -8,6 +8,7 @@ extension's interior problems), so that the basis of another matrix with the sam
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,7 @@ class GDSWAnalysis:
         self._chunks: dict = {}
         self._components = None  # (pattern, owner, interface, block size, components)
         self.reused = 0
+        self._lock = threading.Lock()  # chunks are factorised on several threads
 
     def components(self, A: sp.csr_matrix, owner: np.ndarray, interface: Any,
                    block_size: int) -> InterfaceComponents:
@@ -79,7 +81,8 @@ class GDSWAnalysis:
                     raise
                 kept.free()
             else:
-                self.reused += 1
+                with self._lock:
+                    self.reused += 1
                 self._chunks[key] = lu
                 return lu
         lu = factorize_blocks(K, offsets, solver, **options)

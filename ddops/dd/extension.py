@@ -31,6 +31,7 @@ from ..linalg.local_solvers import (
     default_exact_solver,
     factorize_blocks,
 )
+from ..linalg.parallel import map_chunks
 
 if TYPE_CHECKING:
     from .analysis import GDSWAnalysis
@@ -174,13 +175,13 @@ def harmonic_extension(
     part_offsets = np.concatenate([[0], np.cumsum(np.bincount(rank[part], minlength=N))])
     bounds = chunk_bounds(part_offsets, chunk_rows)
     entry_bounds = np.searchsorted(B.row, bounds)
-    pieces = []  # per chunk: its first and last interior row and its rows of Phi (CSR)
-    kept = 0
-    # a loop over chunks of parts: factorise one chunk of A_II, extend into it, drop it
-    for c in range(bounds.size - 1):
+
+    def extend_chunk(c: int):
+        """Factorise chunk ``c`` of ``A_II``, extend into it, drop the factors: the chunk's
+        nonzeros of ``A_II`` and its first interior row with its rows of Phi (CSR), or
+        None without any."""
         r0, r1 = int(bounds[c]), int(bounds[c + 1])
         K = A_II[r0:r1, r0:r1]
-        kept += K.nnz
         p0, p1 = np.searchsorted(part_offsets, [r0, r1])
         try:
             near = None if null_space is None else null_space[interior[r0:r1]]
@@ -219,11 +220,17 @@ def harmonic_extension(
         if analysis is not None:
             analysis.done(lu)
         del lu
-        if rows:
-            pieces.append((r0, sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows),
-                                                                      np.concatenate(cols))),
-                                             shape=(r1 - r0, n0))))
-        del rows, cols, vals
+        if not rows:
+            return K.nnz, None
+        return K.nnz, (r0, sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows),
+                                                                  np.concatenate(cols))),
+                                         shape=(r1 - r0, n0)))
+
+    # the chunks of parts are independent (threads, ddops.linalg.parallel)
+    done = map_chunks(extend_chunk, [(c,) for c in range(bounds.size - 1)])
+    kept = sum(nnz for nnz, _ in done)
+    pieces = [piece for _, piece in done if piece is not None]
+    del done
     if kept != A_II.nnz:
         raise ValueError("A couples the interiors of different parts (A_II is not block "
                          "diagonal over the parts); the interface must separate the parts")

@@ -141,3 +141,28 @@ def test_agdsw_basis_is_the_same_on_one_and_on_two_threads(monkeypatch):
     two, info2 = agdsw.agdsw_basis(A, d.owner, return_info=True)
     np.testing.assert_array_equal(two.toarray(), one.toarray())
     np.testing.assert_array_equal(info2.selected, info.selected)
+
+
+@pytest.mark.parametrize("kept_analysis", [False, True])
+def test_gdsw_extension_is_the_same_on_one_and_on_two_threads(monkeypatch, kept_analysis):
+    # several chunks of parts (a small FACTOR_CHUNK_ROWS); with a kept analysis (update)
+    # the second build refactorises every chunk on its own analysis
+    from ddops.dd import extension
+    from ddops.dd.analysis import GDSWAnalysis
+    from ddops.dd.gdsw import gdsw_basis
+    from ddops.problems import diffusion_2d, high_contrast_channels
+
+    n = 47
+    A = diffusion_2d(high_contrast_channels(n, 1e6))
+    d = ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1)
+    monkeypatch.setattr(extension, "FACTOR_CHUNK_ROWS", 300)
+    chunks = []
+    monkeypatch.setattr(extension, "map_chunks",
+                        lambda f, c: chunks.append(len(c)) or map_chunks(f, c, workers=1))
+    analysis = GDSWAnalysis() if kept_analysis else None
+    one = gdsw_basis(A, d.owner, analysis=analysis).toarray()
+    assert chunks and chunks[0] >= 3
+    monkeypatch.setattr(extension, "map_chunks", lambda f, c: map_chunks(f, c, workers=2))
+    np.testing.assert_array_equal(gdsw_basis(A, d.owner, analysis=analysis).toarray(), one)
+    if kept_analysis and pardiso_available():
+        assert analysis.reused == chunks[0]
