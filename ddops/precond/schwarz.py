@@ -389,8 +389,12 @@ class TwoLevelSchwarz(BackendLinearOperator):
         solves and eigenproblems), MKL (PARDISO's factorisations and solves) and
         the OpenMP runtimes, through
         :func:`ddops.linalg.local_solvers.thread_limit`.  SuperLU and pyamg are
-        single-threaded.  None (default) leaves the process's settings, including
-        a :func:`threadpoolctl.threadpool_limits` the caller entered.
+        single-threaded.  The independent chunks of the set-up (the harmonic
+        extension, AGDSW's and GenEO's eigenproblems) run on as many threads (at most
+        the CPUs and 8), one BLAS thread each (:mod:`ddops.linalg.parallel`).  None
+        (default) leaves the process's settings, including a
+        :func:`threadpoolctl.threadpool_limits` the caller entered (the chunks then
+        take the BLAS limit in force).
 
     Attributes
     ----------
