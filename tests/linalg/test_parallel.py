@@ -92,14 +92,19 @@ def test_mkl_limit_reaches_a_new_thread_only_when_set_there():
         assert got["without"] > 1  # why the thread-local limit is needed
 
 
+def channels(n=47):
+    """Floating channels of contrast 1e6 on 4 x 4 boxes with overlap 1: ``A`` and ``d``."""
+    from ddops.problems import diffusion_2d, high_contrast_channels
+
+    return (diffusion_2d(high_contrast_channels(n, 1e6)),
+            ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1))
+
+
 def test_geneo_basis_is_the_same_on_one_and_on_two_threads(monkeypatch):
     # chunks of a few subdomains each (a small FACTOR_CHUNK_ROWS), so that there are several
     from ddops.dd import geneo
-    from ddops.problems import diffusion_2d, high_contrast_channels
 
-    n = 47
-    A = diffusion_2d(high_contrast_channels(n, 1e6))
-    d = ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1)
+    A, d = channels()
     monkeypatch.setattr(geneo, "FACTOR_CHUNK_ROWS", 200)
     threads = []
     solve = geneo._subspace_eigh
@@ -124,11 +129,8 @@ def test_geneo_basis_is_the_same_on_one_and_on_two_threads(monkeypatch):
 def test_agdsw_basis_is_the_same_on_one_and_on_two_threads(monkeypatch):
     # several chunks of parts (a small FACTOR_CHUNK_ROWS) and several size groups
     from ddops.dd import agdsw
-    from ddops.problems import diffusion_2d, high_contrast_channels
 
-    n = 47
-    A = diffusion_2d(high_contrast_channels(n, 1e6))
-    d = ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1)
+    A, d = channels()
     monkeypatch.setattr(agdsw, "FACTOR_CHUNK_ROWS", 200)
     calls = []
     monkeypatch.setattr(agdsw, "map_chunks",
@@ -150,11 +152,8 @@ def test_gdsw_extension_is_the_same_on_one_and_on_two_threads(monkeypatch, kept_
     from ddops.dd import extension
     from ddops.dd.analysis import GDSWAnalysis
     from ddops.dd.gdsw import gdsw_basis
-    from ddops.problems import diffusion_2d, high_contrast_channels
 
-    n = 47
-    A = diffusion_2d(high_contrast_channels(n, 1e6))
-    d = ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1)
+    A, d = channels()
     monkeypatch.setattr(extension, "FACTOR_CHUNK_ROWS", 300)
     chunks = []
     monkeypatch.setattr(extension, "map_chunks",
