@@ -227,10 +227,11 @@ def harmonic_extension(
                                          shape=(r1 - r0, n0)))
 
     # the chunks of parts are independent (threads, ddops.linalg.parallel)
-    done = map_chunks(extend_chunk, [(c,) for c in range(bounds.size - 1)])
-    kept = sum(nnz for nnz, _ in done)
-    pieces = [piece for _, piece in done if piece is not None]
-    del done
+    kept, pieces = 0, []
+    for nnz, piece in map_chunks(extend_chunk, [(c,) for c in range(bounds.size - 1)]):
+        kept += nnz
+        if piece is not None:
+            pieces.append(piece)
     if kept != A_II.nnz:
         raise ValueError("A couples the interiors of different parts (A_II is not block "
                          "diagonal over the parts); the interface must separate the parts")

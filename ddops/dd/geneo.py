@@ -23,8 +23,9 @@ subdomain (itself included) and ``k_1`` the multiplicity of the Neumann
 matrices (both returned in the info's ``stats``).  The bound does not depend
 on the coefficients.  The eigenproblems are solved for all subdomains of a
 chunk at once (padded to a size group) by a shift-and-invert subspace iteration:
-one sparse solve with ``N_i + sigma D_i A_i D_i`` (``sigma`` a tenth of the threshold) per
-chunk and iteration and one batched Rayleigh-Ritz step.  The chunks are independent and run
+sparse solves with ``N_i + sigma D_i A_i D_i`` (``sigma`` a tenth of the threshold) per
+chunk, a Chebyshev filter of degree 2 in them, and one batched Rayleigh-Ritz step per
+filter step.  The chunks are independent and run
 on up to :func:`ddops.linalg.parallel.chunk_workers` threads (the BLAS thread limit: one
 with ``threads=1``), one BLAS thread each.
 
@@ -123,12 +124,15 @@ GENEO_EXTRA_VECTORS = 4
 #: rounding of their Ritz values would otherwise split at random.
 THRESHOLD_TIE_RTOL = 1e-8
 
-#: The (set, unknown) lookup of :func:`_local_matrices` holds at most this many entries
-#: (128 MiB): the sets are taken in chunks of about ``LOOKUP_TABLE_ENTRIES / n``.
+#: The (set, unknown) lookup of :func:`_local_matrices` holds about this many entries
+#: (128 MiB): the sets are taken in chunks of ``LOOKUP_TABLE_ENTRIES / n`` (at least one
+#: set, so ``n`` entries above it).
 LOOKUP_TABLE_ENTRIES = 1 << 24
 
-#: At most this many subspace iterations; each is one sparse solve with ``N_i + sigma D_i A_i
-#: D_i`` for all subdomains of a chunk at once and one batched Rayleigh-Ritz step.
+#: At most this many subspace iterations, counted in sparse solves with ``N_i + sigma D_i
+#: A_i D_i`` for all subdomains of a chunk at once (a step of the Chebyshev filter of
+#: :data:`GENEO_FILTER_DEGREE` is that many solves, then one batched Rayleigh-Ritz step);
+#: ``stats["subspace_iterations"]`` counts the same.
 GENEO_MAX_ITERATIONS = 60
 
 #: The shift of the shift-and-invert iteration, ``sigma``, as a fraction of the threshold.
@@ -418,7 +422,7 @@ def geneo_basis(
     if unconverged:  # once for the whole set-up
         shown = ", ".join(str(i) for i in sorted(unconverged)[:10])
         warn(f"geneo: the subspace iteration stopped at its limit of {GENEO_MAX_ITERATIONS} "
-             f"iterations before its Ritz values settled on {len(unconverged)} subdomain(s) "
+             f"solves before its Ritz values settled on {len(unconverged)} subdomain(s) "
              f"({shown}{', ...' if len(unconverged) > 10 else ''}): the last iteration still "
              f"changed them by up to {worst_drift:.1e} times the threshold, so the selected "
              "functions there are unconverged Ritz vectors and may miss eigenvectors below "
@@ -647,8 +651,8 @@ def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m
         # ... to 5 % of the largest kept one: the kept pairs then lie in a cluster of
         # more eigenvalues than the subspace holds (3D elasticity with finite-element Neumann
         # matrices: 60 Ritz values between 2e-5 and 5e-5 moving by 3e-7 per step for 50
-        # steps), whose single pairs converge slowly and need not; the kernel's, far below,
-        # are settled first
+        # steps), whose single pairs converge slowly and need not (measured there: the
+        # kernel's, far below the cluster, had settled first; nothing here checks it)
         if cap <= block:
             loose = change <= 5e-2 * np.abs(lam[:, cap - 1:cap])
             settled = np.where(capped[:, None], settled | loose, settled)

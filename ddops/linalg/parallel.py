@@ -16,7 +16,7 @@ limit with :func:`~ddops.linalg.local_solvers.thread_limit`) or a user's
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -46,8 +46,8 @@ def chunk_workers() -> int:
 
 
 def map_chunks(function: Callable[..., Any], chunks: Sequence[tuple],
-               workers: int | None = None) -> list[Any]:
-    """``[function(*chunk) for chunk in chunks]``, on up to ``workers`` threads.
+               workers: int | None = None) -> Iterator[Any]:
+    """``function(*chunk) for chunk in chunks``, on up to ``workers`` threads.
 
     Parameters
     ----------
@@ -58,22 +58,33 @@ def map_chunks(function: Callable[..., Any], chunks: Sequence[tuple],
         The chunks' arguments.
     workers : int, optional
         Threads (default :func:`chunk_workers`).  With one, or one chunk, every call runs
-        on the calling thread in order; otherwise on a thread pool, with every BLAS,
-        OpenMP and MKL pool limited to one thread while it runs (MKL's also in each worker,
-        :func:`~ddops.linalg.local_solvers.limit_mkl_threads_here`).
+        on the calling thread in order; otherwise on a thread pool, with the BLAS and MKL
+        pools limited to one thread while it runs (MKL's also in each worker,
+        :func:`~ddops.linalg.local_solvers.limit_mkl_threads_here`; an OpenMP limit set by
+        threadpoolctl holds in the calling thread only).
 
-    Returns
-    -------
-    list
-        The results in the order of ``chunks``; the first chunk (in that order) whose
-        call raised re-raises its exception.
+    Yields
+    ------
+    object
+        The results in the order of ``chunks``, each as soon as it and those before it are
+        done (a caller that folds them in keeps about one result per worker, not all); the
+        first chunk (in that order) whose call raised re-raises its exception there.
+
+    Notes
+    -----
+    The limits of the threaded path are process-wide (:mod:`threadpoolctl`) while the
+    results are consumed: other threads of the process run their BLAS calls on one thread
+    meanwhile, and two set-ups started at once from two threads may restore each other's
+    limits in the wrong order.
     """
     workers = chunk_workers() if workers is None else int(workers)
     workers = min(workers, len(chunks))
     if workers <= 1:
-        return [function(*chunk) for chunk in chunks]
+        for chunk in chunks:
+            yield function(*chunk)
+        return
     # one thread per pool for the whole process (BLAS, MKL), and MKL's thread-local limit in
     # every worker, which the global one does not reach
     with thread_limit(1), ThreadPoolExecutor(
             max_workers=workers, initializer=limit_mkl_threads_here, initargs=(1,)) as pool:
-        return list(pool.map(lambda chunk: function(*chunk), chunks))
+        yield from pool.map(lambda chunk: function(*chunk), chunks)

@@ -50,7 +50,7 @@ def test_geneo_warns_once_when_the_subspace_iteration_hits_its_limit(monkeypatch
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         geneo_basis(A, d)
-    limit = [w for w in caught if "stopped at its limit of 2 iterations" in str(w.message)]
+    limit = [w for w in caught if "stopped at its limit of 2 solves" in str(w.message)]
     assert len(limit) == 1 and issubclass(limit[0].category, RuntimeWarning)
     assert "times the threshold" in str(limit[0].message)
 

@@ -23,8 +23,8 @@ def blas_limits() -> list[int]:
 
 def test_one_worker_runs_every_chunk_on_the_calling_thread_in_order():
     seen = []
-    out = map_chunks(lambda i, x: seen.append((i, threading.get_ident())) or x * 2,
-                     [(i, i + 10) for i in range(5)], workers=1)
+    out = list(map_chunks(lambda i, x: seen.append((i, threading.get_ident())) or x * 2,
+                          [(i, i + 10) for i in range(5)], workers=1))
     assert out == [20, 22, 24, 26, 28]
     assert [i for i, _ in seen] == list(range(5))
     assert {t for _, t in seen} == {threading.get_ident()}
@@ -43,10 +43,19 @@ def test_two_workers_run_concurrently_keep_the_order_and_one_blas_thread_each():
         time.sleep(0.05 * (2 - i))  # the first chunk finishes last
         return i, threading.get_ident()
 
-    out = map_chunks(chunk, [(0,), (1,)], workers=2)
+    out = list(map_chunks(chunk, [(0,), (1,)], workers=2))
     assert [i for i, _ in out] == [0, 1]
     assert len({t for _, t in out}) == 2 and threading.get_ident() not in {t for _, t in out}
     assert all(x == 1 for lim in limits for x in lim)
+
+
+def test_results_come_one_at_a_time_in_order():
+    # the caller folds each result in before the next is computed (one worker): a result
+    # is not held until all chunks are done
+    done = []
+    results = map_chunks(lambda i: done.append(i) or i, [(i,) for i in range(4)], workers=1)
+    for i, r in enumerate(results):
+        assert r == i and done == list(range(i + 1))
 
 
 def test_the_first_failing_chunk_raises():
@@ -57,7 +66,7 @@ def test_the_first_failing_chunk_raises():
 
     for workers in (1, 2):
         with pytest.raises(ValueError, match="chunk 1"):
-            map_chunks(chunk, [(i,) for i in range(5)], workers=workers)
+            list(map_chunks(chunk, [(i,) for i in range(5)], workers=workers))
 
 
 def test_workers_follow_the_blas_limit():
