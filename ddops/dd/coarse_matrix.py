@@ -211,7 +211,6 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
     kept : numpy.ndarray
         Their indices in the given Phi (increasing).
     """
-    from scipy.linalg import lapack
 
     rtol = check_positive_float("rtol", rtol)
     A = check_matrix(A)
@@ -244,11 +243,9 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
         # sparse pivots and left A_0 singular)
         if m <= DENSE_DROP_MAX:
             K1 = _dense_block(K, order[:m], order[:m])
-            L1, piv, rank, _ = lapack.dpstrf(K1, lower=1, tol=rtol)
+            at, pivots = _pivoted_cholesky(K1, rtol)
             del K1
-            kept = order[:m][piv[:rank] - 1]
-            pivots = np.diagonal(L1)[:rank] ** 2
-            del L1
+            kept = order[:m][at]
         else:
             kept, pivots = _sparse_independent(K, order[:m], rtol)
         if rest.size:
@@ -263,10 +260,10 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
             if S is None:  # the kept first block failed its factorisation: all sparse
                 kept, _ = _sparse_independent(K, np.arange(n0), rtol)
             else:
-                L2, piv, rank, _ = lapack.dpstrf(S, lower=1, tol=rtol)
-                chosen = rest[piv[:rank] - 1]
-                sure = np.diagonal(L2)[:rank] ** 2 > tol
-                del L2, S
+                at, rest_pivots = _pivoted_cholesky(S, rtol)
+                del S
+                chosen = rest[at]
+                sure = rest_pivots > tol
                 if not sure.all():
                     # pivots between rtol and the rounding of the Schur complement: a column
                     # that is a combination of the others in exact arithmetic is one in the
@@ -297,8 +294,6 @@ def _euclidean_independent(Phi: sp.csr_matrix, base: np.ndarray,
     """The ``candidates`` columns of Phi that are independent of the ``base`` columns (and of
     each other, by complete pivoting) in the Euclidean inner product: squared sine of the
     angle above :data:`EUCLIDEAN_DROP_RTOL`, or above the rounding of the Schur complement."""
-    from scipy.linalg import lapack
-
     cols = np.concatenate([base, candidates])
     G = (Phi[:, cols].T @ Phi[:, cols]).tocsr()
     d = np.sqrt(G.diagonal())
@@ -311,10 +306,23 @@ def _euclidean_independent(Phi: sp.csr_matrix, base: np.ndarray,
     # pivoted one of thousands of null-space columns cost seconds)
     tol = _schur_rounding(_sparse_independent(G, np.arange(nb), EUCLIDEAN_DROP_RTOL)[1],
                           EUCLIDEAN_DROP_RTOL)
+    return candidates[_pivoted_cholesky(S, tol)[0]]
+
+
+def _pivoted_cholesky(S: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Cholesky with complete pivoting of the dense SPSD ``S`` (LAPACK ``dpstrf``): the
+    positions of the pivots above ``tol``, in pivot order, and those pivots.
+
+    ``dpstrf`` compares only the pivots after the first with ``tol`` and takes the first
+    whatever its size (a column of energy 1e-14 beside a kept one was kept), so every
+    pivot is checked here.
+    """
+    from scipy.linalg import lapack
+
     L, piv, rank, _ = lapack.dpstrf(S, lower=1, tol=tol)
-    # dpstrf takes its first pivot whatever the tolerance: each pivot is checked here
-    above = np.diagonal(L)[:rank] ** 2 > tol
-    return candidates[piv[:rank][above] - 1]
+    pivots = np.diagonal(L)[:rank] ** 2
+    above = pivots > tol
+    return piv[:rank][above] - 1, pivots[above]
 
 
 def _sparse_independent(K: sp.csr_matrix, cols: np.ndarray,

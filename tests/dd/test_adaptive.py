@@ -313,6 +313,21 @@ def test_geneo_cap_warns():
 
 
 # -- dependent functions -------------------------------------------------------------------------
+def test_drop_dependent_columns_drops_a_first_rest_pivot_below_rtol():
+    # the rest's only column has energy 1e-14 beside the first one (pivot below rtol = 1e-10
+    # on the scaled coarse matrix) although it is far from it in the Euclidean inner
+    # product: LAPACK's dpstrf takes a first pivot whatever its size, and the Euclidean
+    # rescue of pivots near the rounding had kept it (A_0 of condition 1e14)
+    A = sp.diags([1.0, 1.0, 1e-14]).tocsr()
+    Phi = sp.csr_matrix(np.array([[1.0, 1.0], [0.0, 0.0], [0.0, 1.0]]))
+    _, kept = drop_dependent_columns(A, Phi, first=np.array([True, False]))
+    np.testing.assert_array_equal(kept, [0])
+    # ... and a rest column of energy 1e-6 (pivot above rtol) stays
+    A = sp.diags([1.0, 1.0, 1e-6]).tocsr()
+    _, kept = drop_dependent_columns(A, Phi, first=np.array([True, False]))
+    np.testing.assert_array_equal(kept, [0, 1])
+
+
 def test_drop_dependent_columns_keeps_the_span():
     rng = np.random.default_rng(5)
     n = 31
