@@ -227,9 +227,11 @@ def geneo_basis(
         ``block_size`` is at least 3; 0 on a matrix that is not diagonally dominant is
         refused.  Not with ``neumann``.
     max_per_subdomain : int, optional
-        At most this many eigenvectors per subdomain, those of the smallest eigenvalues
-        (default :data:`~ddops.dd.geneo.MAX_PER_SUBDOMAIN`); a ``RuntimeWarning`` says where
-        it bites.
+        At most this many eigenvectors per subdomain, the Ritz vectors of the smallest
+        Ritz values, settled to 5 % of the largest kept one: where more eigenvalues than
+        the subspace holds cluster far below the threshold, vectors of that cluster rather
+        than its smallest eigenvectors (default :data:`~ddops.dd.geneo.MAX_PER_SUBDOMAIN`);
+        a ``RuntimeWarning`` says where it bites.
     dependence_rtol : float
         Relative tolerance of the dependent-function removal.
     return_info : bool
@@ -560,9 +562,9 @@ def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m
     batched ``block x block`` generalized ``eigh``.
     Padding rows (``real`` False) carry ``N = 1``, ``B = 0`` and stay zero.  A block whose ``cap``
     smallest Ritz values are below ``tau`` (the cap bites there) is done when those have
-    settled: the smallest ``cap`` eigenpairs are kept, as documented (the Ritz values of a
-    cluster of eigenvalues larger than the subspace settle although its single vectors
-    would converge slowly, and need not).  With ``can_grow``, the iteration stops as soon as a
+    settled to 5 % of the largest of them: the ``cap`` smallest Ritz pairs are kept, as
+    documented (in a cluster of eigenvalues larger than the subspace the single pairs
+    converge slowly, and need not).  With ``can_grow``, the iteration stops as soon as a
     block has more Ritz values below ``tau`` than ``wanted`` (then it has at least that
     many eigenvalues there, and the caller grows the subspace).
 

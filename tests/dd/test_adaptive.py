@@ -553,6 +553,38 @@ def test_agdsw_when_every_unknown_is_on_the_interface():
     assert np.linalg.eigvalsh((M + M.T) / 2).min() > 0
 
 
+def test_geneo_capped_subdomains_settle_without_the_iteration_limit():
+    """13-14 channels per subdomain at contrast 1e6 and a cap of 4: the kept pairs lie in a
+    cluster larger than the subspace, whose single Ritz values move slowly; they settle to
+    5 % of the largest kept one instead of running the iteration to its limit (60 solves and
+    a warning before).  The kept pairs are then Ritz pairs of that cluster, not its smallest
+    eigenpairs: each subdomain's smallest Ritz value lies within the dense cluster (eigenvalues
+    below 1e-3 tau), not below it."""
+    import warnings
+
+    from ddops.dd import geneo
+    from ddops.problems import diffusion_2d, high_contrast_channels
+
+    n = 63
+    A = diffusion_2d(high_contrast_channels(n, 1e6, margin=2, period=3))
+    d = ddops.Decomposition.from_grid((n, n), (2, 2), overlap=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, info = geneo_basis(A, d, max_per_subdomain=4, return_info=True)
+    messages = [str(w.message) for w in caught]
+    assert any("max_per_subdomain=4" in m for m in messages)
+    assert not any("stopped at its limit" in m for m in messages)
+    assert info.stats["subspace_iterations"] < geneo.GENEO_MAX_ITERATIONS
+    np.testing.assert_array_equal(info.kept, 4)
+    for i, idx in enumerate(d.subdomains):
+        mult = d.multiplicity[idx].astype(float)
+        K = A[idx][:, idx].toarray() / np.outer(mult, mult)
+        lam = sla.eigh(cut_neumann(A, idx), K, eigvals_only=True)
+        cluster = lam[lam < 1e-3 * info.threshold]
+        assert cluster.size > 4
+        assert cluster[0] - 1e-12 <= info.eigenvalues[i] <= cluster[-1]
+
+
 def test_geneo_grown_subspace_starts_warm_and_selects_as_a_cold_start(monkeypatch):
     """13-14 channels per subdomain exceed the 12 vectors GenEO starts with: the grown
     subspace starts from the Ritz vectors so far, and selects the same functions (the same
