@@ -83,7 +83,10 @@ class AdaptiveInfo:
     eigenvalues : numpy.ndarray
         The smallest eigenvalue of every component or subdomain outside the null space
         (``inf`` where none).  GenEO's are Ritz values of its subspace iteration: upper
-        bounds, accurate to about 1e-8 below the threshold and to a few percent above.
+        bounds, accurate to about 1e-8 below the threshold and to a few percent above;
+        ``nan`` where GenEO's inertia count settled the subdomain without an eigensolve
+        and nothing outside the kernel is below the threshold (the eigenvalue is then only
+        known to be above it), 0 where the constants were that kernel.
     components : InterfaceComponents or None
         The interface (AGDSW only).
     harmonic_interface : numpy.ndarray or None
@@ -96,8 +99,9 @@ class AdaptiveInfo:
         (GenEO): the eigenvectors kept in every group, an integer array,
         ``eigenproblems``, ``largest_eigenproblem``, ``eigen_seconds`` (Schur
         complements and eigenproblems), ``extension_seconds``, ``seconds``;
-        GenEO adds ``subspace_iterations``, ``k0``, ``k1`` and ``bound`` (the
-        condition-number bound of :mod:`ddops.dd.geneo`).
+        GenEO adds ``subspace_iterations``, ``skipped_eigenproblems`` (subdomains settled
+        by the inertia count alone, :data:`ddops.dd.geneo.GENEO_INERTIA`), ``k0``, ``k1``
+        and ``bound`` (the condition-number bound of :mod:`ddops.dd.geneo`).
     """
 
     method: str

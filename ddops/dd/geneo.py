@@ -25,7 +25,12 @@ on the coefficients.  The eigenproblems are solved for all subdomains of a
 chunk at once (padded to a size group) by a shift-and-invert subspace iteration:
 sparse solves with ``N_i + sigma D_i A_i D_i`` (``sigma`` a tenth of the threshold) per
 chunk, a Chebyshev filter of degree 2 in them, and one batched Rayleigh-Ritz step per
-filter step.  The chunks are independent and run
+filter step.  With PARDISO, the inertia of ``N_i - threshold D_i A_i D_i`` (one symmetric
+indefinite factorisation per chunk) first counts each subdomain's eigenvalues below the
+threshold exactly: a subdomain whose count its kernel accounts for (a floating
+subdomain's constants, or the given null space) needs no eigensolve, and the others
+iterate, in chunks of similar counts, until that many Ritz values are below the threshold
+(:data:`GENEO_INERTIA`).  The chunks are independent and run
 on up to :func:`ddops.linalg.parallel.chunk_workers` threads (the BLAS thread limit: one
 with ``threads=1``), one BLAS thread each.
 
@@ -47,6 +52,7 @@ from ..linalg.local_solvers import (
     SingularBlockError,
     default_exact_solver,
     factorize_blocks,
+    pardiso_inertia,
 )
 from ..linalg.parallel import map_chunks
 from .coarse_matrix import drop_dependent_columns
@@ -80,6 +86,8 @@ __all__ = [
     "GENEO_FILTER_CAP",
     "GENEO_RESIDUAL_RTOL",
     "GENEO_BOUNDARY_RTOL",
+    "GENEO_INERTIA",
+    "GENEO_KERNEL_RTOL",
     "geneo_basis",
 ]
 
@@ -166,6 +174,19 @@ GENEO_FILTER_CAP = 4.0
 #: and the threshold; the subspace of the eigenvectors below it, not every single vector,
 #: is what the coarse space needs).
 GENEO_RESIDUAL_RTOL = 1e-6
+
+#: Where PARDISO is installed, the inertia of ``N - tau B`` on a chunk of subdomains (one
+#: symmetric indefinite factorisation) counts its eigenvalues below the threshold exactly.
+#: Where the kernels of the ``N_i`` (the null space's, or the constants', columns that
+#: ``N_i`` maps to zero) account for the whole count, no eigenproblem of the chunk is solved;
+#: elsewhere the count replaces the extrapolation rule below: the iteration stops when as
+#: many Ritz values are below the threshold (Ritz values only decrease to the eigenvalues,
+#: so none is missing then), unless a subdomain fills its cap.
+GENEO_INERTIA = True
+
+#: A candidate kernel column ``z`` of ``N_i`` is in it when ``|N_i z| <= GENEO_KERNEL_RTOL
+#: max|diag N_i| |z|``.
+GENEO_KERNEL_RTOL = 1e-10
 
 #: ... and the first Ritz value above the threshold when its change is at most this fraction
 #: of its distance to the threshold, or when its decrease so far, extrapolated geometrically
@@ -296,8 +317,8 @@ def geneo_basis(
     below = tau * (1.0 - THRESHOLD_TIE_RTOL)
     # the entries of A inside every (grown) subdomain, one stacked COO; A_i's are those of
     # the subdomain's own rows and columns (first in every grown set)
-    ext_sizes, pairs, cut, k1 = _local_matrices(A, d, group, within, layers,
-                                                dominant and neumann is None)
+    ext_sizes, pairs, cut, k1, ring = _local_matrices(A, d, group, within, layers,
+                                                      dominant and neumann is None)
     own = (pairs[1] < sizes[pairs[0]]) & (pairs[2] < sizes[pairs[0]])
     b_sub, b_r, b_c, b_v = (x[own] for x in pairs)
     if neumann is None:
@@ -328,22 +349,33 @@ def geneo_basis(
     b_off = np.searchsorted(rank[b_sub][b_order], np.arange(N + 1))
     n_order = np.argsort(rank[nm_sub], kind="stable")
     n_off = np.searchsorted(rank[nm_sub][n_order], np.arange(N + 1))
+    ring_idx, ring_grp, ring_row = ring
+    r_order = np.argsort(rank[ring_grp], kind="stable")
+    r_off = np.searchsorted(rank[ring_grp][r_order], np.arange(N + 1))
+    # the inertia of N - tau B counts the eigenvalues below the threshold exactly (PARDISO);
+    # the null space, or the constants without one, are the candidates for the kernel of N_i
+    inertia = GENEO_INERTIA and default_exact_solver() == "pardiso"
+    candidates = Z if k else np.ones((n, 1))
     iterations = 0
     unconverged, worst_drift = [], 0.0  # subdomains whose iteration hit its limit
-    def solve_chunk(members: np.ndarray, width: int):
-        """The eigenpairs of one chunk of subdomains padded to ``width`` rows: the kept
-        entries, the counts below the threshold, the smallest eigenvalues, the solves and
-        the drift of the unconverged."""
+    missing = []  # (subdomain, eigenvalues below tau that the inertia counts and it missed)
+    def assemble(members: np.ndarray, width: int):
+        """``N`` and ``B`` of the subdomains ``members`` (of one size group), stacked and
+        padded to ``width`` rows; the real rows; the subdomains' packed entries and the
+        positions of the subdomains in the stack."""
         m = members.size
         pos = np.full(N, -1, dtype=np.int64)
         pos[members] = np.arange(m)
-        lo, hi = int(rank[members[0]]), int(rank[members[-1]]) + 1
+        lo, hi = int(rank[members].min()), int(rank[members].max()) + 1
         ent = ent_order[ent_off[lo]:ent_off[hi]]
+        ent = ent[pos[group[ent]] >= 0]
         Dw = np.zeros(m * width)
         Dw[pos[group[ent]] * width + within[ent]] = w[ent]
         e = b_order[b_off[lo]:b_off[hi]]
+        e = e[pos[b_sub[e]] >= 0]
         br, bc = pos[b_sub[e]] * width + b_r[e], pos[b_sub[e]] * width + b_c[e]
         e2 = n_order[n_off[lo]:n_off[hi]]
+        e2 = e2[pos[nm_sub[e2]] >= 0]
         nr, nc = pos[nm_sub[e2]] * width + nm_r[e2], pos[nm_sub[e2]] * width + nm_c[e2]
         # the rows of the (grown) subdomains; the rest pads the blocks to the same width
         real = (np.arange(width)[None, :] < ext_sizes[members][:, None]).ravel()
@@ -355,8 +387,51 @@ def geneo_basis(
                            shape=shape)
         Bs = ((Bs + Bs.T) * 0.5).tocsr()
         Ns = ((Ns + Ns.T) * 0.5).tocsr()
+        return Ns, Bs, real, ent, pos
+
+    def kernel_candidates(members: np.ndarray, width: int, ent: np.ndarray, pos: np.ndarray):
+        """The candidate kernel columns on the grown sets of ``members``, stacked."""
+        Zg = np.zeros((members.size * width, candidates.shape[1]))
+        Zg[pos[group[ent]] * width + within[ent]] = candidates[d.indices[ent]]
+        lo, hi = int(rank[members].min()), int(rank[members].max()) + 1
+        r = r_order[r_off[lo]:r_off[hi]]
+        r = r[pos[ring_grp[r]] >= 0]
+        Zg[pos[ring_grp[r]] * width + ring_row[r]] = candidates[ring_idx[r]]
+        return Zg
+
+    def count_chunk(members: np.ndarray, width: int):
+        """The inertia of one chunk: the results of the subdomains whose count the kernel
+        of ``N_i`` accounts for (as :func:`iterate_chunk` returns them), the other
+        subdomains and their counts (None where the inertia is not certain)."""
+        Ns, Bs, real, ent, pos = assemble(members, width)
+        counts = _inertia_counts(Ns, Bs, below, members.size, width)
+        if counts is None:
+            return None, members, None
+        Zk, gram, k0 = _kernel_columns(Ns, Bs, kernel_candidates(members, width, ent, pos),
+                                       members.size, width)
+        known = (counts == k0) & (k0 <= cap)
+        return (_kernel_selection(members[known], sizes, Zk[known], gram[known], k0[known], k),
+                members[~known], counts[~known])
+
+    def iterate_chunk(members: np.ndarray, width: int, counts: np.ndarray | None):
+        """The eigenpairs of one chunk of subdomains padded to ``width`` rows (``counts``
+        the eigenvalues below the threshold of each, when known): the kept entries, the
+        counts below the threshold, the smallest eigenvalues, the solves and the drift of
+        the unconverged."""
+        Ns, Bs, real, ent, pos = assemble(members, width)
+        return iterate(members, width, Ns, Bs, real, ent, pos, counts)
+
+    def iterate(members: np.ndarray, width: int, Ns: sp.csr_matrix, Bs: sp.csr_matrix,
+                real: np.ndarray, ent: np.ndarray, pos: np.ndarray,
+                counts: np.ndarray | None):
+        """The subspace iteration of ``iterate_chunk`` on ``members``; ``counts`` the
+        eigenvalues below the threshold of each (inertia), None where unknown."""
+        m = members.size
         smallest_size = int(sizes[members].min())
-        wanted = max(1, min(GENEO_INITIAL_VECTORS, cap))
+        if counts is None:
+            wanted = max(1, min(GENEO_INITIAL_VECTORS, cap))
+        else:  # as many as the largest count (the cap's worth where it bites)
+            wanted = max(1, min(int(counts.max()), cap))
         try:
             # one factorisation of N + sigma B serves every size of the subspace
             shifted = _shifted_factor(Ns, Bs, GENEO_SHIFT * tau, m, width)
@@ -371,11 +446,11 @@ def geneo_basis(
         V = None
         while True:  # grow the subspace while a subdomain fills it below tau
             block = min(wanted + max(GENEO_EXTRA_VECTORS, wanted // 4), smallest_size)
-            grow = wanted < cap and block < smallest_size
+            grow = counts is None and wanted < cap and block < smallest_size
             # a grown subspace starts from the Ritz vectors so far (warm)
             lam, V, its, drift = _subspace_eigh(shifted, Ns, Bs, m, width, block, below,
                                                 real, max(cap, 1), grow, wanted, V,
-                                                GENEO_SHIFT * tau)
+                                                GENEO_SHIFT * tau, counts)
             found = int((lam < below).sum(axis=1).max())
             if not (grow and found > wanted):
                 break
@@ -389,6 +464,9 @@ def geneo_basis(
                 raise ValueError(f"neumann: the matrix of subdomain {i} is not positive "
                                  "semidefinite (a negative generalized eigenvalue "
                                  f"{lam[np.flatnonzero(neg)[0], 0]:.3e})")
+        if counts is not None:  # found fewer than the inertia counts (not where capped)
+            short = np.minimum(counts, cap) - np.minimum((lam < below).sum(axis=1), cap)
+            missing.extend(zip(members[short > 0].tolist(), short[short > 0].tolist()))
         if k:
             Zg = np.zeros((m * width, k))
             Zg[pos[group[ent]] * width + within[ent]] = Z[d.indices[ent]]
@@ -407,14 +485,45 @@ def geneo_basis(
     # the chunks: size groups in memory-bounded pieces (about 12 arrays of (rows x block)
     # floats and the sparse factors each), independent of one another
     chunks = []
+    steps = {}
     for width in ladder:
         members_all = np.flatnonzero(padded == width)
         largest = max(largest, int(ext_sizes[members_all].max()))
-        step = max(1, FACTOR_CHUNK_ROWS * 4 // int(width))
+        steps[int(width)] = step = max(1, FACTOR_CHUNK_ROWS * 4 // int(width))
         chunks += [(members_all[c0:c0 + step], int(width))
                    for c0 in range(0, members_all.size, step)]
-    for (members, _), (kept, count, low, its, drift) in zip(
-            chunks, map_chunks(solve_chunk, chunks), strict=True):
+    results = []  # (members, their results)
+    skipped = 0
+    if inertia:
+        # first the inertia of every chunk; the subdomains it does not settle are then
+        # chunked again by their counts, so that each chunk's subspace fits its own
+        # subdomains (a subdomain with many eigenvalues below the threshold no longer
+        # widens the subspace of its whole size group)
+        rest, rest_counts, uncertain = [], [], []
+        for (members, width), (done, others, counts) in zip(
+                chunks, map_chunks(count_chunk, chunks), strict=True):
+            if counts is None:
+                uncertain.append((others, width, None))
+                continue
+            results.append((members[np.isin(members, others, invert=True)], done[:5]))
+            skipped += done[5]
+            rest.append(others)
+            rest_counts.append(counts)
+        chunks = uncertain
+        if rest:
+            rest, rest_counts = np.concatenate(rest), np.concatenate(rest_counts)
+            by = np.lexsort((rest_counts, padded[rest]))
+            rest, rest_counts = rest[by], rest_counts[by]
+            for width in ladder:
+                at = np.flatnonzero(padded[rest] == width)
+                step = steps[int(width)]
+                chunks += [(rest[at[c0:c0 + step]], int(width), rest_counts[at[c0:c0 + step]])
+                           for c0 in range(0, at.size, step)]
+    else:
+        chunks = [(members, width, None) for members, width in chunks]
+    results += [(members, out) for (members, _, _), out in zip(
+        chunks, map_chunks(iterate_chunk, chunks), strict=True)]
+    for members, (kept, count, low, its, drift) in results:
         kept_vals.append(kept)
         selected[members] = count
         smallest[members] = low
@@ -432,6 +541,15 @@ def geneo_basis(
              "functions there are unconverged Ritz vectors and may miss eigenvectors below "
              "the threshold (a threshold inside a cluster of eigenvalues converges slowest; "
              "move it away from the cluster)", RuntimeWarning)
+    if missing:
+        subs, short = (np.array(x) for x in zip(*sorted(missing), strict=True))
+        shown = ", ".join(str(i) for i in subs[:10])
+        warn(f"geneo: the inertia of N_i - threshold D_i A_i D_i counts {int(short.sum())} "
+             f"eigenvalue(s) below the threshold that the subspace iteration did not find, on "
+             f"{subs.size} subdomain(s) ({shown}{', ...' if subs.size > 10 else ''}): their "
+             "eigenvectors are missing from the coarse space (they lie close below the "
+             "threshold, where the iteration converges slowest; a threshold away from them "
+             "avoids it)", RuntimeWarning)
     eigen_seconds = time.perf_counter() - eig_start
     # values on the packed entries: [D Z, D v_1, D v_2, ...]
     extra = max((int(s.max()) + 1 for _, _, s, _ in kept_vals if s.size), default=0)
@@ -474,7 +592,8 @@ def geneo_basis(
                "capped": capped, "kept_per_subdomain": kept,
                "eigenproblems": int(N), "largest_eigenproblem": largest,
                "eigen_seconds": eigen_seconds, "extension_seconds": 0.0,
-               "subspace_iterations": iterations, "k0": k0, "k1": k1, "bound": float(bound),
+               "subspace_iterations": iterations, "skipped_eigenproblems": skipped,
+               "k0": k0, "k1": k1, "bound": float(bound),
                "oversampling": layers, "oversampled_size": float(ext_sizes.sum() / sizes.sum()),
                "seconds": time.perf_counter() - start})
     return Phi, info
@@ -493,7 +612,8 @@ def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndar
     -------
     ext_sizes : the sizes of the grown sets; the stacked entries ``(subdomain, row, col,
     value)`` of ``A`` inside them; the diagonal entries of the cut (empty unless
-    ``dominant``), stacked alike; ``k1``, the most grown sets that hold one unknown.
+    ``dominant``), stacked alike; ``k1``, the most grown sets that hold one unknown; the
+    rings ``(unknown, set, row)``.
     """
     n, N = A.shape[0], d.num_subdomains
     sizes = d.sizes.astype(np.int64)
@@ -532,7 +652,63 @@ def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndar
     else:
         cut = (grp[:0], pos[:0], pos[:0], np.zeros(0))
     k1 = int(np.bincount(idx, minlength=n).max())
-    return sizes + ring_count, pairs, cut, k1
+    ring = (ring_idx, ring_grp, pos[d.indices.size:])
+    return sizes + ring_count, pairs, cut, k1, ring
+
+
+def _inertia_counts(Ns: sp.csr_matrix, Bs: sp.csr_matrix, below: float, m: int,
+                    width: int) -> np.ndarray | None:
+    """The number of eigenvalues of ``N_i v = lambda B_i v`` below ``below`` for each of the
+    ``m`` stacked blocks: the negative eigenvalues of ``N_i - below B_i`` (Sylvester's law
+    of inertia, ``B_i`` positive semidefinite) from one symmetric indefinite factorisation
+    of the chunk (:func:`~ddops.linalg.local_solvers.pardiso_inertia`).  None when it is
+    not certain (a perturbed or vanishing pivot)."""
+    out = pardiso_inertia((Ns - Bs * below).tocsr(), np.arange(m + 1) * width)
+    return None if out is None else out[0]
+
+
+def _kernel_columns(Ns: sp.csr_matrix, Bs: sp.csr_matrix, Zg: np.ndarray, m: int,
+                    width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The candidate columns ``Zg`` (stacked blocks) that lie in the kernel of each block of
+    ``N``, zero elsewhere, ``(m, width, c)``; their ``B``-Gram matrices ``(m, c, c)``; and
+    the number of ``B``-independent ones per block: so many eigenvalues 0 each block has
+    for sure."""
+    c = Zg.shape[1]
+    Z3 = Zg.reshape(m, width, c)
+    size = np.linalg.norm(Z3, axis=1)
+    scale = np.abs(Ns.diagonal()).reshape(m, width).max(axis=1)
+    residual = np.linalg.norm((Ns @ Zg).reshape(m, width, c), axis=1)
+    inside = (size > 0) & (residual <= GENEO_KERNEL_RTOL * scale[:, None] * size)
+    Zk = Z3 * inside[:, None, :]
+    gram = np.swapaxes(Zk, 1, 2) @ (Bs @ Zk.reshape(m * width, c)).reshape(m, width, c)
+    gram = 0.5 * (gram + np.swapaxes(gram, 1, 2))
+    ev = np.linalg.eigvalsh(gram)
+    independent = (ev > DEPENDENCE_RTOL * np.maximum(ev[:, -1:], 0.0)) & (ev[:, -1:] > 0)
+    return Zk, gram, independent.sum(axis=1)
+
+
+def _kernel_selection(members: np.ndarray, sizes: np.ndarray, Zk: np.ndarray,
+                      gram: np.ndarray, k0: np.ndarray, k: int):
+    """The result of :func:`geneo_basis`'s chunk where the inertia shows that every
+    eigenvalue below the threshold belongs to the kernel found by :func:`_kernel_columns`:
+    with a null space (``k > 0``) nothing beyond its span; without one (the constants, one
+    candidate) the constants, ``B``-normalised, with eigenvalue 0.  No eigensolve, no
+    iteration; the smallest eigenvalue outside that kernel is only known to be above the
+    threshold (nan)."""
+    m = members.size
+    low = np.full(m, np.nan)
+    if k or not k0.any():
+        empty = np.zeros(0, dtype=np.int64)
+        return ((empty, empty, empty, np.zeros(0)), np.zeros(m, dtype=np.int64), low, 0,
+                np.zeros(m), m)
+    g = np.flatnonzero(k0)
+    low[g] = 0.0
+    sz = sizes[members[g]]
+    rep = np.repeat(np.arange(g.size), sz)
+    row = np.arange(rep.size) - np.repeat(np.cumsum(sz) - sz, sz)
+    values = Zk[g[rep], row, 0] / np.sqrt(gram[g, 0, 0])[rep]
+    kept = (members[g][rep], row, np.zeros(rep.size, dtype=np.int64), values)
+    return kept, k0.astype(np.int64), low, 0, np.zeros(m), m
 
 
 def _shifted_factor(Ns: sp.csr_matrix, Bs: sp.csr_matrix, sigma: float, m: int,
@@ -552,7 +728,8 @@ def _shifted_factor(Ns: sp.csr_matrix, Bs: sp.csr_matrix, sigma: float, m: int,
 
 def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int,
                    width: int, block: int, tau: float, real: np.ndarray, cap: int,
-                   can_grow: bool, wanted: int, start: np.ndarray | None, sigma: float):
+                   can_grow: bool, wanted: int, start: np.ndarray | None, sigma: float,
+                   count: int | None = None):
     """The smallest eigenpairs of ``N v = lambda B v`` on ``m`` stacked blocks of ``width`` rows.
 
     A shift-and-invert subspace iteration with Rayleigh-Ritz, for all blocks at once:
@@ -641,10 +818,13 @@ def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m
                                                         GENEO_RESIDUAL_RTOL * tau)),
                             change[at] <= GENEO_BOUNDARY_RTOL * theta)
         last_change = change
+        capped = lam[:, cap - 1] < tau if cap <= block else np.zeros(m, dtype=bool)
+        if count is not None:
+            # the inertia's counts: all the eigenvalues below tau have Ritz values there
+            boundary = need.sum(axis=1) >= count
         if can_grow and np.any((lam < tau).sum(axis=1) > wanted):
             pending[:] = False  # the caller grows the subspace and iterates again
             break
-        capped = lam[:, cap - 1] < tau if cap <= block else np.zeros(m, dtype=bool)
         # pairs close below tau converge slowest and matter least: they are selected whatever
         # their last digits (Ritz values only decrease), so they settle at a looser level
         settled = change <= tau * np.where(lam < 0.5 * tau, GENEO_RESIDUAL_RTOL, 1e-3)

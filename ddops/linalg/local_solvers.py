@@ -66,6 +66,7 @@ __all__ = [
     "SingularBlockError",
     "BlockSolver",
     "pardiso_schur_complement",
+    "pardiso_inertia",
     "SuperLUBlocks",
     "PardisoBlocks",
     "AMGBlocks",
@@ -565,6 +566,7 @@ class _PardisoHandle:
         iparm[27] = 1 if dtype == np.float32 else 0  # single-precision factors
         iparm[34] = 1   # zero-based indices
         self.perm = None  # rows of sparse right-hand sides (mark_sparse)
+        self.mtype = 2  # real symmetric positive definite (-2: symmetric indefinite)
         self.live = False
 
     @property
@@ -607,7 +609,8 @@ class _PardisoHandle:
             return ctypes.byref(ctypes.c_int64(value))
 
         self.live = phase != -1  # after any other phase pt may hold MKL's memory
-        self.fn(self.pt.ctypes.data_as(_I64P), i64(1), i64(1), i64(2), i64(phase), i64(self.m),
+        self.fn(self.pt.ctypes.data_as(_I64P), i64(1), i64(1), i64(self.mtype), i64(phase),
+                i64(self.m),
                 self.data.ctypes.data, self.indptr.ctypes.data_as(_I64P),
                 self.indices.ctypes.data_as(_I64P),
                 None if self.perm is None else self.perm.ctypes.data_as(_I64P), i64(nrhs),
@@ -1005,6 +1008,67 @@ def pardiso_schur_complement(K: sp.spmatrix, rows: np.ndarray) -> np.ndarray:
     finally:
         handle.free()
     return S.reshape(k, k)
+
+
+def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, int] | None:
+    """The number of negative eigenvalues of the symmetric ``K``, or of each of its diagonal
+    blocks, from PARDISO's symmetric indefinite factorisation.
+
+    ``K = P L D L^T P^T`` (matrix type -2, minimum-degree ordering, 1 x 1 pivots only, so
+    that ``D`` is diagonal), and by Sylvester's law of inertia ``D`` has as many negative
+    entries as ``K`` has negative eigenvalues.  The entries' signs, in ``K``'s own
+    numbering, come from the diagonal substitution alone (PARDISO's phase 332 on a vector
+    of ones); on a block-diagonal ``K`` the ordering keeps the blocks apart, so each block
+    counts its own.  PARDISO replaces a pivot smaller than ``1e-8`` of the largest entry by
+    that size (a perturbed pivot), whose sign is arbitrary: then, or when the signs
+    disagree with PARDISO's own count, the inertia is not certain and None is returned.
+
+    Parameters
+    ----------
+    K : sparse matrix
+        Symmetric, ``m x m``, every diagonal entry stored (only the upper triangle is read).
+    offsets : numpy.ndarray, optional
+        Block boundaries ``0 = o_0 < ... < o_b = m`` of a block-diagonal ``K`` (default:
+        one block).
+
+    Returns
+    -------
+    (negative, perturbed) or None
+        The negative eigenvalues of every block (an integer array) and the perturbed
+        pivots (0); None where not certain.
+    """
+    m = int(K.shape[0])
+    offsets = np.array([0, m] if offsets is None else offsets, dtype=np.int64)
+    upper = sp.triu(sp.csr_matrix(K), format="csr")
+    upper.sum_duplicates()
+    upper.sort_indices()
+    handle = _PardisoHandle(upper, np.dtype(np.float64), "md")
+    del upper
+    handle.mtype = -2
+    iparm = handle.iparm
+    iparm[9] = 8    # perturb pivots below 1e-8 of the largest entry (counted in iparm[13])
+    iparm[10] = 0   # no scaling and no matching: ...
+    iparm[12] = 0
+    iparm[20] = 0   # ... 1 x 1 pivots only, D diagonal
+    try:
+        _, error = handle.call(12)
+        if error in _PARDISO_SINGULAR:
+            return None
+        if error != 0:
+            raise _pardiso_error("symmetric indefinite factorisation", error)
+        if iparm[13] != 0 or iparm[21] + iparm[22] != m:
+            return None
+        signs, error = handle.call(332, np.ones(m))
+        if error != 0:
+            raise _pardiso_error("diagonal substitution", error)
+    finally:
+        handle.free()
+    negative = signs < 0
+    if not np.all(np.isfinite(signs)) or int(negative.sum()) != int(iparm[22]):
+        return None
+    block = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    return np.bincount(block[negative], minlength=offsets.size - 1), 0
 
 
 def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu", *,

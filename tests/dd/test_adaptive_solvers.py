@@ -43,6 +43,9 @@ def test_geneo_pardiso_equals_superlu(partition, monkeypatch):
     A = channels()
     d = (ddops.Decomposition.from_grid((N, N), (4, 4), overlap=1) if partition == "grid"
          else ddops.Decomposition.from_matrix(A, 12, overlap=1))
+    # the same stopping rule on both (the inertia's count, which needs PARDISO, stops the
+    # iteration elsewhere: tests/dd/test_geneo_inertia.py)
+    monkeypatch.setattr(geneo, "GENEO_INERTIA", False)
     bases = {}
     for solver in ("superlu", "pardiso"):
         monkeypatch.setattr(geneo, "default_exact_solver", lambda s=solver: s)
@@ -57,6 +60,8 @@ def test_geneo_factorises_once_per_chunk_while_the_subspace_grows(monkeypatch):
     basis is the one of a first subspace that needs no growth."""
     A = channels(period=2)
     d = ddops.Decomposition.from_grid((N, N), (3, 3), overlap=1)
+    # (the subspace grows where the counts below the threshold are not known beforehand)
+    monkeypatch.setattr(geneo, "GENEO_INERTIA", False)
     reference = geneo_basis(A, d)
     factors, iterations = [], []
     shifted, subspace = geneo._shifted_factor, geneo._subspace_eigh

@@ -12,6 +12,7 @@ import pytest
 import scipy.linalg as sla
 
 import ddops
+from ddops.dd import geneo as geneo_module
 from ddops.dd.eigen import local_neumann_matrices
 from ddops.dd.geneo import GENEO_OVERSAMPLED_THRESHOLD, geneo_basis
 from ddops.dd.oversampling import (
@@ -22,6 +23,7 @@ from ddops.dd.oversampling import (
 )
 from ddops.precond.schwarz import TwoLevelSchwarz
 from ddops.problems import diffusion_2d, high_contrast_channels
+from tests._optional import need
 
 from .test_adaptive import condition, cut_neumann, in_span, schur
 
@@ -217,13 +219,19 @@ def test_geneo_oversampled_eigenproblems_match_dense_schur_complements(small_ela
     assert info.selected.sum() > 3 * d.num_subdomains  # the stiff disks' motions are there
 
 
-@pytest.mark.parametrize("n, parts, seed", [(32, 24, 2), (40, 32, 3)])
-def test_geneo_finds_every_eigenvalue_clearly_below_the_threshold(n, parts, seed):
-    # many small stiff disks: a few subdomains have eigenvalues between 0.75 and 0.9 times
+@pytest.mark.parametrize("inertia", [False, True])
+@pytest.mark.parametrize("n, parts, seed", [(32, 24, 2), (40, 32, 3), (40, 32, 8)])
+def test_geneo_finds_every_eigenvalue_clearly_below_the_threshold(n, parts, seed, inertia,
+                                                                  monkeypatch):
+    # many small stiff disks: a few subdomains have eigenvalues between 0.75 and 0.95 times
     # tau, which a subspace iteration stopped by the change of its first Ritz value above tau
     # alone missed (subdomain 17 of the first, 1 of the second; the geometric extrapolation
-    # of that Ritz value finds them); Ritz values bound the eigenvalues from above, so no
-    # subdomain may select more than it has below tau
+    # of that Ritz value finds them, though not one of the third's); Ritz values bound the
+    # eigenvalues from above, so no subdomain may select more than it has below tau.  With
+    # the inertia of N_i - tau B_i (PARDISO) the count is exact: the third's too.
+    if inertia:
+        need("pardiso")
+    monkeypatch.setattr(geneo_module, "GENEO_INERTIA", inertia)
     A, d, _ = elasticity(n, 1e6, kind="unstructured", count=2 * parts, radius=0.05, seed=seed,
                          parts=parts)
     _, info = geneo_basis(A, d, return_info=True)
@@ -232,15 +240,16 @@ def test_geneo_finds_every_eigenvalue_clearly_below_the_threshold(n, parts, seed
     for i in range(d.num_subdomains):
         S, K, _ = local_pencil(A, d, i, rings[i], False)
         lam = sla.eigh(S, K, eigvals_only=True)
-        assert (lam < 0.95 * tau).sum() <= info.selected[i] <= (lam < tau).sum(), i
+        if inertia:
+            assert info.selected[i] == (lam < tau * (1 - geneo_module.THRESHOLD_TIE_RTOL)).sum(), i
+        else:
+            assert (lam < 0.95 * tau).sum() <= info.selected[i] <= (lam < tau).sum(), i
 
 
 @pytest.mark.parametrize("with_cut", [False, True])
 def test_geneo_local_matrices_in_chunks_of_sets(small_elasticity, monkeypatch, with_cut):
     # the (set, unknown) table of the local matrices taken a few sets at a time (as on a
     # large matrix) gives the same basis as one table for all sets
-    from ddops.dd import geneo
-
     if with_cut:
         n = 23
         A = diffusion_2d(high_contrast_channels(n, 1e4))
@@ -249,7 +258,7 @@ def test_geneo_local_matrices_in_chunks_of_sets(small_elasticity, monkeypatch, w
     else:
         A, d, Z = small_elasticity
     whole = geneo_basis(A, d, null_space=Z, oversampling=2).toarray()
-    monkeypatch.setattr(geneo, "LOOKUP_TABLE_ENTRIES", 2 * A.shape[0])
+    monkeypatch.setattr(geneo_module, "LOOKUP_TABLE_ENTRIES", 2 * A.shape[0])
     np.testing.assert_array_equal(geneo_basis(A, d, null_space=Z, oversampling=2).toarray(),
                                   whole)
 

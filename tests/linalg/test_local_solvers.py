@@ -734,3 +734,36 @@ def test_pardiso_schur_complement_against_the_dense_elimination():
         with pytest.raises(ValueError, match="sorted, distinct row indices"):
             local_solvers.pardiso_schur_complement(A, bad)
 
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pardiso_inertia_counts_every_block_against_dense_eigenvalues(seed):
+    """The negative eigenvalues of each block of a block-diagonal symmetric indefinite
+    matrix (shifted 3D Poisson blocks with random diagonals, shifts between two eigenvalues
+    so that no eigenvalue is near zero) against dense ``eigvalsh``, block by block."""
+    need("pardiso")
+    rng = np.random.default_rng(seed)
+    blocks, expected = [], []
+    for size in rng.integers(3, 7, size=5):
+        K = (ddops.poisson_3d(int(size)) + sp.diags(rng.random(int(size) ** 3))).tocsr()
+        lam = np.linalg.eigvalsh(K.toarray())
+        j = int(rng.integers(0, lam.size - 1))
+        blocks.append((K - 0.5 * (lam[j] + lam[j + 1]) * sp.eye(K.shape[0])).tocsr())
+        expected.append(j + 1)
+    offsets = np.concatenate([[0], np.cumsum([b.shape[0] for b in blocks])])
+    negative, perturbed = local_solvers.pardiso_inertia(sp.block_diag(blocks, "csr"), offsets)
+    assert perturbed == 0
+    np.testing.assert_array_equal(negative, expected)
+    # one block: the whole matrix
+    whole, _ = local_solvers.pardiso_inertia(sp.block_diag(blocks, "csr"))
+    assert whole.tolist() == [sum(expected)]
+
+
+def test_pardiso_inertia_is_none_where_a_pivot_vanishes():
+    """A singular matrix (a zero row and column) has no certain inertia: None."""
+    need("pardiso")
+    K = ddops.poisson_2d(6).tolil()
+    K[5, :] = 0.0
+    K[:, 5] = 0.0
+    K[5, 5] = 0.0
+    assert local_solvers.pardiso_inertia(K.tocsr()) is None

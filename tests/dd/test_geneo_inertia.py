@@ -1,0 +1,144 @@
+"""GenEO's inertia count (PARDISO): which eigenproblems run, and how many pairs they select.
+
+With PARDISO installed, one symmetric indefinite factorisation of ``N_i - tau B_i`` per chunk
+of subdomains counts the eigenvalues below the threshold of every subdomain (Sylvester's
+law of inertia).  A subdomain whose count the kernel of ``N_i`` accounts for (the constants
+of a floating subdomain, or the given null space) is settled without an eigensolve; the
+others iterate until their Ritz values below the threshold are as many as the count.  The
+references are dense: ``scipy.linalg.eigh`` of the explicitly formed pencils.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+
+import ddops
+from ddops.dd import geneo
+from ddops.dd.adaptive import geneo_basis
+from ddops.problems import diffusion_2d
+from tests._optional import need
+from tests.dd.test_adaptive import channels, cut_neumann, in_span
+
+N = 31
+
+
+def half_channels(contrast=1e6):
+    """Floating channels (contrast ``contrast``) in the upper half only: the boxes of the
+    lower half that touch no boundary float with nothing but the constants below the
+    threshold, those of the upper half have a channel mode each."""
+    c = np.ones((N + 1, N + 1))
+    for row in range(18, N - 2, 3):
+        c[row, 3:N - 2] = contrast
+    return diffusion_2d(c)
+
+
+def dense_pencils(A, d):
+    """``(N_i, B_i)`` of every subdomain: ``A`` with its outside couplings cut, and
+    ``D_i A_i D_i``."""
+    Ad = A.toarray()
+    out = []
+    for idx in d.subdomains:
+        Di = np.diag(1.0 / d.multiplicity[idx])
+        out.append((cut_neumann(A, idx), Di @ Ad[np.ix_(idx, idx)] @ Di))
+    return out
+
+
+def record_settled(monkeypatch):
+    """The subdomains that :func:`geneo._kernel_selection` settles (no eigensolve)."""
+    settled = []
+    original = geneo._kernel_selection
+
+    def spy(members, *args):
+        settled.extend(members.tolist())
+        return original(members, *args)
+
+    monkeypatch.setattr(geneo, "_kernel_selection", spy)
+    return settled
+
+
+def test_inertia_settles_exactly_the_subdomains_with_only_their_kernel_below(monkeypatch):
+    need("pardiso")
+    A = half_channels()
+    d = ddops.Decomposition.from_grid((N, N), (4, 4), overlap=1)
+    settled = record_settled(monkeypatch)
+    Phi, info = geneo_basis(A, d, return_info=True)
+    tau = info.threshold
+    below = tau * (1 - geneo.THRESHOLD_TIE_RTOL)
+    P = Phi.toarray()
+    assert info.stats["skipped_eigenproblems"] == len(settled) >= 2
+    for i, (Ni, Bi) in enumerate(dense_pencils(A, d)):
+        idx = d.subdomains[i]
+        lam, V = sla.eigh(Ni, Bi)
+        floating = abs(Ni.sum(axis=1)).max() <= 1e-10 * np.abs(Ni).max()
+        count = int((lam < below).sum())
+        # the count is exact (not an upper bound of it)...
+        assert info.selected[i] == count, i
+        # ... and a subdomain is settled without an eigensolve exactly when the constants of
+        # a floating subdomain (or nothing) are all it has below the threshold
+        assert (i in settled) == (count == int(floating)), i
+        cols = P[:, info.column_group == i]
+        ref = np.zeros((A.shape[0], count))
+        ref[idx] = np.diag(1.0 / d.multiplicity[idx]) @ V[:, :count]
+        assert cols.shape[1] == count
+        assert in_span(cols, ref, 1e-3) and in_span(ref, cols, 1e-3)
+        if i in settled:  # not computed above the threshold; 0 for the constants
+            assert info.eigenvalues[i] == 0.0 if floating else np.isnan(info.eigenvalues[i])
+
+
+def test_inertia_with_a_null_space_adds_nothing_where_the_kernel_is_all(monkeypatch):
+    """With the constants as null space, a settled subdomain adds no eigenvector (its
+    Nicolaides function is there already), and the basis is that of the iteration without
+    the inertia, to the iteration's accuracy."""
+    need("pardiso")
+    A = half_channels()
+    d = ddops.Decomposition.from_grid((N, N), (4, 4), overlap=1)
+    Z = np.ones((A.shape[0], 1))
+    settled = record_settled(monkeypatch)
+    Phi, info = geneo_basis(A, d, null_space=Z, return_info=True)
+    assert len(settled) >= 2
+    assert np.all(info.kept[settled] == 0)
+    monkeypatch.setattr(geneo, "GENEO_INERTIA", False)
+    Ref, ref = geneo_basis(A, d, null_space=Z, return_info=True)
+    np.testing.assert_array_equal(info.selected, ref.selected)
+    assert Phi.shape == Ref.shape
+    P, R = Phi.toarray(), Ref.toarray()
+    assert in_span(P, R, 1e-4) and in_span(R, P, 1e-4)
+
+
+def test_inertia_says_what_the_iteration_misses_inside_a_cluster():
+    """At ``threshold=1`` the channels' pencils have a cluster of eigenvalues just below and
+    at 1, where the subspace iteration stalls: the warning counts the eigenvalues that the
+    inertia finds below the threshold and the iteration does not (dense reference)."""
+    need("pardiso")
+    n = 23
+    A = channels(n, 1e6)
+    d = ddops.Decomposition.from_grid((n, n), (3, 3), overlap=1)
+    with pytest.warns(RuntimeWarning) as caught:  # (and the iteration's limit)
+        _, info = geneo_basis(A, d, threshold=1.0, return_info=True)
+    below = 1.0 - geneo.THRESHOLD_TIE_RTOL
+    exact = np.array([int((sla.eigh(Ni, Bi, eigvals_only=True) < below).sum())
+                      for Ni, Bi in dense_pencils(A, d)])
+    missing = int((exact - info.selected).sum())
+    assert missing > 0 and np.all(info.selected <= exact)
+    message = next(str(w.message) for w in caught if "inertia" in str(w.message))
+    assert f"counts {missing} eigenvalue(s)" in message
+
+
+@pytest.mark.parametrize("inertia", [False, True])
+def test_inertia_and_threads_give_the_same_basis(inertia, monkeypatch):
+    """The regrouped chunks are independent: one and two threads, the same basis bitwise."""
+    if inertia:
+        need("pardiso")
+    monkeypatch.setattr(geneo, "GENEO_INERTIA", inertia)
+    A = half_channels()
+    d = ddops.Decomposition.from_grid((N, N), (4, 4), overlap=1)
+    from threadpoolctl import threadpool_limits
+
+    bases = []
+    for threads in (1, 2):
+        with threadpool_limits(threads), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            bases.append(geneo_basis(A, d).toarray())
+    np.testing.assert_array_equal(bases[0], bases[1])
