@@ -216,6 +216,7 @@ def geneo_basis(
     oversampling: int | None = None,
     dependence_rtol: float = DEPENDENCE_RTOL,
     return_info: bool = False,
+    _outside: np.ndarray | None = None,
 ):
     """GenEO coarse basis: eigenvectors of ``N_i v = lambda D_i A_i D_i v`` below a threshold.
 
@@ -257,6 +258,11 @@ def geneo_basis(
         Relative tolerance of the dependent-function removal.
     return_info : bool
         Also return an :class:`~ddops.dd.eigen.AdaptiveInfo`.
+    _outside : numpy.ndarray, optional
+        Private (the rank-local build of :mod:`ddops.distributed`): ``A`` is the block of a
+        larger matrix on the unknowns of the subdomains, and ``_outside[j]`` the absolute
+        sum of row ``j``'s couplings to the rest of that matrix, which the cut local
+        matrices and the dominance test count as well.
 
     Returns
     -------
@@ -290,9 +296,12 @@ def geneo_basis(
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     group = np.repeat(np.arange(N), sizes)
     within = np.arange(d.indices.size) - offsets[group]
-    w = 1.0 / d.multiplicity[d.indices]  # D_i on the packed entries
+    w = d.entry_weights("full")  # D_i on the packed entries (a region's: the global weights)
+    if _outside is not None and (neumann is not None or layers):
+        raise ValueError("geneo: the block of a larger matrix (_outside) takes the cut local "
+                         "matrices only (no neumann=, no oversampling)")
     if neumann is None:
-        bad = not_dominant_rows(A)
+        bad = not_dominant_rows(A, _outside)
         dominant = bad.size == 0
         if layers is None:
             layers = 0 if dominant else default_oversampling(int(getattr(d, "block_size", 1)))
@@ -318,7 +327,7 @@ def geneo_basis(
     # the entries of A inside every (grown) subdomain, one stacked COO; A_i's are those of
     # the subdomain's own rows and columns (first in every grown set)
     ext_sizes, pairs, cut, k1, ring = _local_matrices(A, d, group, within, layers,
-                                                      dominant and neumann is None)
+                                                      dominant and neumann is None, _outside)
     own = (pairs[1] < sizes[pairs[0]]) & (pairs[2] < sizes[pairs[0]])
     b_sub, b_r, b_c, b_v = (x[own] for x in pairs)
     if neumann is None:
@@ -600,7 +609,7 @@ def geneo_basis(
 
 
 def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndarray,
-                    layers: int, dominant: bool):
+                    layers: int, dominant: bool, outside: np.ndarray | None = None):
     """GenEO's local matrices from ``A``, on the subdomains grown by ``layers`` (and stiffness).
 
     Every subdomain's unknowns keep their positions; the ring ``w+ \\ w`` of
@@ -648,7 +657,10 @@ def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndar
     del table
     pairs = tuple(np.concatenate(x) for x in zip(*pairs, strict=True))
     if dominant:  # the couplings that leave the grown set, cut from its diagonal
-        cut = (grp, pos, pos, -outside_coupling(A, idx, grp, N))
+        leaving = outside_coupling(A, idx, grp, N)
+        if outside is not None:  # (and those that leave the block A of a larger matrix)
+            leaving = leaving + outside[idx]
+        cut = (grp, pos, pos, -leaving)
     else:
         cut = (grp[:0], pos[:0], pos[:0], np.zeros(0))
     k1 = int(np.bincount(idx, minlength=n).max())

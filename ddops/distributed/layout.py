@@ -444,9 +444,12 @@ class DistributedLayout:
             ``num_ghosts x n`` in the ghost order of :attr:`ghosts`, global
             column indices; the rows not asked for are empty.
         """
+        return self._ghost_rows_of(self._owned_rows(A), which, self.num_dofs)
+
+    def _ghost_rows_of(self, rows: sp.csr_matrix, which: Any, n: int) -> sp.csr_matrix:
+        """:meth:`ghost_rows` of any matrix of owned rows (``num_owned x n``, any ``n``)."""
         MPI = mpi()
-        rows = self._owned_rows(A)
-        n, G = self.num_dofs, self.num_ghosts
+        G = self.num_ghosts
         want = np.ones(G, dtype=bool) if which is None else np.asarray(which, dtype=bool)
         if want.shape != (G,):
             raise ValueError(f"which must have shape ({G},), got {want.shape}")
@@ -483,6 +486,35 @@ class DistributedLayout:
         indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         out = sp.csr_matrix((vals, cols, indptr), shape=(G, n))
         out.sort_indices()
+        return out
+
+    def route_rows(self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray,
+                   num_cols: int) -> sp.csr_matrix:
+        """The entries ``(rows[m], cols[m], values[m])`` (global row indices, any rank) sent to
+        the owners of their rows: this rank's owned rows of the matrix they form,
+        ``num_owned x num_cols`` (duplicates summed).  Three ``Alltoallv`` and one
+        ``Alltoall`` of the counts (set-up; counted in the ``setup_*`` keys of :attr:`stats`).
+        """
+        MPI = mpi()
+        rows = np.asarray(rows, dtype=np.int64)
+        dest = self.dof_ranks[rows]
+        order = np.argsort(dest, kind="stable")
+        scounts = np.bincount(dest, minlength=self.size).astype(np.int64)
+        rcounts = np.array(self.comm.alltoall(scounts.tolist()), dtype=np.int64)
+        self.stats["setup_exchanges"] += 1
+        self.stats["setup_messages"] += self.size - 1
+        self.stats["setup_bytes"] += int(scounts.nbytes)
+        total = int(rcounts.sum())
+        r_rows, r_cols = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)
+        r_vals = np.empty(total, dtype=np.float64)
+        self._setup_alltoallv(rows[order], scounts, r_rows, rcounts, MPI.INT64_T)
+        self._setup_alltoallv(np.asarray(cols, dtype=np.int64)[order], scounts, r_cols, rcounts,
+                              MPI.INT64_T)
+        self._setup_alltoallv(np.asarray(values, dtype=np.float64)[order], scounts, r_vals,
+                              rcounts, MPI.DOUBLE)
+        out = sp.csr_matrix((r_vals, (np.searchsorted(self.owned, r_rows), r_cols)),
+                            shape=(self.num_owned, int(num_cols)))
+        out.sum_duplicates()
         return out
 
     def ext_rows(self, A: Any = None, which: Any = None) -> sp.csr_matrix:

@@ -80,6 +80,15 @@ global matrix:
   weights are computed on the replicated interface as the serial code does;
   the harmonic extension and the coarse-matrix contribution use the owned
   rows;
+* GenEO on a diagonally dominant ``A`` (the cut local matrices; no ``neumann``,
+  no oversampling): each rank solves the eigenproblems of its own subdomains
+  from the region block and the absolute couplings of the region's rows that
+  leave the region (both from the owned and ghost rows), with the global
+  partition of unity (:func:`rank_local_geneo`); the entries of its columns
+  go to the owners of their rows and the ghosts' rows come from there, so
+  every rank holds Phi on its extended rows.  Dependent functions are dropped
+  within each rank's columns.  The basis equals the serial one to the
+  accuracy of the eigensolver (other chunks of subdomains);
 * bases without the matrix (Nicolaides, partition of unity, hats, a user
   Phi) are built from the replicated decomposition as before;
 * GDSW/RGDSW with ``local_basis=False`` or a decomposition without owner
@@ -115,6 +124,7 @@ from threadpoolctl import ThreadpoolController
 
 from .._validation import check_choice, check_finite, warn
 from ..dd.coarse import MATRIX_COARSE_BASES, resolve_coarse_kind
+from ..dd.eigen import not_dominant_rows
 from ..dd.kernel import check_kernel, distributed_kernel_columns, inconsistent_residual
 from ..linalg.local_solvers import check_threads, pardiso_available, thread_limit
 from ..precond.corrections import CoarseCorrection
@@ -129,12 +139,15 @@ from .comm import mpi
 from .layout import DistributedLayout
 from .matrix import DistributedMatrix
 
-#: The coarse bases built from each rank's own rows (GDSW, RGDSW); the adaptive ones (AGDSW,
-#: GenEO) are built from the gathered matrix, as their serial construction reads every row.
+#: The coarse bases built from each rank's own rows with the owner labels (GDSW, RGDSW); GenEO
+#: is too on a diagonally dominant matrix (:func:`rank_local_geneo`); AGDSW and the other
+#: GenEO are built from the gathered matrix, as their serial construction reads beyond a
+#: rank's region.
 RANK_LOCAL_BASES = ("gdsw", "rgdsw")
 
 __all__ = ["DISTRIBUTED_VARIANTS", "DistributedTwoLevelSchwarz",
-           "allreduce_sparse", "rank_local_gdsw_rows"]
+           "allreduce_sparse", "rank_local_gdsw_rows", "rank_local_geneo", "region_block",
+           "rows_diagonally_dominant"]
 
 #: Variants of :class:`DistributedTwoLevelSchwarz`: all of the serial preconditioner's.
 DISTRIBUTED_VARIANTS = ("additive", "restricted", "symmetric_restricted", "hybrid")
@@ -338,6 +351,87 @@ def rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: s
     return Phi, (mine | on_ext, on_ext[: layout.num_owned])
 
 
+def region_block(layout: DistributedLayout, rows: sp.csr_matrix
+                 ) -> tuple[sp.csr_matrix, np.ndarray]:
+    """``sym(A)[region][:, region]`` from this rank's owned rows and the region's ghost rows
+    (one :meth:`DistributedLayout.ext_rows` exchange), and the absolute sums of the region
+    rows' couplings that leave the region (GenEO's cut local matrices)."""
+    region = layout.region
+    at = np.minimum(np.searchsorted(region, layout.ghosts), max(region.size - 1, 0))
+    in_region = region[at] == layout.ghosts if region.size else np.zeros(0, bool)
+    # the region's ghost rows (counted in the setup_* keys of layout.stats)
+    R = layout.ext_rows(rows, which=in_region)[layout.region_in_ext].tocoo()
+    pos = np.minimum(np.searchsorted(region, R.col), region.size - 1)
+    keep = region[pos] == R.col
+    leak = np.bincount(R.row[~keep], weights=np.abs(R.data[~keep]), minlength=region.size)
+    A_region = sp.csr_matrix((R.data[keep], (R.row[keep], pos[keep])),
+                             shape=(region.size, region.size))
+    del R, pos, keep  # the set-up's peak memory: no copy of A outlives its use
+    A_region.sum_duplicates()
+    # the region's block: the part this rank can see; the same values as the serial
+    # sym(A)[region][:, region]
+    if not check_symmetric(A_region, "A"):
+        A_region = ((A_region + A_region.T) * 0.5).tocsr()
+    return A_region, leak
+
+
+def rows_diagonally_dominant(layout: DistributedLayout, rows: sp.csr_matrix) -> bool:
+    """Whether ``A`` is weakly diagonally dominant (1e-10 relative slack, as
+    :func:`ddops.dd.eigen.not_dominant_rows`), from every rank's owned rows (collective)."""
+    rows = sp.csr_matrix(rows)
+    diag = np.asarray(rows[np.arange(layout.num_owned), layout.owned]).ravel()
+    off = np.asarray(abs(rows).sum(axis=1)).ravel() - np.abs(diag)
+    mine = bool(np.all(diag - off >= -1e-10 * np.maximum(np.abs(diag), 1e-300)))
+    return bool(layout.comm.allreduce(mine, op=mpi().LAND)) if layout.size > 1 else mine
+
+
+def rank_local_geneo(layout: DistributedLayout, A_region: sp.csr_matrix, leak: np.ndarray,
+                     null_space: Any, keywords: dict) -> tuple[sp.csr_matrix | None, Any]:
+    """GenEO's basis from this rank's subdomains alone: Phi's rows in extended numbering.
+
+    Every subdomain's eigenproblem needs only the subdomain's block of ``A``, which the
+    region's block holds, and the couplings of its rows that leave it: those inside the
+    region are in the block, the others are ``leak`` (the region rows' absolute couplings
+    to the rest, from the owned and ghost rows), so the cut local matrices are the serial
+    ones.  The weights are the global partition of unity
+    (:meth:`DistributedLayout.local_decomposition`).  The columns of rank ``r`` follow
+    those of the ranks before it; their entries go to the owners of their rows
+    (:meth:`DistributedLayout.route_rows`), and the ghosts' rows come from there
+    (:meth:`DistributedLayout.ghost_rows`' exchange).  Dependent functions are dropped
+    among each rank's own (by the energy of its region's block, exact for functions
+    supported there), not across ranks.  Collective.
+
+    Returns
+    -------
+    (Phi_ext or None, info)
+        ``num_ext x n0`` (None when no rank selected a function; a ``RuntimeWarning``
+        on rank 0), and this rank's :class:`~ddops.dd.eigen.AdaptiveInfo` (its
+        subdomains only).
+    """
+    from ..dd.geneo import geneo_basis
+
+    Z = None
+    if null_space is not None:
+        Z = np.asarray(null_space, dtype=np.float64)
+        Z = (Z[:, None] if Z.ndim == 1 else Z)[layout.region]
+    Phi, info = geneo_basis(A_region, layout.local_decomposition(), null_space=Z,
+                            threshold=keywords.get("threshold"),
+                            max_per_subdomain=keywords.get("max_per_subdomain"),
+                            return_info=True, _outside=leak)
+    counts = np.array(layout.comm.allgather(int(Phi.shape[1])), dtype=np.int64)
+    n0 = int(counts.sum())
+    if n0 == 0:
+        if layout.rank == 0:
+            warn("coarse_basis='geneo' selected no coarse function (no eigenvalue below the "
+                 "threshold in any subdomain); the preconditioner is one-level",
+                 RuntimeWarning)
+        return None, info
+    P = Phi.tocoo()
+    owned = layout.route_rows(layout.region[P.row], int(counts[:layout.rank].sum()) + P.col,
+                              P.data, n0)
+    return sp.vstack([owned, layout._ghost_rows_of(owned, None, n0)], format="csr"), info
+
+
 def _coarse_contribution(layout: DistributedLayout, rows: sp.csr_matrix, Phi_ext: sp.csr_matrix,
                          known_ext: np.ndarray, on_interface_owned: np.ndarray) -> sp.csr_matrix:
     """This rank's share of ``Phi^T A Phi`` when it knows Phi only on ``known_ext`` rows.
@@ -482,7 +576,8 @@ class DistributedTwoLevelSchwarz:
     gathered_matrix : bool
         True when the owned rows of all ranks were gathered for the serial
         matrix-based coarse code (local rows with ``local_basis=False``, no
-        owner labels, or AGDSW/GenEO).
+        owner labels, AGDSW, or GenEO on a matrix that is not diagonally
+        dominant or with ``neumann=``/``oversampling``).
     setup_seconds, coarse_basis_seconds, coarse_matrix_seconds : float
         Wall times of this rank's last set-up (the constructor's or the last
         :meth:`update`) and of its coarse-basis and coarse-matrix parts.
@@ -572,14 +667,21 @@ class DistributedTwoLevelSchwarz:
         if isinstance(kind, str):  # as TwoLevelSchwarz: the matrix is always known here
             kind = None if kind == "none" else resolve_coarse_kind(kind, d, matrix=True)
         named = isinstance(kind, str)
+        self._coarse_keywords = opts.coarse_keywords(kind) if named else {}
         self.coarse_construction = None
         if kind is not None:
             rank_local = (self.local_basis and named and kind in RANK_LOCAL_BASES
                           and d.owner is not None and (local_rows or null_space is None))
+            # GenEO with the cut local matrices (a diagonally dominant A): from the region's
+            # rows; oversampled or finite-element local matrices need the serial code
+            rank_local = rank_local or (
+                self.local_basis and named and kind == "geneo"
+                and self._coarse_keywords.get("neumann") is None
+                and not self._coarse_keywords.get("oversampling")
+                and self._diagonally_dominant(matrix))
             self.coarse_construction = "rank-local" if rank_local else "serial"
         self.gathered_matrix = (local_rows and self.coarse_construction == "serial"
                                 and named and kind in MATRIX_COARSE_BASES)
-        self._coarse_keywords = opts.coarse_keywords(kind) if named else {}
         self.coarse = None
         self.coarse_info, self.coarse_stats = None, {"kernel_dropped": 0}
         if kind is not None:
@@ -594,6 +696,12 @@ class DistributedTwoLevelSchwarz:
         self.local = None
         self._Phi_ext = self._known = None
         return matrix
+
+    def _diagonally_dominant(self, matrix: sp.csr_matrix) -> bool:
+        """Whether ``A`` is weakly diagonally dominant (collective for owned rows)."""
+        if self.matrix_input == "global":
+            return not_dominant_rows(matrix).size == 0
+        return rows_diagonally_dominant(self.layout, matrix)
 
     def _allreduce(self, values: Any, op: str = "sum") -> np.ndarray:
         """Sum (``op="sum"``), maximum (``"max"``) or minimum (``"min"``) of ``values`` over
@@ -642,11 +750,15 @@ class DistributedTwoLevelSchwarz:
             rows = matrix  # the global matrix: every consumer takes its owned rows
             region = layout.region
             A_region = matrix[region][:, region]
+            self._region_leak = (np.asarray(abs(matrix[region]).sum(axis=1)).ravel()
+                                 - np.asarray(abs(A_region).sum(axis=1)).ravel())
         self._A = DistributedMatrix(layout, rows) if self.variant == "hybrid" else None
         basis_start = time.perf_counter()
         rows_ext = None
         if self.coarse is not None and not reuse_coarse:
+            self._A_region = A_region  # (GenEO's rank-local build)
             rows_ext = self._build_basis(rows)
+        self._A_region = self._region_leak = None
         self.coarse_basis_seconds = time.perf_counter() - basis_start
         matrix_start = time.perf_counter()
         if rows_ext is None and self._Phi_ext is not None:
@@ -661,23 +773,9 @@ class DistributedTwoLevelSchwarz:
         self.numeric_seconds = time.perf_counter() - start
 
     def _region_block(self, rows: sp.csr_matrix) -> sp.csr_matrix:
-        """``sym(A)[region][:, region]`` from the owned rows and the region's ghost rows."""
-        layout = self.layout
-        region = layout.region
-        at = np.minimum(np.searchsorted(region, layout.ghosts), max(region.size - 1, 0))
-        in_region = region[at] == layout.ghosts if region.size else np.zeros(0, bool)
-        # the region's ghost rows (counted in the setup_* keys of layout.stats)
-        R = layout.ext_rows(rows, which=in_region)[layout.region_in_ext].tocoo()
-        pos = np.minimum(np.searchsorted(region, R.col), region.size - 1)
-        keep = region[pos] == R.col
-        A_region = sp.csr_matrix((R.data[keep], (R.row[keep], pos[keep])),
-                                 shape=(region.size, region.size))
-        del R, pos, keep  # the set-up's peak memory: no copy of A outlives its use
-        A_region.sum_duplicates()
-        # the region's block: the part this rank can see; the same values as the serial
-        # sym(A)[region][:, region]
-        if not check_symmetric(A_region, "A"):
-            A_region = ((A_region + A_region.T) * 0.5).tocsr()
+        """``sym(A)[region][:, region]`` from the owned rows and the region's ghost rows
+        (:func:`region_block`); the leak is kept for GenEO's rank-local build."""
+        A_region, self._region_leak = region_block(self.layout, rows)
         return A_region
 
     def _local_part(self, layout: DistributedLayout, A_region: sp.csr_matrix) -> None:
@@ -711,6 +809,16 @@ class DistributedTwoLevelSchwarz:
         kind = self.coarse.kind
         solver = self._coarse_keywords.get("extension_solver", "auto")
         rows_ext = known = None
+        if self.coarse_construction == "rank-local" and kind == "geneo":
+            Phi_ext, info = rank_local_geneo(layout, self._A_region, self._region_leak,
+                                             self._null_space, self._coarse_keywords)
+            self._Phi_ext = None if Phi_ext is None else sp.csr_matrix(Phi_ext)
+            self._known = None
+            self.coarse_info = info
+            self.coarse_stats = dict(info.stats, kernel_dropped=0)
+            self.coarse.Phi = None
+            self._ground_rank_local()
+            return None
         if self.matrix_input == "local rows":
             rows = matrix
             if self.coarse_construction == "rank-local":
@@ -741,18 +849,26 @@ class DistributedTwoLevelSchwarz:
         self.coarse.Phi = None  # the global Phi is not kept: each rank holds its rows
         self.coarse_info = self.coarse.info
         self.coarse_stats = dict(self.coarse.stats)
-        if self.coarse_construction == "rank-local":
-            self.coarse_stats["kernel_dropped"] = 0
-            if self.kernel is not None:  # ground it over the ranks' rows of Phi
-                drop = distributed_kernel_columns(Phi_ext[: layout.num_owned], self.kernel,
-                                                  self._allreduce, warns=layout.rank == 0)
-                if drop.size:
-                    keep = np.setdiff1d(np.arange(Phi_ext.shape[1]), drop)
-                    Phi_ext = sp.csr_matrix(Phi_ext[:, keep])
-                self.coarse_stats["kernel_dropped"] = int(drop.size)
         self._Phi_ext = None if Phi_ext is None else sp.csr_matrix(Phi_ext, dtype=np.float64)
         self._known = known
+        if self.coarse_construction == "rank-local":
+            self._ground_rank_local()
         return rows_ext
+
+    def _ground_rank_local(self) -> None:
+        """Drop one column of a rank-local Phi per dimension of the coarse kernel
+        (``kernel=``), over the ranks' rows of Phi."""
+        self.coarse_stats["kernel_dropped"] = 0
+        Phi_ext = self._Phi_ext
+        if self.kernel is None or Phi_ext is None:
+            return
+        layout = self.layout
+        drop = distributed_kernel_columns(Phi_ext[: layout.num_owned], self.kernel,
+                                          self._allreduce, warns=layout.rank == 0)
+        if drop.size:
+            keep = np.setdiff1d(np.arange(Phi_ext.shape[1]), drop)
+            self._Phi_ext = sp.csr_matrix(Phi_ext[:, keep])
+        self.coarse_stats["kernel_dropped"] = int(drop.size)
 
     def _factor_coarse(self, rows_ext: sp.csr_matrix | None) -> None:
         """Assemble ``A_0`` from every rank's contribution and factorise it on every rank.

@@ -253,11 +253,12 @@ class SchwarzPC:
             # the local factorisations come last, after every collective: a failure there (a
             # singular subdomain on one rank) is agreed on, and every rank raises
             try:
-                # the rank-local construction exists for GDSW/RGDSW only; AGDSW and GenEO get
-                # the serial one (on the gathered matrix), not RGDSW under their name
+                # the rank-local construction exists for GDSW/RGDSW and for GenEO on a
+                # diagonally dominant matrix; AGDSW and the other GenEO get the serial one
+                # (on the gathered matrix), not RGDSW under their name
                 self.preconditioner = DistributedTwoLevelSchwarz(
                     self.layout, None, options=settings,
-                    local_basis=coarse is None or coarse in RANK_LOCAL_BASES)
+                    local_basis=coarse is None or coarse in (*RANK_LOCAL_BASES, "geneo"))
                 error = None
             except Exception as exc:  # noqa: BLE001 - raised again on every rank by agree
                 error = exc

@@ -25,7 +25,9 @@ def test_update_equals_fresh_and_serial(results, case):
     assert r["matrix_input"] == case.split("/")[2]
     before, updated, fresh, serial = r["coarse_dim"]
     assert updated == fresh == serial
-    assert r["fresh"] <= 1e-12 and r["serial"] <= 1e-12
+    # GenEO from the ranks' rows solves its eigenproblems in other chunks than the serial
+    # code: the same functions to the subspace iteration's accuracy
+    assert r["fresh"] <= 1e-12 and r["serial"] <= (1e-4 if case.startswith("geneo") else 1e-12)
     assert r["updates"] == 1 and r["symbolic_seconds"] == 0.0
 
 
@@ -67,12 +69,18 @@ KERNEL_CASES = [f"{k}/{v}" for k in ("gdsw", "rgdsw", "nicolaides", "geneo")
 @pytest.mark.parametrize("case", KERNEL_CASES)
 def test_kernel_gives_the_serial_projected_preconditioner(results, case):
     """``kernel=`` on a pure-Neumann Laplacian: the grounded coarse space and ``P M P`` of
-    the serial class, built and updated (GDSW/RGDSW grounded over the ranks' rows of Phi,
-    the others by the serial code), with the constants annihilated."""
+    the serial class, built and updated (GDSW/RGDSW/GenEO grounded over the ranks' rows of
+    Phi, Nicolaides by the serial code), with the constants annihilated."""
     r = results["kernel"][case]
     kind = case.split("/")[0]
-    assert r["construction"] == ("rank-local" if kind in ("gdsw", "rgdsw") else "serial")
-    assert r["dropped"][0] == r["dropped"][1]
+    assert r["construction"] == ("serial" if kind == "nicolaides" else "rank-local")
+    if kind == "geneo":
+        # the serial basis code drops the constants' direction as a dependent function
+        # (no energy in the singular A); a rank's region block is definite, so the
+        # grounding drops it there
+        assert r["dropped"][0] >= r["dropped"][1]
+    else:
+        assert r["dropped"][0] == r["dropped"][1]
     assert r["coarse_dim"][0] == r["coarse_dim"][1]
     assert r["serial"] <= 1e-12 and r["updated"] <= 1e-12
     assert r["constants"] <= 1e-12

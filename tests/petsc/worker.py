@@ -68,6 +68,8 @@ def run_case(case: str, k: int, comm, out: str) -> dict:
               "owned_equals_petsc_range": bool(comm.allreduce(owned_ok, op=MPI.LAND)),
               "num_subdomains": d.num_subdomains,
               "coarse_dim": int(ctx.preconditioner.coarse_dim),
+              "construction": str(getattr(ctx.preconditioner, "coarse_construction", None)),
+              "gathered": bool(getattr(ctx.preconditioner, "gathered_matrix", False)),
               "null_space_source": ctx.null_space_source,
               "replicated_integers": ctx.parts.replicated_integers,
               "fetched_rows": int(comm.allreduce(ctx.parts.fetched_rows)),

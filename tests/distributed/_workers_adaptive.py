@@ -1,0 +1,119 @@
+"""Rank-local GenEO checks run on every rank under ``mpiexec``; rank 0 writes JSON.
+
+Usage: ``mpiexec -n P python tests/distributed/_workers_adaptive.py --out FILE``.
+Every rank builds the problem and the serial references (GenEO's basis, the serial
+preconditioner's applications and CG iterations), keeps only its own rows of ``A`` and
+deletes the global matrix before the distributed preconditioner is built, so its GenEO
+basis can only come from the owned and ghost rows.  The distributed basis is gathered on
+every rank (for the comparison only) and compared with the serial one up to column order
+and sign: each serial column must be in the span of the distributed ones and back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+import ddops
+from ddops.dd.adaptive import geneo_basis
+from ddops.distributed import DistributedLayout, DistributedMatrix, guard, mpi, world
+from ddops.distributed.krylov import cg
+from ddops.distributed.precond import DistributedTwoLevelSchwarz
+from ddops.precond.schwarz import TwoLevelSchwarz
+from ddops.problems import diffusion_2d, high_contrast_channels
+
+
+def _max(comm, value: float) -> float:
+    return float(comm.allreduce(float(value), op=mpi().MAX))
+
+
+def _all(comm, flag: bool) -> bool:
+    return bool(comm.allreduce(bool(flag), op=mpi().LAND))
+
+
+def _span_gap(P: np.ndarray, Q: np.ndarray) -> float:
+    """The largest relative distance of a column of ``Q`` from the span of ``P``."""
+    if Q.shape[1] == 0:
+        return 0.0
+    U, _ = np.linalg.qr(P)
+    Q = Q / np.linalg.norm(Q, axis=0)
+    return float(np.linalg.norm(Q - U @ (U.T @ Q), axis=0).max())
+
+
+def _cases(P):
+    """(name, matrix, decomposition, subdomain_ranks, null space)."""
+    n = 31
+    A = diffusion_2d(high_contrast_channels(n, 1e6, margin=2, period=3))
+    yield "channels-grid", A, ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1), None, None
+    yield ("channels-metis", A, ddops.Decomposition.from_matrix(A, 12, overlap=2, seed=1),
+           np.random.default_rng(2).permutation(np.arange(12) % P), None)
+    yield ("channels-constants", A, ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1),
+           None, np.ones(n * n))
+
+
+def _count(solver, *args, **kwargs):
+    calls = [0]
+
+    def callback(_):
+        calls[0] += 1
+
+    _, info = solver(*args, callback=callback, **kwargs)
+    return int(info), calls[0]
+
+
+def run(comm) -> dict:
+    P = comm.Get_size()
+    out: dict = {"size": P, "cases": {}}
+    for name, A, d, ranks, Z in _cases(P):
+        n = A.shape[0]
+        b = np.random.default_rng(3).standard_normal(n)
+        ref_phi = geneo_basis(A, d, null_space=Z).toarray()
+        S = TwoLevelSchwarz(A, d, coarse_basis="geneo", null_space=Z)
+        ref_its = _count(spla.cg, A, b, rtol=1e-8, M=S)
+        owned = DistributedLayout(d, comm, subdomain_ranks=ranks).owned
+        rows = A[owned].tocsr()
+        del A, S  # from here on no global matrix exists on any rank
+        L = DistributedLayout(d, comm, A=rows, subdomain_ranks=ranks)
+        L.reset_stats()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            M = DistributedTwoLevelSchwarz(L, rows, "geneo", null_space=Z)
+        # the distributed basis, gathered for the comparison only: owned rows of every rank
+        mine = M._Phi_ext[: L.num_owned].tocoo()
+        pieces = comm.allgather((L.owned[mine.row], mine.col, mine.data))
+        r, c, v = (np.concatenate(x) for x in zip(*pieces, strict=True))
+        phi = sp.csr_matrix((v, (r, c)), shape=(n, M.coarse_dim)).toarray()
+        Ad = DistributedMatrix(L)
+        info, its = _count(cg, Ad, L.scatter(b), rtol=1e-8, M=M)
+        out["cases"][name] = {
+            "construction": str(M.coarse_construction),
+            "gathered": _all(comm, M.gathered_matrix),
+            "coarse_dim": M.coarse_dim, "serial_coarse_dim": int(ref_phi.shape[1]),
+            "gap": max(_span_gap(phi, ref_phi), _span_gap(ref_phi, phi)),
+            "iterations": int(comm.allreduce(its, op=mpi().MAX)),
+            "serial_iterations": ref_its[1], "info": info, "serial_info": ref_its[0],
+            # the set-up exchanged rows and Phi's entries, and gathered no rows
+            "setup_exchanges": int(comm.allreduce(L.stats["setup_exchanges"])),
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    comm = world()
+    with guard(comm):
+        out = run(comm)
+    if comm.Get_rank() == 0:
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
