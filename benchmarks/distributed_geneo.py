@@ -1,10 +1,12 @@
 """GenEO from each rank's own rows: set-up time and peak memory, 1 rank against P ranks.
 
 The problem: the 2D floating channels of ``ddops precond`` (contrast ``--contrast``,
-``n^2`` unknowns, ``parts x parts`` boxes, overlap 1), diagonally dominant, so that
-:class:`ddops.distributed.DistributedTwoLevelSchwarz` builds GenEO rank-locally (each rank
-solves its own subdomains' eigenproblems from its region's rows; no rank gathers the
-matrix).  Each run is one ``mpiexec -n P`` job of this script (``--worker``); every rank
+``n^2`` unknowns, ``parts x parts`` boxes, overlap 1; diagonally dominant: GenEO's cut local
+matrices) or, with ``--problem elasticity2d``, its 2D elasticity with stiff inclusions
+(``parts^2`` METIS parts, the rigid body modes; oversampled local matrices).
+:class:`ddops.distributed.DistributedTwoLevelSchwarz` builds GenEO rank-locally: each rank
+solves its own subdomains' eigenproblems from the rows they reach; no rank gathers the
+matrix.  Each run is one ``mpiexec -n P`` job of this script (``--worker``); every rank
 builds the matrix, keeps its own rows and drops the rest before the set-up.  Reported per
 rank: the set-up's wall seconds and its peak of Python-visible memory (``tracemalloc``:
 numpy arrays and scipy matrices, not MKL's PARDISO factors), the coarse dimension, the
@@ -44,8 +46,18 @@ def worker(args: argparse.Namespace) -> None:
     comm = world()
     with guard(comm), threadpool_limits(1):
         n = args.n
-        A = diffusion_2d(high_contrast_channels(n, args.contrast, margin=2))
-        d = ddops.Decomposition.from_grid((n, n), (args.parts, args.parts), overlap=1)
+        Z = None
+        if args.problem == "channels":
+            A = diffusion_2d(high_contrast_channels(n, args.contrast, margin=2))
+            d = ddops.Decomposition.from_grid((n, n), (args.parts, args.parts), overlap=1)
+        else:  # ddops precond's 2D elasticity with stiff inclusions (rigid body modes)
+            from ddops.experiments.precond import PrecondConfig, build_problem, decompose
+
+            c = PrecondConfig(problem="elasticity2d", n=n, contrast=args.contrast,
+                              subdomains=args.parts ** 2).validated()
+            prob = build_problem(c)
+            d, _, _ = decompose(c, prob)
+            A, Z = prob.A.tocsr(), prob.null_space
         owned = DistributedLayout(d, comm).owned
         rows = A[owned].tocsr()
         del A
@@ -54,11 +66,12 @@ def worker(args: argparse.Namespace) -> None:
         tracemalloc.reset_peak()
         base = tracemalloc.get_traced_memory()[0]
         start = time.perf_counter()
-        M = DistributedTwoLevelSchwarz(L, rows, "geneo", local_basis=not args.gathered)
+        M = DistributedTwoLevelSchwarz(L, rows, "geneo", null_space=Z,
+                                       local_basis=not args.gathered)
         seconds = time.perf_counter() - start
         peak = tracemalloc.get_traced_memory()[1] - base
         tracemalloc.stop()
-        b = np.random.default_rng(3).standard_normal(n * n)[L.owned]
+        b = np.random.default_rng(3).standard_normal(d.num_dofs)[L.owned]
         its = [0]
         _, info = cg(DistributedMatrix(L), b, rtol=1e-8, M=M,
                      callback=lambda _: its.__setitem__(0, its[0] + 1))
@@ -75,7 +88,8 @@ def run(ranks: int, args: argparse.Namespace) -> list[dict]:
     launcher = Path(sys.executable).parent / "mpiexec"
     command = [str(launcher) if launcher.exists() else "mpiexec", "-n", str(ranks),
                sys.executable, __file__, "--worker", "--out", str(out), "--n", str(args.n),
-               "--parts", str(args.parts), "--contrast", str(args.contrast)]
+               "--parts", str(args.parts), "--contrast", str(args.contrast),
+               "--problem", args.problem]
     if args.gathered:
         command.append("--gathered")
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
@@ -89,6 +103,9 @@ def main() -> int:
     p.add_argument("--parts", type=int, default=16)
     p.add_argument("--contrast", type=float, default=1e6)
     p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--problem", choices=("channels", "elasticity2d"), default="channels",
+                   help="channels (diagonally dominant: the cut local matrices) or "
+                        "elasticity2d (ddops precond's, --parts^2 METIS parts: oversampled)")
     p.add_argument("--gathered", action="store_true",
                    help="local_basis=False: the serial GenEO on the gathered matrix (as before "
                         "the rank-local build), for comparison")
@@ -100,8 +117,9 @@ def main() -> int:
         worker(args)
         return 0
     serial, parallel = run(1, args), run(args.ranks, args)
-    print(f"2D floating channels, contrast {args.contrast:g}, {args.n ** 2:,} unknowns, "
-          f"{args.parts ** 2} boxes; GenEO, one BLAS thread per rank")
+    what = "2D floating channels" if args.problem == "channels" else "2D elasticity"
+    print(f"{what}, contrast {args.contrast:g}, n = {args.n}, {args.parts ** 2} subdomains; "
+          "GenEO, one BLAS thread per rank")
     for label, records in (("1 rank", serial), (f"{args.ranks} ranks", parallel)):
         for r, rec in enumerate(records):
             print(f"  {label}, rank {r}: set-up {rec['seconds']:.2f} s, peak "

@@ -216,7 +216,7 @@ def geneo_basis(
     oversampling: int | None = None,
     dependence_rtol: float = DEPENDENCE_RTOL,
     return_info: bool = False,
-    _outside: np.ndarray | None = None,
+    _block: tuple[np.ndarray, float] | None = None,
 ):
     """GenEO coarse basis: eigenvectors of ``N_i v = lambda D_i A_i D_i v`` below a threshold.
 
@@ -258,11 +258,13 @@ def geneo_basis(
         Relative tolerance of the dependent-function removal.
     return_info : bool
         Also return an :class:`~ddops.dd.eigen.AdaptiveInfo`.
-    _outside : numpy.ndarray, optional
+    _block : (numpy.ndarray, float), optional
         Private (the rank-local build of :mod:`ddops.distributed`): ``A`` is the block of a
-        larger matrix on the unknowns of the subdomains, and ``_outside[j]`` the absolute
-        sum of row ``j``'s couplings to the rest of that matrix, which the cut local
-        matrices and the dominance test count as well.
+        larger matrix on a set of unknowns that holds the subdomains, their grown sets and
+        the neighbours of those; ``(outside, median)``: ``outside[j]`` the absolute sum of
+        row ``j``'s couplings to the rest of that matrix, which the cut local matrices and
+        the dominance test count as well, and ``median`` the median of its diagonal (the
+        stiff growth's measure).
 
     Returns
     -------
@@ -297,9 +299,7 @@ def geneo_basis(
     group = np.repeat(np.arange(N), sizes)
     within = np.arange(d.indices.size) - offsets[group]
     w = d.entry_weights("full")  # D_i on the packed entries (a region's: the global weights)
-    if _outside is not None and (neumann is not None or layers):
-        raise ValueError("geneo: the block of a larger matrix (_outside) takes the cut local "
-                         "matrices only (no neumann=, no oversampling)")
+    _outside, _median = (None, None) if _block is None else _block
     if neumann is None:
         bad = not_dominant_rows(A, _outside)
         dominant = bad.size == 0
@@ -327,7 +327,8 @@ def geneo_basis(
     # the entries of A inside every (grown) subdomain, one stacked COO; A_i's are those of
     # the subdomain's own rows and columns (first in every grown set)
     ext_sizes, pairs, cut, k1, ring = _local_matrices(A, d, group, within, layers,
-                                                      dominant and neumann is None, _outside)
+                                                      dominant and neumann is None, _outside,
+                                                      _median)
     own = (pairs[1] < sizes[pairs[0]]) & (pairs[2] < sizes[pairs[0]])
     b_sub, b_r, b_c, b_v = (x[own] for x in pairs)
     if neumann is None:
@@ -609,7 +610,8 @@ def geneo_basis(
 
 
 def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndarray,
-                    layers: int, dominant: bool, outside: np.ndarray | None = None):
+                    layers: int, dominant: bool, outside: np.ndarray | None = None,
+                    median: float | None = None):
     """GenEO's local matrices from ``A``, on the subdomains grown by ``layers`` (and stiffness).
 
     Every subdomain's unknowns keep their positions; the ring ``w+ \\ w`` of
@@ -626,7 +628,8 @@ def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndar
     """
     n, N = A.shape[0], d.num_subdomains
     sizes = d.sizes.astype(np.int64)
-    ring_idx, ring_grp = oversampled_sets(A, d.indices, group, N, layers)
+    ring_idx, ring_grp = oversampled_sets(A, d.indices, group, N, layers,
+                                          diagonal_median=median)
     ring_count = np.bincount(ring_grp, minlength=N)
     ring_off = np.concatenate([[0], np.cumsum(ring_count)])
     idx = np.concatenate([d.indices, ring_idx]).astype(np.int64)

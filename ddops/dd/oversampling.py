@@ -89,13 +89,16 @@ def _neighbours(pattern: sp.csr_matrix, members: sp.csr_matrix) -> sp.csr_matrix
 
 def oversampled_sets(A: sp.csr_matrix, indices: np.ndarray, group: np.ndarray,
                      num_sets: int, layers: int, *, stiff_ratio: float = STIFF_RATIO,
-                     max_growth: float = MAX_GROWTH) -> tuple[np.ndarray, np.ndarray]:
+                     max_growth: float = MAX_GROWTH, diagonal_median: float | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """The grown sets ``w+`` of the sets ``w`` given as (unknown, set) pairs.
 
     All sets at once: a layer is one sparse product of the pattern of ``A`` with the newest
     layer's 0/1 matrix (unknowns x sets); the stiff growth goes on the same way, restricted
     to the stiff rows, for each set while it stays within ``max_growth`` times its size.
-    ``layers=0`` grows nothing.
+    ``layers=0`` grows nothing.  ``diagonal_median``: the median of the diagonal that the
+    stiff rows are measured against (default ``A``'s; that of the whole matrix when ``A`` is
+    a block of it holding the rows the growth reaches).
 
     Returns
     -------
@@ -126,7 +129,8 @@ def oversampled_sets(A: sp.csr_matrix, indices: np.ndarray, group: np.ndarray,
         inside = inside + front
         rings.append(front)
     diag = A.diagonal()
-    stiff = diag >= stiff_ratio * np.median(diag)
+    median = np.median(diag) if diagonal_median is None else diagonal_median
+    stiff = diag >= stiff_ratio * median
     if stiff.any() and max_growth > 1:
         limit = max_growth * np.bincount(group, minlength=num_sets)
         size = np.asarray(inside.sum(axis=0)).ravel()

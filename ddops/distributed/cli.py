@@ -17,11 +17,14 @@ table and writes ``<save-prefix>_distributed.md`` and
 Flags read from the ``ddops precond`` namespace: ``problem``, ``n``,
 ``subdomains``, ``overlap``, ``kind``, ``coarse``, ``partitioner``,
 ``null_space``, ``contrast``, ``rtol``, ``maxiter``, ``seed``,
-``blas_threads``, ``save_prefix``.  The learned preconditioners of the 1D
+``blas_threads``, ``save_prefix``, and for ``--coarse geneo`` ``threshold``,
+``max_per_subdomain`` and ``oversampling``.  The learned preconditioners of the 1D
 experiment, pyamg, Jacobi and the memory and plot options are serial only and
-are ignored here (the table says so); the adaptive coarse spaces (``agdsw``,
-``geneo``, ``--threshold`` and the caps) are serial only and refused, and
-``--coarse all`` runs the other three.
+are ignored here (the table says so).  GenEO runs from the ranks' own rows (its
+local matrices from ``A``: the serial experiment's finite-element Neumann
+matrices of the elasticity problems are not used here); AGDSW (and
+``--max-per-component``) is serial only and refused, and ``--coarse all`` runs
+Nicolaides, GDSW and RGDSW.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ __all__ = ["run_precond"]
 
 def _config(args: argparse.Namespace):
     """The validated :class:`~ddops.experiments.precond.PrecondConfig` of the flags."""
-    from ..experiments.precond import ADAPTIVE_COARSE_SPACES, PrecondConfig
+    from ..experiments.precond import PrecondConfig
 
     c = PrecondConfig(
         problem=args.problem, n=args.n, subdomains=args.subdomains, overlap=args.overlap,
@@ -55,16 +58,21 @@ def _config(args: argparse.Namespace):
         rtol=args.rtol, maxiter=args.maxiter, seed=args.seed,
         blas_threads=getattr(args, "blas_threads", 1) or None, save_prefix=args.save_prefix,
         memory=False, plots=False, progress=False,
+        **{flag: getattr(args, flag) for flag in ("threshold", "max_per_subdomain",
+                                                  "oversampling")
+           if getattr(args, flag, None) is not None},
     ).validated()
-    # the adaptive coarse spaces (and their options) are serial only
-    if c.coarse in ADAPTIVE_COARSE_SPACES:
-        raise ValueError(f"coarse: {c.coarse!r} runs in one process only (ddops precond "
-                         "without mpiexec); under MPI use 'nicolaides', 'gdsw', 'rgdsw' or "
-                         "'all' (which leaves the adaptive spaces out)")
-    for flag in ("threshold", "max_per_component", "max_per_subdomain"):
-        if getattr(args, flag, None) is not None:
-            raise ValueError(f"{flag}: the adaptive coarse spaces run in one process only "
-                             "(ddops precond without mpiexec)")
+    # AGDSW (and its option) is serial only; GenEO is built from the ranks' rows
+    if c.coarse == "agdsw":
+        raise ValueError("coarse: 'agdsw' runs in one process only (ddops precond without "
+                         "mpiexec); under MPI use 'nicolaides', 'gdsw', 'rgdsw', 'geneo' or "
+                         "'all' (Nicolaides, GDSW and RGDSW)")
+    if getattr(args, "max_per_component", None) is not None:
+        raise ValueError("max_per_component: AGDSW runs in one process only (ddops precond "
+                         "without mpiexec)")
+    if c.coarse == "all" and c.threshold is not None:
+        raise ValueError("threshold: under MPI, --coarse all runs no adaptive space; give "
+                         "--coarse geneo")
     return c
 
 
@@ -98,9 +106,14 @@ def _row(layout: DistributedLayout, b: np.ndarray, Ad: DistributedMatrix, c: Any
     comm.Barrier()
     start = time.perf_counter()
     # A=None: the layout's rows (this rank's own rows of A, the global matrix is gone)
-    M = DistributedTwoLevelSchwarz(layout, None, coarse, variant=variant,
-                                   null_space=null_space if coarse in (
-                                       "nicolaides", "gdsw", "rgdsw") else None)
+    from ..experiments.precond.runners import _coarse_options
+    from ..precond.options import SchwarzOptions, coarse_options_from_dict
+
+    options = SchwarzOptions(
+        coarse="none" if coarse is None else coarse, variant=variant,
+        null_space=null_space if coarse in ("nicolaides", "gdsw", "rgdsw", "geneo") else None,
+        **coarse_options_from_dict(coarse, _coarse_options(c, coarse)))
+    M = DistributedTwoLevelSchwarz(layout, None, options=options)
     setup = comm.allreduce(time.perf_counter() - start, op=_max())
     layout.reset_stats()
     M.matvec(b)

@@ -517,6 +517,57 @@ class DistributedLayout:
         out.sum_duplicates()
         return out
 
+    def fetch_rows(self, A: Any, wanted: np.ndarray) -> sp.csr_matrix:
+        """The rows ``wanted`` (sorted global indices, any owners) of ``A``, from their owners.
+
+        Collective (every rank calls it, with its own ``wanted``, possibly empty): the
+        indices travel to their owners, which send the rows back as CSR pieces (row
+        lengths, column indices in global numbering, values); one ``Alltoall`` of the counts
+        and four ``Alltoallv`` (set-up; counted in the ``setup_*`` keys of :attr:`stats`).
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix
+            ``len(wanted) x n``, in the order of ``wanted``.
+        """
+        MPI = mpi()
+        rows = self._owned_rows(A)
+        wanted = np.asarray(wanted, dtype=np.int64)
+        dest = self.dof_ranks[wanted]
+        order = np.argsort(dest, kind="stable")
+        ask = np.bincount(dest, minlength=self.size).astype(np.int64)
+        asked = np.array(self.comm.alltoall(ask.tolist()), dtype=np.int64)
+        self.stats["setup_exchanges"] += 1
+        self.stats["setup_messages"] += self.size - 1
+        self.stats["setup_bytes"] += int(ask.nbytes)
+        requests = np.empty(int(asked.sum()), dtype=np.int64)
+        self._setup_alltoallv(wanted[order], ask, requests, asked, MPI.INT64_T)
+        local = np.searchsorted(self.owned, requests)
+        lengths = np.diff(rows.indptr)[local].astype(np.int64)
+        r_lengths = np.empty(wanted.size, dtype=np.int64)
+        self._setup_alltoallv(lengths, asked, r_lengths, ask, MPI.INT64_T)
+        starts = np.repeat(rows.indptr[local].astype(np.int64), lengths)
+        first = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        take = starts + np.arange(int(lengths.sum()), dtype=np.int64) - first
+        source = np.repeat(np.arange(self.size), asked)
+        s_nnz = np.bincount(source, weights=lengths, minlength=self.size).astype(np.int64)
+        r_nnz = np.bincount(dest[order], weights=r_lengths,
+                            minlength=self.size).astype(np.int64)
+        cols = np.empty(int(r_nnz.sum()), dtype=np.int64)
+        vals = np.empty(int(r_nnz.sum()), dtype=np.float64)
+        self._setup_alltoallv(rows.indices[take].astype(np.int64), s_nnz, cols, r_nnz,
+                              MPI.INT64_T)
+        self._setup_alltoallv(rows.data[take].astype(np.float64), s_nnz, vals, r_nnz,
+                              MPI.DOUBLE)
+        # received in the order of the sorted destinations: back to the order of wanted
+        indptr = np.concatenate([[0], np.cumsum(r_lengths)]).astype(np.int64)
+        got = sp.csr_matrix((vals, cols, indptr), shape=(wanted.size, self.num_dofs))
+        back = np.empty(wanted.size, dtype=np.int64)
+        back[order] = np.arange(wanted.size)
+        out = got[back].tocsr()
+        out.sort_indices()
+        return out
+
     def ext_rows(self, A: Any = None, which: Any = None) -> sp.csr_matrix:
         """Owned rows stacked on the ghost rows (:meth:`ghost_rows`): ``num_ext x n``."""
         return sp.vstack([self._owned_rows(A), self.ghost_rows(A, which)], format="csr")

@@ -80,11 +80,11 @@ global matrix:
   weights are computed on the replicated interface as the serial code does;
   the harmonic extension and the coarse-matrix contribution use the owned
   rows;
-* GenEO on a diagonally dominant ``A`` (the cut local matrices; no ``neumann``,
-  no oversampling): each rank solves the eigenproblems of its own subdomains
-  from the region block and the absolute couplings of the region's rows that
-  leave the region (both from the owned and ghost rows), with the global
-  partition of unity (:func:`rank_local_geneo`); the entries of its columns
+* GenEO from ``A`` (no ``neumann``): each rank solves the eigenproblems of its
+  own subdomains from the rows they read (:func:`rank_local_geneo`): the
+  region's with the absolute couplings that leave it (the cut local matrices
+  of a diagonally dominant ``A``), and where oversampled sets leave the region
+  the rows they reach, fetched from their owners; the entries of its columns
   go to the owners of their rows and the ghosts' rows come from there, so
   every rank holds Phi on its extended rows.  Dependent functions are dropped
   within each rank's columns.  The basis equals the serial one to the
@@ -124,7 +124,6 @@ from threadpoolctl import ThreadpoolController
 
 from .._validation import check_choice, check_finite, warn
 from ..dd.coarse import MATRIX_COARSE_BASES, resolve_coarse_kind
-from ..dd.eigen import not_dominant_rows
 from ..dd.kernel import check_kernel, distributed_kernel_columns, inconsistent_residual
 from ..linalg.local_solvers import check_threads, pardiso_available, thread_limit
 from ..precond.corrections import CoarseCorrection
@@ -140,9 +139,8 @@ from .layout import DistributedLayout
 from .matrix import DistributedMatrix
 
 #: The coarse bases built from each rank's own rows with the owner labels (GDSW, RGDSW); GenEO
-#: is too on a diagonally dominant matrix (:func:`rank_local_geneo`); AGDSW and the other
-#: GenEO are built from the gathered matrix, as their serial construction reads beyond a
-#: rank's region.
+#: from ``A`` is too (:func:`rank_local_geneo`); AGDSW and GenEO with ``neumann=`` are built
+#: from the gathered matrix.
 RANK_LOCAL_BASES = ("gdsw", "rgdsw")
 
 __all__ = ["DISTRIBUTED_VARIANTS", "DistributedTwoLevelSchwarz",
@@ -351,28 +349,37 @@ def rank_local_gdsw_rows(layout: DistributedLayout, rows: sp.csr_matrix, kind: s
     return Phi, (mine | on_ext, on_ext[: layout.num_owned])
 
 
-def region_block(layout: DistributedLayout, rows: sp.csr_matrix
-                 ) -> tuple[sp.csr_matrix, np.ndarray]:
-    """``sym(A)[region][:, region]`` from this rank's owned rows and the region's ghost rows
-    (one :meth:`DistributedLayout.ext_rows` exchange), and the absolute sums of the region
-    rows' couplings that leave the region (GenEO's cut local matrices)."""
+def _cut(full: sp.csr_matrix, known: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The block of the rows ``full`` (global columns) on the sorted unknowns ``known`` (the
+    rows' own), and the absolute sums of each row's couplings outside ``known``."""
+    R = full.tocoo()
+    pos = np.minimum(np.searchsorted(known, R.col), max(known.size - 1, 0))
+    keep = known[pos] == R.col if known.size else np.zeros(R.nnz, dtype=bool)
+    outside = np.bincount(R.row[~keep], weights=np.abs(R.data[~keep]), minlength=known.size)
+    block = sp.csr_matrix((R.data[keep], (R.row[keep], pos[keep])),
+                          shape=(known.size, known.size))
+    del R, pos, keep  # the set-up's peak memory: no copy of A outlives its use
+    block.sum_duplicates()
+    # the same values as the serial sym(A)[known][:, known]
+    if not check_symmetric(block, "A"):
+        block = ((block + block.T) * 0.5).tocsr()
+    return block, outside
+
+
+def _region_rows(layout: DistributedLayout, rows: sp.csr_matrix) -> sp.csr_matrix:
+    """The rows of the region (global columns) from the owned rows and the region's ghost
+    rows (one :meth:`DistributedLayout.ext_rows` exchange)."""
     region = layout.region
     at = np.minimum(np.searchsorted(region, layout.ghosts), max(region.size - 1, 0))
     in_region = region[at] == layout.ghosts if region.size else np.zeros(0, bool)
-    # the region's ghost rows (counted in the setup_* keys of layout.stats)
-    R = layout.ext_rows(rows, which=in_region)[layout.region_in_ext].tocoo()
-    pos = np.minimum(np.searchsorted(region, R.col), region.size - 1)
-    keep = region[pos] == R.col
-    leak = np.bincount(R.row[~keep], weights=np.abs(R.data[~keep]), minlength=region.size)
-    A_region = sp.csr_matrix((R.data[keep], (R.row[keep], pos[keep])),
-                             shape=(region.size, region.size))
-    del R, pos, keep  # the set-up's peak memory: no copy of A outlives its use
-    A_region.sum_duplicates()
-    # the region's block: the part this rank can see; the same values as the serial
-    # sym(A)[region][:, region]
-    if not check_symmetric(A_region, "A"):
-        A_region = ((A_region + A_region.T) * 0.5).tocsr()
-    return A_region, leak
+    # (counted in the setup_* keys of layout.stats)
+    return layout.ext_rows(rows, which=in_region)[layout.region_in_ext].tocsr()
+
+
+def region_block(layout: DistributedLayout, rows: sp.csr_matrix) -> sp.csr_matrix:
+    """``sym(A)[region][:, region]`` from this rank's owned rows and the region's ghost rows:
+    the part of ``A`` this rank's subdomains see."""
+    return _cut(_region_rows(layout, rows), layout.region)[0]
 
 
 def rows_diagonally_dominant(layout: DistributedLayout, rows: sp.csr_matrix) -> bool:
@@ -385,21 +392,89 @@ def rows_diagonally_dominant(layout: DistributedLayout, rows: sp.csr_matrix) -> 
     return bool(layout.comm.allreduce(mine, op=mpi().LAND)) if layout.size > 1 else mine
 
 
-def rank_local_geneo(layout: DistributedLayout, A_region: sp.csr_matrix, leak: np.ndarray,
-                     null_space: Any, keywords: dict) -> tuple[sp.csr_matrix | None, Any]:
+def _with_rows(layout: DistributedLayout, rows: sp.csr_matrix, known: np.ndarray,
+               full: sp.csr_matrix, missing: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix]:
+    """``known`` and its rows ``full`` with the rows ``missing`` fetched from their owners
+    (collective: every rank calls it, ``missing`` possibly empty)."""
+    order = np.argsort(np.concatenate([known, missing]), kind="stable")
+    full = sp.vstack([full, layout.fetch_rows(rows, missing)], format="csr")[order]
+    return np.concatenate([known, missing])[order], full
+
+
+def _prefetch_growth(layout: DistributedLayout, rows: sp.csr_matrix, known: np.ndarray,
+                     full: sp.csr_matrix, members: np.ndarray, layers: int,
+                     stiff: np.ndarray, budget: int) -> tuple[np.ndarray, sp.csr_matrix]:
+    """The rows that the grown sets of this rank's subdomains reach, fetched layer by layer
+    without growing the sets: ``layers`` layers of the graph around all of them, then the
+    stiff unknowns (``stiff``, global flags) next to anything reached, while the reached
+    unknowns number at most ``budget`` (no grown set holds more than its share of it), and
+    the neighbours of everything reached.  Every round fetches only the new rows; one exact
+    growth on the rows known then checks (a superset unless the budget cut it short).
+    Collective: the rounds go on while any rank has new rows to fetch."""
+    comm = layout.comm
+    reach = np.unique(members)
+    front = reach
+    plain = layers
+    while True:  # a loop over the layers of the prefetch (collective rounds)
+        rows_of = full[np.searchsorted(known, front)]
+        new = np.setdiff1d(rows_of.indices, reach)
+        if plain <= 0:
+            new = new[stiff[new]]
+            if reach.size + new.size > budget:
+                new = new[:0]
+        plain -= 1
+        reach = np.union1d(reach, new)
+        front = new
+        missing = np.setdiff1d(front, known)
+        if not comm.allreduce(bool(front.size), op=mpi().LOR):
+            break
+        known, full = _with_rows(layout, rows, known, full, missing)
+    # the neighbours of everything reached: the candidates the growth looks at
+    missing = np.setdiff1d(full[np.searchsorted(known, reach)].indices, known)
+    return _with_rows(layout, rows, known, full, missing)
+
+
+class _BlockSubdomains:
+    """A rank's subdomains as :func:`ddops.dd.geneo.geneo_basis` reads them, on a block of
+    ``A`` whose unknowns they need not cover (the grown sets' rows beyond the region): the
+    packed indices in the block's numbering, the sizes and the global multiplicity."""
+
+    block_size = 1
+
+    def __init__(self, indices: np.ndarray, sizes: np.ndarray, multiplicity: np.ndarray):
+        self.indices = np.asarray(indices, dtype=np.int64)
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.num_subdomains = int(self.sizes.size)
+        self.multiplicity = np.asarray(multiplicity)
+        self.num_dofs = int(self.multiplicity.size)
+
+    def entry_weights(self, weighting: str = "full") -> np.ndarray:
+        """The partition-of-unity weights ``1 / m_j`` of the packed entries (global ``m``)."""
+        check_choice("weighting", weighting, ("full",))
+        return 1.0 / self.multiplicity[self.indices]
+
+
+def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space: Any,
+                     keywords: dict) -> tuple[sp.csr_matrix | None, Any]:
     """GenEO's basis from this rank's subdomains alone: Phi's rows in extended numbering.
 
-    Every subdomain's eigenproblem needs only the subdomain's block of ``A``, which the
-    region's block holds, and the couplings of its rows that leave it: those inside the
-    region are in the block, the others are ``leak`` (the region rows' absolute couplings
-    to the rest, from the owned and ghost rows), so the cut local matrices are the serial
-    ones.  The weights are the global partition of unity
-    (:meth:`DistributedLayout.local_decomposition`).  The columns of rank ``r`` follow
-    those of the ranks before it; their entries go to the owners of their rows
-    (:meth:`DistributedLayout.route_rows`), and the ghosts' rows come from there
-    (:meth:`DistributedLayout.ghost_rows`' exchange).  Dependent functions are dropped
-    among each rank's own (by the energy of its region's block, exact for functions
-    supported there), not across ranks.  Collective.
+    Every subdomain's eigenproblem needs the rows of ``A`` that its local matrices read: on
+    a diagonally dominant ``A`` (the cut local matrices) the subdomain's own rows, which
+    the region holds; with oversampled local matrices (``A`` not diagonally dominant, or
+    ``oversampling`` given) the rows of the grown sets
+    (:func:`ddops.dd.oversampling.oversampled_sets`) and of their neighbours, which may
+    reach beyond the region.  Starting from the region's rows (the owned rows and the
+    region's ghost rows), the sets are grown on the rows known; the rows they reach that
+    are not known come from their owners (:meth:`DistributedLayout.fetch_rows`), and the
+    growth is repeated until it reaches nothing new on any rank.  Its stiff rows are
+    measured against the median of the whole diagonal (replicated for that, ``n``
+    floats).  The block of ``A`` on the known rows, the absolute couplings that leave it
+    and the global partition-of-unity weights then give each subdomain the serial local
+    matrices.  The columns of rank ``r`` follow those of the ranks before it; their entries
+    go to the owners of their rows (:meth:`DistributedLayout.route_rows`), and the ghosts'
+    rows come from there.  Dependent functions are dropped among each rank's own (by the
+    energy of its block, exact for functions supported in the region), not across ranks.
+    Collective.
 
     Returns
     -------
@@ -409,15 +484,51 @@ def rank_local_geneo(layout: DistributedLayout, A_region: sp.csr_matrix, leak: n
         subdomains only).
     """
     from ..dd.geneo import geneo_basis
+    from ..dd.oversampling import MAX_GROWTH, STIFF_RATIO, default_oversampling, oversampled_sets
 
+    d = layout.decomposition
+    owned_rows = layout._owned_rows(rows)
+    dominant = rows_diagonally_dominant(layout, owned_rows)
+    oversampling = keywords.get("oversampling")
+    layers = (oversampling if oversampling is not None
+              else 0 if dominant else default_oversampling(int(d.block_size)))
+    mine = layout.local_subdomains
+    members = d.indices[np.isin(d._subdomain_of_entry, mine)]
+    sizes = d.sizes[mine]
+    group = np.repeat(np.arange(mine.size), sizes)
+    known, full = layout.region, _region_rows(layout, rows)
+    median = None
+    if layers:
+        # the stiff growth's measure: the median of the whole diagonal (replicated)
+        diagonal = np.concatenate(layout.comm.allgather(
+            np.asarray(owned_rows[np.arange(layout.num_owned), layout.owned]).ravel()))
+        median = float(np.median(diagonal))
+        stiff = diagonal[np.argsort(np.concatenate(layout.comm.allgather(layout.owned)))]
+        stiff = stiff >= STIFF_RATIO * median
+        known, full = _prefetch_growth(layout, rows, known, full, members, layers, stiff,
+                                       int(MAX_GROWTH * sizes.sum()))
+    while True:  # the exact growth on the rows known; more rows while it reaches beyond them
+        block, outside = _cut(full, known)
+        if not layers:
+            break
+        local = np.searchsorted(known, members)
+        ring, _ = oversampled_sets(block, local, group, mine.size, layers,
+                                   diagonal_median=median)
+        reached = np.union1d(local, ring)
+        missing = np.setdiff1d(np.union1d(known[reached], full[reached].indices), known)
+        if not layout.comm.allreduce(bool(missing.size), op=mpi().LOR):
+            break
+        known, full = _with_rows(layout, rows, known, full, missing)
+    region_d = _BlockSubdomains(np.searchsorted(known, members), sizes,
+                                d.multiplicity[known])
     Z = None
     if null_space is not None:
         Z = np.asarray(null_space, dtype=np.float64)
-        Z = (Z[:, None] if Z.ndim == 1 else Z)[layout.region]
-    Phi, info = geneo_basis(A_region, layout.local_decomposition(), null_space=Z,
-                            threshold=keywords.get("threshold"),
+        Z = (Z[:, None] if Z.ndim == 1 else Z)[known]
+    Phi, info = geneo_basis(block, region_d, null_space=Z, threshold=keywords.get("threshold"),
                             max_per_subdomain=keywords.get("max_per_subdomain"),
-                            return_info=True, _outside=leak)
+                            oversampling=None if dominant and not layers else layers,
+                            return_info=True, _block=(outside, median))
     counts = np.array(layout.comm.allgather(int(Phi.shape[1])), dtype=np.int64)
     n0 = int(counts.sum())
     if n0 == 0:
@@ -427,8 +538,8 @@ def rank_local_geneo(layout: DistributedLayout, A_region: sp.csr_matrix, leak: n
                  RuntimeWarning)
         return None, info
     P = Phi.tocoo()
-    owned = layout.route_rows(layout.region[P.row], int(counts[:layout.rank].sum()) + P.col,
-                              P.data, n0)
+    owned = layout.route_rows(known[P.row], int(counts[:layout.rank].sum()) + P.col, P.data,
+                              n0)
     return sp.vstack([owned, layout._ghost_rows_of(owned, None, n0)], format="csr"), info
 
 
@@ -576,8 +687,7 @@ class DistributedTwoLevelSchwarz:
     gathered_matrix : bool
         True when the owned rows of all ranks were gathered for the serial
         matrix-based coarse code (local rows with ``local_basis=False``, no
-        owner labels, AGDSW, or GenEO on a matrix that is not diagonally
-        dominant or with ``neumann=``/``oversampling``).
+        owner labels, AGDSW, or GenEO with ``neumann=``).
     setup_seconds, coarse_basis_seconds, coarse_matrix_seconds : float
         Wall times of this rank's last set-up (the constructor's or the last
         :meth:`update`) and of its coarse-basis and coarse-matrix parts.
@@ -672,13 +782,10 @@ class DistributedTwoLevelSchwarz:
         if kind is not None:
             rank_local = (self.local_basis and named and kind in RANK_LOCAL_BASES
                           and d.owner is not None and (local_rows or null_space is None))
-            # GenEO with the cut local matrices (a diagonally dominant A): from the region's
-            # rows; oversampled or finite-element local matrices need the serial code
-            rank_local = rank_local or (
-                self.local_basis and named and kind == "geneo"
-                and self._coarse_keywords.get("neumann") is None
-                and not self._coarse_keywords.get("oversampling")
-                and self._diagonally_dominant(matrix))
+            # GenEO from A: from the rows its subdomains' (grown) sets reach; the
+            # finite-element local matrices of neumann= are the user's, serial
+            rank_local = rank_local or (self.local_basis and named and kind == "geneo"
+                                        and self._coarse_keywords.get("neumann") is None)
             self.coarse_construction = "rank-local" if rank_local else "serial"
         self.gathered_matrix = (local_rows and self.coarse_construction == "serial"
                                 and named and kind in MATRIX_COARSE_BASES)
@@ -696,12 +803,6 @@ class DistributedTwoLevelSchwarz:
         self.local = None
         self._Phi_ext = self._known = None
         return matrix
-
-    def _diagonally_dominant(self, matrix: sp.csr_matrix) -> bool:
-        """Whether ``A`` is weakly diagonally dominant (collective for owned rows)."""
-        if self.matrix_input == "global":
-            return not_dominant_rows(matrix).size == 0
-        return rows_diagonally_dominant(self.layout, matrix)
 
     def _allreduce(self, values: Any, op: str = "sum") -> np.ndarray:
         """Sum (``op="sum"``), maximum (``"max"``) or minimum (``"min"``) of ``values`` over
@@ -750,15 +851,11 @@ class DistributedTwoLevelSchwarz:
             rows = matrix  # the global matrix: every consumer takes its owned rows
             region = layout.region
             A_region = matrix[region][:, region]
-            self._region_leak = (np.asarray(abs(matrix[region]).sum(axis=1)).ravel()
-                                 - np.asarray(abs(A_region).sum(axis=1)).ravel())
         self._A = DistributedMatrix(layout, rows) if self.variant == "hybrid" else None
         basis_start = time.perf_counter()
         rows_ext = None
         if self.coarse is not None and not reuse_coarse:
-            self._A_region = A_region  # (GenEO's rank-local build)
             rows_ext = self._build_basis(rows)
-        self._A_region = self._region_leak = None
         self.coarse_basis_seconds = time.perf_counter() - basis_start
         matrix_start = time.perf_counter()
         if rows_ext is None and self._Phi_ext is not None:
@@ -774,9 +871,8 @@ class DistributedTwoLevelSchwarz:
 
     def _region_block(self, rows: sp.csr_matrix) -> sp.csr_matrix:
         """``sym(A)[region][:, region]`` from the owned rows and the region's ghost rows
-        (:func:`region_block`); the leak is kept for GenEO's rank-local build."""
-        A_region, self._region_leak = region_block(self.layout, rows)
-        return A_region
+        (:func:`region_block`)."""
+        return region_block(self.layout, rows)
 
     def _local_part(self, layout: DistributedLayout, A_region: sp.csr_matrix) -> None:
         """The serial one-level preconditioner on the rank's region (built, or updated)."""
@@ -810,8 +906,8 @@ class DistributedTwoLevelSchwarz:
         solver = self._coarse_keywords.get("extension_solver", "auto")
         rows_ext = known = None
         if self.coarse_construction == "rank-local" and kind == "geneo":
-            Phi_ext, info = rank_local_geneo(layout, self._A_region, self._region_leak,
-                                             self._null_space, self._coarse_keywords)
+            Phi_ext, info = rank_local_geneo(layout, matrix, self._null_space,
+                                             self._coarse_keywords)
             self._Phi_ext = None if Phi_ext is None else sp.csr_matrix(Phi_ext)
             self._known = None
             self.coarse_info = info

@@ -24,6 +24,7 @@ from ddops.dd.adaptive import geneo_basis
 from ddops.distributed import DistributedLayout, DistributedMatrix, guard, mpi, world
 from ddops.distributed.krylov import cg
 from ddops.distributed.precond import DistributedTwoLevelSchwarz
+from ddops.linalg.local_solvers import default_exact_solver
 from ddops.precond.schwarz import TwoLevelSchwarz
 from ddops.problems import diffusion_2d, high_contrast_channels
 
@@ -54,6 +55,14 @@ def _cases(P):
            np.random.default_rng(2).permutation(np.arange(12) % P), None)
     yield ("channels-constants", A, ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1),
            None, np.ones(n * n))
+    # not diagonally dominant: oversampled local matrices, whose grown sets (two layers and
+    # the stiff growth) reach beyond a rank's region
+    from ddops.experiments.precond import PrecondConfig, build_problem, decompose
+
+    c = PrecondConfig(problem="elasticity2d", n=23, contrast=1e6, subdomains=8).validated()
+    prob = build_problem(c)
+    d, _, _ = decompose(c, prob)
+    yield "elasticity-metis", prob.A.tocsr(), d, None, prob.null_space
 
 
 def _count(solver, *args, **kwargs):
@@ -72,13 +81,19 @@ def run(comm) -> dict:
     for name, A, d, ranks, Z in _cases(P):
         n = A.shape[0]
         b = np.random.default_rng(3).standard_normal(n)
-        ref_phi = geneo_basis(A, d, null_space=Z).toarray()
+        ref_phi, ref_info = geneo_basis(A, d, null_space=Z, return_info=True)
+        ref_phi = ref_phi.toarray()
         S = TwoLevelSchwarz(A, d, coarse_basis="geneo", null_space=Z)
         ref_its = _count(spla.cg, A, b, rtol=1e-8, M=S)
         owned = DistributedLayout(d, comm, subdomain_ranks=ranks).owned
         rows = A[owned].tocsr()
+        # rows of any owners on request (the growth's fetches): a different sample per rank
+        wanted = np.unique(np.random.default_rng(comm.Get_rank()).choice(n, 40))
+        expected = A[wanted].toarray()
         del A, S  # from here on no global matrix exists on any rank
         L = DistributedLayout(d, comm, A=rows, subdomain_ranks=ranks)
+        got, none = L.fetch_rows(rows, wanted), L.fetch_rows(rows, wanted[:0])  # collective
+        fetched = _all(comm, np.array_equal(got.toarray(), expected) and none.shape == (0, n))
         L.reset_stats()
         with warnings.catch_warnings():
             warnings.simplefilter("error")
@@ -88,6 +103,12 @@ def run(comm) -> dict:
         pieces = comm.allgather((L.owned[mine.row], mine.col, mine.data))
         r, c, v = (np.concatenate(x) for x in zip(*pieces, strict=True))
         phi = sp.csr_matrix((v, (r, c)), shape=(n, M.coarse_dim)).toarray()
+        # the eigenvalues below the threshold of every subdomain (exact counts, with PARDISO's
+        # inertia): the same local matrices as the serial ones
+        mine = dict(zip(L.local_subdomains.tolist(), M.coarse_info.selected.tolist(),
+                        strict=True))
+        counts = {k: v for part in comm.allgather(mine) for k, v in part.items()}
+        selected = [counts[i] for i in range(d.num_subdomains)]
         Ad = DistributedMatrix(L)
         info, its = _count(cg, Ad, L.scatter(b), rtol=1e-8, M=M)
         out["cases"][name] = {
@@ -99,6 +120,12 @@ def run(comm) -> dict:
             "serial_iterations": ref_its[1], "info": info, "serial_info": ref_its[0],
             # the set-up exchanged rows and Phi's entries, and gathered no rows
             "setup_exchanges": int(comm.allreduce(L.stats["setup_exchanges"])),
+            "oversampling": int(M.coarse_stats.get("oversampling", -1)),
+            "fetch_rows_equal": fetched,
+            "selected": selected,
+            # exact counts with PARDISO's inertia only (else the iteration's, to its accuracy)
+            "serial_selected": (ref_info.selected.tolist()
+                                if default_exact_solver() == "pardiso" else None),
         }
     return out
 

@@ -2,7 +2,8 @@
 
 The worker deletes the global matrix on every rank before the distributed preconditioner
 is built: GenEO's local eigenproblems, its basis and the coarse matrix come from the owned
-rows, the region's ghost rows and the routed entries of Phi only.  Against the serial
+rows, the region's ghost rows, the rows its grown sets reach beyond the region (fetched
+from their owners) and the routed entries of Phi only.  Against the serial
 basis (up to column order and sign) and the serial CG iterations.
 """
 
@@ -13,7 +14,7 @@ import pytest
 from ._mpi import HERE, run_json
 from .conftest import RANKS
 
-CASES = ("channels-grid", "channels-metis", "channels-constants")
+CASES = ("channels-grid", "channels-metis", "channels-constants", "elasticity-metis")
 
 
 @pytest.fixture(scope="module", params=RANKS, ids=lambda p: f"np{p}")
@@ -28,14 +29,31 @@ def test_geneo_from_local_rows_equals_the_serial_basis(results, case):
     assert r["construction"] == "rank-local" and not r["gathered"]
     assert r["setup_exchanges"] > 0  # ghost rows and Phi's entries travelled
     assert r["coarse_dim"] == r["serial_coarse_dim"] > 0
+    # the same local matrices: every subdomain has as many eigenvalues below the threshold
+    # (with PARDISO an exact count, the inertia of N_i - tau B_i)
+    if r["serial_selected"] is not None:
+        assert r["selected"] == r["serial_selected"]
     # the same span: each rank's eigensolves run on other chunks of subdomains than the
     # serial one, so the vectors agree to the subspace iteration's accuracy (its Ritz values
-    # settle to 1e-6 of the threshold, the vectors to about the square root)
-    assert r["gap"] <= 1e-3
+    # settle to 1e-6 of the threshold, the vectors to about the square root; on the small
+    # elasticity problem, near-dependent functions there, the serial basis itself moves by
+    # 1.4e-2 in this measure when its chunks of subdomains are cut smaller)
+    assert r["gap"] <= (2e-2 if case.startswith("elasticity") else 1e-3)
+    # the cut local matrices on the diagonally dominant channels, oversampled on elasticity
+    assert r["oversampling"] == (2 if case.startswith("elasticity") else 0)
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_geneo_from_local_rows_takes_the_serial_iterations(results, case):
     r = results["cases"][case]
     assert r["info"] == r["serial_info"] == 0
-    assert abs(r["iterations"] - r["serial_iterations"]) <= 1
+    # (elasticity from A on this small problem needs about 200 iterations, whose count moves
+    # by a few with the eigenvectors' last digits: 202 serial, 198-203 on 2 and 4 ranks)
+    slack = 0.03 * r["serial_iterations"] if case.startswith("elasticity") else 1
+    assert abs(r["iterations"] - r["serial_iterations"]) <= slack
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_rows_fetched_on_request_equal_the_matrix_rows(results, case):
+    """``DistributedLayout.fetch_rows``: any rows, from any owners, in the order asked."""
+    assert results["cases"][case]["fetch_rows_equal"]

@@ -397,7 +397,7 @@ def test_config_checks_name_the_field():
     assert c.threshold == 0.2
 
 
-def test_mpi_runs_refuse_the_adaptive_spaces():
+def test_mpi_runs_refuse_agdsw_and_take_geneo():
     pytest.importorskip("mpi4py")  # ddops.distributed needs the mpi extra (README)
     from ddops.distributed.cli import _config
 
@@ -406,7 +406,13 @@ def test_mpi_runs_refuse_the_adaptive_spaces():
                             "all"])
     c = _config(ok)
     assert (c.coarse, c.problem, c.n) == ("all", "channels2d", 16)
-    for argv, needle in ((["--coarse", "geneo"], "coarse: 'geneo' runs in one process only"),
+    geneo = _config(parser.parse_args(["precond", "--problem", "channels2d", "--n", "16",
+                                       "--coarse", "geneo", "--threshold", "0.3",
+                                       "--max-per-subdomain", "7"]))
+    assert (geneo.coarse, geneo.threshold, geneo.max_per_subdomain) == ("geneo", 0.3, 7)
+    for argv, needle in ((["--coarse", "agdsw"], "coarse: 'agdsw' runs in one process only"),
+                         (["--coarse", "gdsw", "--max-per-component", "3"],
+                          "max_per_component:"),
                          (["--coarse", "all", "--threshold", "0.2"], "threshold:")):
         args = parser.parse_args(["precond", "--problem", "channels2d", "--n", "16", *argv])
         with pytest.raises(ValueError, match=needle):

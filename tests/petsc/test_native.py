@@ -49,7 +49,7 @@ def test_cg_iterations_equal_serial(results, case):
         # PCDEFLATION's operator is not the hybrid one (the same CG iterates)
         if not solver.startswith("deflation"):
             eigen = results["size"] > 1 and case.startswith(_cases.RANK_LOCAL_EIGEN)
-            assert r["apply_error"] <= (1e-4 if eigen else 1e-10)
+            assert r["apply_error"] <= (1e-3 if eigen else 1e-10)
     else:  # one GAMG V-cycle on the coarse problem: inexact, a few iterations more at most
         assert r["petsc_iterations"] <= r["serial_iterations"] + 5
     expected = ("asm" if case.split("/")[1] == "none" else "deflation"
