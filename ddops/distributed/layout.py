@@ -419,6 +419,23 @@ class DistributedLayout:
         self.stats["setup_messages"] += int(np.count_nonzero(scounts))
         self.stats["setup_bytes"] += int(send.nbytes)
 
+    def _setup_counts(self, counts: np.ndarray) -> np.ndarray:
+        """How many items every rank sends this one, from how many this one sends each
+        (one set-up ``Alltoall``, counted in the ``setup_*`` keys)."""
+        self.stats["setup_exchanges"] += 1
+        self.stats["setup_messages"] += self.size - 1
+        self.stats["setup_bytes"] += int(counts.nbytes)
+        return np.array(self.comm.alltoall(counts.tolist()), dtype=np.int64)
+
+    @staticmethod
+    def _row_entries(rows: sp.csr_matrix, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The lengths of the rows ``local`` of ``rows`` and the positions of their entries
+        in ``rows.indices`` / ``rows.data``, row after row."""
+        lengths = np.diff(rows.indptr)[local].astype(np.int64)
+        starts = np.repeat(rows.indptr[local].astype(np.int64), lengths)
+        first = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        return lengths, starts + np.arange(int(lengths.sum()), dtype=np.int64) - first
+
     def ghost_rows(self, A: Any = None, which: Any = None) -> sp.csr_matrix:
         """The rows of ``A`` of this rank's ghosts, from their owners (a one-time exchange).
 
@@ -460,7 +477,7 @@ class DistributedLayout:
         asked = asked.astype(bool)
         sources = np.repeat(np.arange(self.size), self.send_counts)
         send_rows = self.send_index[asked]  # owned positions, grouped by destination
-        lengths = np.diff(rows.indptr)[send_rows].astype(np.int64)
+        lengths, take = self._row_entries(rows, send_rows)
         n_rows = np.bincount(sources[asked], minlength=self.size).astype(np.int64)
         r_rows = np.bincount(self.dof_ranks[self.ghosts[want]],
                              minlength=self.size).astype(np.int64)
@@ -468,9 +485,6 @@ class DistributedLayout:
         r_lengths = np.empty(int(r_rows.sum()), dtype=np.int64)
         self._setup_alltoallv(lengths, n_rows, r_lengths, r_rows, MPI.INT64_T)
         # 3. the column indices and values, concatenated row after row
-        starts = np.repeat(rows.indptr[send_rows].astype(np.int64), lengths)
-        first = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        take = starts + np.arange(int(lengths.sum()), dtype=np.int64) - first
         s_nnz = np.bincount(sources[asked], weights=lengths, minlength=self.size).astype(np.int64)
         ghost_src = self.dof_ranks[self.ghosts[want]]
         r_nnz = np.bincount(ghost_src, weights=r_lengths, minlength=self.size).astype(np.int64)
@@ -500,10 +514,7 @@ class DistributedLayout:
         dest = self.dof_ranks[rows]
         order = np.argsort(dest, kind="stable")
         scounts = np.bincount(dest, minlength=self.size).astype(np.int64)
-        rcounts = np.array(self.comm.alltoall(scounts.tolist()), dtype=np.int64)
-        self.stats["setup_exchanges"] += 1
-        self.stats["setup_messages"] += self.size - 1
-        self.stats["setup_bytes"] += int(scounts.nbytes)
+        rcounts = self._setup_counts(scounts)
         total = int(rcounts.sum())
         r_rows, r_cols = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)
         r_vals = np.empty(total, dtype=np.float64)
@@ -536,19 +547,12 @@ class DistributedLayout:
         dest = self.dof_ranks[wanted]
         order = np.argsort(dest, kind="stable")
         ask = np.bincount(dest, minlength=self.size).astype(np.int64)
-        asked = np.array(self.comm.alltoall(ask.tolist()), dtype=np.int64)
-        self.stats["setup_exchanges"] += 1
-        self.stats["setup_messages"] += self.size - 1
-        self.stats["setup_bytes"] += int(ask.nbytes)
+        asked = self._setup_counts(ask)
         requests = np.empty(int(asked.sum()), dtype=np.int64)
         self._setup_alltoallv(wanted[order], ask, requests, asked, MPI.INT64_T)
-        local = np.searchsorted(self.owned, requests)
-        lengths = np.diff(rows.indptr)[local].astype(np.int64)
+        lengths, take = self._row_entries(rows, np.searchsorted(self.owned, requests))
         r_lengths = np.empty(wanted.size, dtype=np.int64)
         self._setup_alltoallv(lengths, asked, r_lengths, ask, MPI.INT64_T)
-        starts = np.repeat(rows.indptr[local].astype(np.int64), lengths)
-        first = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        take = starts + np.arange(int(lengths.sum()), dtype=np.int64) - first
         source = np.repeat(np.arange(self.size), asked)
         s_nnz = np.bincount(source, weights=lengths, minlength=self.size).astype(np.int64)
         r_nnz = np.bincount(dest[order], weights=r_lengths,
