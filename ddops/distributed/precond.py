@@ -80,11 +80,12 @@ global matrix:
   weights are computed on the replicated interface as the serial code does;
   the harmonic extension and the coarse-matrix contribution use the owned
   rows;
-* GenEO from ``A`` (no ``neumann``): each rank solves the eigenproblems of its
-  own subdomains from the rows they read (:func:`rank_local_geneo`): the
-  region's with the absolute couplings that leave it (the cut local matrices
-  of a diagonally dominant ``A``), and where oversampled sets leave the region
-  the rows they reach, fetched from their owners; the entries of its columns
+* GenEO: each rank solves the eigenproblems of its own subdomains from the
+  rows they read (:func:`rank_local_geneo`): the region's with the absolute
+  couplings that leave it (the cut local matrices of a diagonally dominant
+  ``A``, or the rank's own subdomains' matrices of ``neumann=``), and where
+  oversampled sets leave the region the rows they reach, fetched from their
+  owners; the entries of its columns
   go to the owners of their rows and the ghosts' rows come from there, so
   every rank holds Phi on its extended rows.  Dependent functions are dropped
   within each rank's columns.  The basis equals the serial one to the
@@ -139,8 +140,7 @@ from .layout import DistributedLayout
 from .matrix import DistributedMatrix
 
 #: The coarse bases built from each rank's own rows with the owner labels (GDSW, RGDSW); GenEO
-#: from ``A`` is too (:func:`rank_local_geneo`); AGDSW and GenEO with ``neumann=`` are built
-#: from the gathered matrix.
+#: is too (:func:`rank_local_geneo`); AGDSW is built from the gathered matrix.
 RANK_LOCAL_BASES = ("gdsw", "rgdsw")
 
 __all__ = ["DISTRIBUTED_VARIANTS", "DistributedTwoLevelSchwarz",
@@ -459,9 +459,10 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
     """GenEO's basis from this rank's subdomains alone: Phi's rows in extended numbering.
 
     Every subdomain's eigenproblem needs the rows of ``A`` that its local matrices read: on
-    a diagonally dominant ``A`` (the cut local matrices) the subdomain's own rows, which
-    the region holds; with oversampled local matrices (``A`` not diagonally dominant, or
-    ``oversampling`` given) the rows of the grown sets
+    a diagonally dominant ``A`` (the cut local matrices), or with the user's matrices of
+    ``neumann=`` (only this rank's subdomains' entries are read; the others may be None),
+    the subdomain's own rows, which the region holds; with oversampled local matrices
+    (``A`` not diagonally dominant, or ``oversampling`` given) the rows of the grown sets
     (:func:`ddops.dd.oversampling.oversampled_sets`) and of their neighbours, which may
     reach beyond the region.  Starting from the region's rows (the owned rows and the
     region's ghost rows), the sets are grown on the rows known; the rows they reach that
@@ -488,11 +489,19 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
 
     d = layout.decomposition
     owned_rows = layout._owned_rows(rows)
+    neumann = keywords.get("neumann")
+    mine = layout.local_subdomains
+    if neumann is not None:  # the user's local matrices, of this rank's subdomains only
+        if len(neumann) != d.num_subdomains:
+            raise ValueError(f"neumann must hold one matrix per subdomain "
+                             f"({d.num_subdomains}; other ranks' entries may be None), got "
+                             f"{len(neumann)}")
+        neumann = [neumann[i] for i in mine]
     dominant = rows_diagonally_dominant(layout, owned_rows)
     oversampling = keywords.get("oversampling")
     layers = (oversampling if oversampling is not None
-              else 0 if dominant else default_oversampling(int(d.block_size)))
-    mine = layout.local_subdomains
+              else 0 if dominant or neumann is not None
+              else default_oversampling(int(d.block_size)))
     members = d.indices[np.isin(d._subdomain_of_entry, mine)]
     sizes = d.sizes[mine]
     group = np.repeat(np.arange(mine.size), sizes)
@@ -527,7 +536,9 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
         Z = (Z[:, None] if Z.ndim == 1 else Z)[known]
     Phi, info = geneo_basis(block, region_d, null_space=Z, threshold=keywords.get("threshold"),
                             max_per_subdomain=keywords.get("max_per_subdomain"),
-                            oversampling=None if dominant and not layers else layers,
+                            neumann=neumann,
+                            oversampling=(None if (dominant or neumann is not None)
+                                          and not layers else layers),
                             return_info=True, _block=(outside, median))
     counts = np.array(layout.comm.allgather(int(Phi.shape[1])), dtype=np.int64)
     n0 = int(counts.sum())
@@ -687,7 +698,7 @@ class DistributedTwoLevelSchwarz:
     gathered_matrix : bool
         True when the owned rows of all ranks were gathered for the serial
         matrix-based coarse code (local rows with ``local_basis=False``, no
-        owner labels, AGDSW, or GenEO with ``neumann=``).
+        owner labels, or AGDSW).
     setup_seconds, coarse_basis_seconds, coarse_matrix_seconds : float
         Wall times of this rank's last set-up (the constructor's or the last
         :meth:`update`) and of its coarse-basis and coarse-matrix parts.
@@ -782,10 +793,9 @@ class DistributedTwoLevelSchwarz:
         if kind is not None:
             rank_local = (self.local_basis and named and kind in RANK_LOCAL_BASES
                           and d.owner is not None and (local_rows or null_space is None))
-            # GenEO from A: from the rows its subdomains' (grown) sets reach; the
-            # finite-element local matrices of neumann= are the user's, serial
-            rank_local = rank_local or (self.local_basis and named and kind == "geneo"
-                                        and self._coarse_keywords.get("neumann") is None)
+            # GenEO: from the rows its subdomains' (grown) sets reach (and the rank's own
+            # subdomains' matrices of neumann=)
+            rank_local = rank_local or (self.local_basis and named and kind == "geneo")
             self.coarse_construction = "rank-local" if rank_local else "serial"
         self.gathered_matrix = (local_rows and self.coarse_construction == "serial"
                                 and named and kind in MATRIX_COARSE_BASES)

@@ -214,11 +214,11 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
     :class:`ddops.TwoLevelSchwarz` uses).  Several ranks: the construction of
     :class:`ddops.distributed.DistributedTwoLevelSchwarz` from owned rows:
     GDSW/RGDSW with the owner labels rank-locally (the harmonic extension on
-    the rank's rows), GenEO from ``A`` from the rows its subdomains' grown sets
-    reach, the other bases from the replicated decomposition; only a matrix basis
-    without rank-local construction gathers the matrix (as there).  ``None`` for
-    ``coarse="none"``.  ``options``: keyword arguments of
-    :func:`ddops.coarse_basis` for the space (``ddops.SchwarzOptions.coarse_keywords``).
+    the rank's rows), GenEO from the rows its subdomains' grown sets reach,
+    the other bases from the replicated decomposition; only AGDSW gathers the
+    matrix (as there).  ``None`` for ``coarse="none"``.  ``options``: keyword
+    arguments of :func:`ddops.coarse_basis` for the space
+    (``ddops.SchwarzOptions.coarse_keywords``).
     """
     options = dict(options or {})
     coarse = resolve_coarse(coarse)
@@ -237,8 +237,8 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
     from ..distributed.precond import rank_local_gdsw_rows, rank_local_geneo
 
     layout = DistributedLayout(d, comm, A=rows, subdomain_ranks=parts.subdomain_ranks)
-    if coarse == "geneo" and options.get("neumann") is None:
-        # GenEO from A: from the rows its subdomains' (grown) sets reach (as the distributed
+    if coarse == "geneo":
+        # GenEO: from the rows its subdomains' (grown) sets reach (as the distributed
         # preconditioner builds it)
         Phi_ext, _ = rank_local_geneo(layout, sp.csr_matrix(rows, dtype=np.float64),
                                       null_space, options)
@@ -251,8 +251,7 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
                                                                         "auto"))
         return sp.csr_matrix(Phi_ext[: layout.num_owned], dtype=np.float64)
     if coarse in MATRIX_COARSE_BASES:
-        # AGDSW, GenEO with finite-element local matrices: the serial basis on the gathered
-        # matrix
+        # AGDSW: the serial basis on the gathered matrix
         A = layout.allgather_rows(rows)
         Phi = build_coarse_basis(d, coarse, A=((A + A.T) * 0.5).tocsr(), null_space=null_space,
                                  **options)

@@ -254,9 +254,8 @@ class SchwarzPC:
             # the local factorisations come last, after every collective: a failure there (a
             # singular subdomain on one rank) is agreed on, and every rank raises
             try:
-                # the rank-local construction exists for GDSW/RGDSW and for GenEO from A;
-                # AGDSW and GenEO with neumann= get the serial one (on the gathered matrix),
-                # not RGDSW under their name
+                # the rank-local construction exists for GDSW/RGDSW and for GenEO; AGDSW
+                # gets the serial one (on the gathered matrix), not RGDSW under its name
                 self.preconditioner = DistributedTwoLevelSchwarz(
                     self.layout, None, options=settings,
                     local_basis=coarse is None or coarse in (*RANK_LOCAL_BASES, "geneo"))

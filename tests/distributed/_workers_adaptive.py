@@ -47,14 +47,15 @@ def _span_gap(P: np.ndarray, Q: np.ndarray) -> float:
 
 
 def _cases(P):
-    """(name, matrix, decomposition, subdomain_ranks, null space)."""
+    """(name, matrix, decomposition, subdomain_ranks, null space, Neumann matrices)."""
     n = 31
     A = diffusion_2d(high_contrast_channels(n, 1e6, margin=2, period=3))
-    yield "channels-grid", A, ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1), None, None
+    yield ("channels-grid", A, ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1), None,
+           None, None)
     yield ("channels-metis", A, ddops.Decomposition.from_matrix(A, 12, overlap=2, seed=1),
-           np.random.default_rng(2).permutation(np.arange(12) % P), None)
+           np.random.default_rng(2).permutation(np.arange(12) % P), None, None)
     yield ("channels-constants", A, ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1),
-           None, np.ones(n * n))
+           None, np.ones(n * n), None)
     # not diagonally dominant: oversampled local matrices, whose grown sets (two layers and
     # the stiff growth) reach beyond a rank's region
     from ddops.experiments.precond import PrecondConfig, build_problem, decompose
@@ -62,7 +63,9 @@ def _cases(P):
     c = PrecondConfig(problem="elasticity2d", n=23, contrast=1e6, subdomains=8).validated()
     prob = build_problem(c)
     d, _, _ = decompose(c, prob)
-    yield "elasticity-metis", prob.A.tocsr(), d, None, prob.null_space
+    yield "elasticity-metis", prob.A.tocsr(), d, None, prob.null_space, None
+    # the finite-element Neumann matrices of the subdomains (each rank reads its own)
+    yield "elasticity-neumann", prob.A.tocsr(), d, None, prob.null_space, prob.neumann(d)
 
 
 def _count(solver, *args, **kwargs):
@@ -78,12 +81,14 @@ def _count(solver, *args, **kwargs):
 def run(comm) -> dict:
     P = comm.Get_size()
     out: dict = {"size": P, "cases": {}}
-    for name, A, d, ranks, Z in _cases(P):
+    for name, A, d, ranks, Z, neumann in _cases(P):
         n = A.shape[0]
         b = np.random.default_rng(3).standard_normal(n)
-        ref_phi, ref_info = geneo_basis(A, d, null_space=Z, return_info=True)
+        ref_phi, ref_info = geneo_basis(A, d, null_space=Z, neumann=neumann, return_info=True)
         ref_phi = ref_phi.toarray()
-        S = TwoLevelSchwarz(A, d, coarse_basis="geneo", null_space=Z)
+        options = ddops.SchwarzOptions(coarse="geneo", null_space=Z,
+                                       geneo=ddops.GenEOOptions(neumann=neumann))
+        S = TwoLevelSchwarz(A, d, options=options)
         ref_its = _count(spla.cg, A, b, rtol=1e-8, M=S)
         owned = DistributedLayout(d, comm, subdomain_ranks=ranks).owned
         rows = A[owned].tocsr()
@@ -95,9 +100,13 @@ def run(comm) -> dict:
         got, none = L.fetch_rows(rows, wanted), L.fetch_rows(rows, wanted[:0])  # collective
         fetched = _all(comm, np.array_equal(got.toarray(), expected) and none.shape == (0, n))
         L.reset_stats()
+        if neumann is not None:  # every rank holds only its own subdomains' matrices
+            mine = set(L.local_subdomains.tolist())
+            options = ddops.SchwarzOptions(coarse="geneo", null_space=Z, geneo=ddops.GenEOOptions(
+                neumann=[N if i in mine else None for i, N in enumerate(neumann)]))
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            M = DistributedTwoLevelSchwarz(L, rows, "geneo", null_space=Z)
+            M = DistributedTwoLevelSchwarz(L, rows, options=options)
         # the distributed basis, gathered for the comparison only: owned rows of every rank
         mine = M._Phi_ext[: L.num_owned].tocoo()
         pieces = comm.allgather((L.owned[mine.row], mine.col, mine.data))
