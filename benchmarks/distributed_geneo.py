@@ -12,8 +12,9 @@ rank: the set-up's wall seconds and its peak of Python-visible memory (``tracema
 numpy arrays and scipy matrices, not MKL's PARDISO factors), the coarse dimension, the
 construction and whether the matrix was gathered, and CG iterations (``rtol = 1e-8``).
 The target of the issue: on 2 ranks no rank's set-up peak above 0.6 times the serial one.
-``--gathered`` builds the serial GenEO on the gathered matrix instead (``local_basis=False``,
-the construction before the rank-local one), for comparison.
+``--gathered`` builds the serial space on the gathered matrix instead (``local_basis=False``,
+the construction before the rank-local one), for comparison; ``--coarse agdsw`` measures
+AGDSW instead of GenEO.
 
     OMP_NUM_THREADS=1 python benchmarks/distributed_geneo.py --n 511 --parts 16 --ranks 2
 """
@@ -66,7 +67,7 @@ def worker(args: argparse.Namespace) -> None:
         tracemalloc.reset_peak()
         base = tracemalloc.get_traced_memory()[0]
         start = time.perf_counter()
-        M = DistributedTwoLevelSchwarz(L, rows, "geneo", null_space=Z,
+        M = DistributedTwoLevelSchwarz(L, rows, args.coarse, null_space=Z,
                                        local_basis=not args.gathered)
         seconds = time.perf_counter() - start
         peak = tracemalloc.get_traced_memory()[1] - base
@@ -89,7 +90,7 @@ def run(ranks: int, args: argparse.Namespace) -> list[dict]:
     command = [str(launcher) if launcher.exists() else "mpiexec", "-n", str(ranks),
                sys.executable, __file__, "--worker", "--out", str(out), "--n", str(args.n),
                "--parts", str(args.parts), "--contrast", str(args.contrast),
-               "--problem", args.problem]
+               "--problem", args.problem, "--coarse", args.coarse]
     if args.gathered:
         command.append("--gathered")
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
@@ -106,6 +107,8 @@ def main() -> int:
     p.add_argument("--problem", choices=("channels", "elasticity2d"), default="channels",
                    help="channels (diagonally dominant: the cut local matrices) or "
                         "elasticity2d (ddops precond's, --parts^2 METIS parts: oversampled)")
+    p.add_argument("--coarse", choices=("geneo", "agdsw"), default="geneo",
+                   help="the adaptive space (default geneo)")
     p.add_argument("--gathered", action="store_true",
                    help="local_basis=False: the serial GenEO on the gathered matrix (as before "
                         "the rank-local build), for comparison")
@@ -119,7 +122,7 @@ def main() -> int:
     serial, parallel = run(1, args), run(args.ranks, args)
     what = "2D floating channels" if args.problem == "channels" else "2D elasticity"
     print(f"{what}, contrast {args.contrast:g}, n = {args.n}, {args.parts ** 2} subdomains; "
-          "GenEO, one BLAS thread per rank")
+          f"{args.coarse}, one BLAS thread per rank")
     for label, records in (("1 rank", serial), (f"{args.ranks} ranks", parallel)):
         for r, rec in enumerate(records):
             print(f"  {label}, rank {r}: set-up {rec['seconds']:.2f} s, peak "

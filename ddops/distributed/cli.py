@@ -17,14 +17,14 @@ table and writes ``<save-prefix>_distributed.md`` and
 Flags read from the ``ddops precond`` namespace: ``problem``, ``n``,
 ``subdomains``, ``overlap``, ``kind``, ``coarse``, ``partitioner``,
 ``null_space``, ``contrast``, ``rtol``, ``maxiter``, ``seed``,
-``blas_threads``, ``save_prefix``, and for ``--coarse geneo`` ``threshold``,
-``max_per_subdomain`` and ``oversampling``.  The learned preconditioners of the 1D
-experiment, pyamg, Jacobi and the memory and plot options are serial only and
-are ignored here (the table says so).  GenEO runs from the ranks' own rows (its
-local matrices from ``A``: the serial experiment's finite-element Neumann
-matrices of the elasticity problems are not used here); AGDSW (and
-``--max-per-component``) is serial only and refused, and ``--coarse all`` runs
-Nicolaides, GDSW and RGDSW.
+``blas_threads``, ``save_prefix``, and for ``--coarse geneo`` / ``agdsw``
+``threshold``, ``max_per_subdomain``, ``max_per_component`` and
+``oversampling``.  The learned preconditioners of the 1D experiment, pyamg,
+Jacobi and the memory and plot options are serial only and are ignored here
+(the table says so).  GenEO and AGDSW run from the ranks' own rows (their local
+matrices from ``A``: the serial experiment's finite-element Neumann matrices of
+the elasticity problems are not used here); ``--coarse all`` runs Nicolaides,
+GDSW and RGDSW.
 """
 
 from __future__ import annotations
@@ -59,20 +59,13 @@ def _config(args: argparse.Namespace):
         blas_threads=getattr(args, "blas_threads", 1) or None, save_prefix=args.save_prefix,
         memory=False, plots=False, progress=False,
         **{flag: getattr(args, flag) for flag in ("threshold", "max_per_subdomain",
-                                                  "oversampling")
+                                                  "max_per_component", "oversampling")
            if getattr(args, flag, None) is not None},
     ).validated()
-    # AGDSW (and its option) is serial only; GenEO is built from the ranks' rows
-    if c.coarse == "agdsw":
-        raise ValueError("coarse: 'agdsw' runs in one process only (ddops precond without "
-                         "mpiexec); under MPI use 'nicolaides', 'gdsw', 'rgdsw', 'geneo' or "
-                         "'all' (Nicolaides, GDSW and RGDSW)")
-    if getattr(args, "max_per_component", None) is not None:
-        raise ValueError("max_per_component: AGDSW runs in one process only (ddops precond "
-                         "without mpiexec)")
+    # the adaptive spaces are built from the ranks' rows; --coarse all leaves them out
     if c.coarse == "all" and c.threshold is not None:
         raise ValueError("threshold: under MPI, --coarse all runs no adaptive space; give "
-                         "--coarse geneo")
+                         "--coarse geneo or agdsw")
     return c
 
 
@@ -111,7 +104,8 @@ def _row(layout: DistributedLayout, b: np.ndarray, Ad: DistributedMatrix, c: Any
 
     options = SchwarzOptions(
         coarse="none" if coarse is None else coarse, variant=variant,
-        null_space=null_space if coarse in ("nicolaides", "gdsw", "rgdsw", "geneo") else None,
+        null_space=null_space if coarse in ("nicolaides", "gdsw", "rgdsw", "geneo",
+                                            "agdsw") else None,
         **coarse_options_from_dict(coarse, _coarse_options(c, coarse)))
     M = DistributedTwoLevelSchwarz(layout, None, options=options)
     setup = comm.allreduce(time.perf_counter() - start, op=_max())

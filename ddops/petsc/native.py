@@ -215,7 +215,8 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
     :class:`ddops.distributed.DistributedTwoLevelSchwarz` from owned rows:
     GDSW/RGDSW with the owner labels rank-locally (the harmonic extension on
     the rank's rows), GenEO from the rows its subdomains' grown sets reach,
-    the other bases from the replicated decomposition; only AGDSW gathers the
+    AGDSW from the closed parts around the rank's components, the other bases
+    from the replicated decomposition; only AGDSW with ``neumann=`` gathers the
     matrix (as there).  ``None`` for ``coarse="none"``.  ``options``: keyword
     arguments of :func:`ddops.coarse_basis` for the space
     (``ddops.SchwarzOptions.coarse_keywords``).
@@ -234,14 +235,15 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
         Phi = build_coarse_basis(d, coarse, A=A, null_space=null_space, **options)
         return sp.csr_matrix(Phi, dtype=np.float64)
     from ..distributed import DistributedLayout
-    from ..distributed.precond import rank_local_gdsw_rows, rank_local_geneo
+    from ..distributed.precond import rank_local_agdsw, rank_local_gdsw_rows, rank_local_geneo
 
     layout = DistributedLayout(d, comm, A=rows, subdomain_ranks=parts.subdomain_ranks)
-    if coarse == "geneo":
-        # GenEO: from the rows its subdomains' (grown) sets reach (as the distributed
-        # preconditioner builds it)
-        Phi_ext, _ = rank_local_geneo(layout, sp.csr_matrix(rows, dtype=np.float64),
-                                      null_space, options)
+    if coarse == "geneo" or (coarse == "agdsw" and options.get("neumann") is None
+                             and d.owner is not None):
+        # GenEO: from the rows its subdomains' (grown) sets reach; AGDSW: from the closed
+        # parts around the rank's components (as the distributed preconditioner builds them)
+        build = rank_local_geneo if coarse == "geneo" else rank_local_agdsw
+        Phi_ext, _ = build(layout, sp.csr_matrix(rows, dtype=np.float64), null_space, options)
         return None if Phi_ext is None else sp.csr_matrix(Phi_ext[: layout.num_owned])
     # rank-locally for GDSW/RGDSW only: rank_local_gdsw_rows builds no other basis
     if coarse in RANK_LOCAL_BASES and d.owner is not None:
@@ -251,7 +253,7 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
                                                                         "auto"))
         return sp.csr_matrix(Phi_ext[: layout.num_owned], dtype=np.float64)
     if coarse in MATRIX_COARSE_BASES:
-        # AGDSW: the serial basis on the gathered matrix
+        # AGDSW with neumann=: the serial basis on the gathered matrix
         A = layout.allgather_rows(rows)
         Phi = build_coarse_basis(d, coarse, A=((A + A.T) * 0.5).tocsr(), null_space=null_space,
                                  **options)

@@ -33,9 +33,9 @@ What ``setUp`` does, on every rank of the operator's communicator:
    a :class:`ddops.distributed.DistributedLayout` with
    ``subdomain_ranks`` from step 2 and
    :class:`ddops.distributed.DistributedTwoLevelSchwarz` from the rank's own
-   rows (its ghost rows come from their owners once; GDSW/RGDSW and GenEO
-   from ``A`` are built rank-locally; the coarse matrix is factorised
-   redundantly on every rank).
+   rows (its ghost rows come from their owners once; GDSW/RGDSW, GenEO and
+   AGDSW are built rank-locally; the coarse matrix is factorised redundantly
+   on every rank).
 
 ``apply`` and ``applyTranspose`` pass the local array of the PETSc vector
 (this rank's rows, increasing global order) to ``matvec``/``rmatvec`` of
@@ -254,11 +254,12 @@ class SchwarzPC:
             # the local factorisations come last, after every collective: a failure there (a
             # singular subdomain on one rank) is agreed on, and every rank raises
             try:
-                # the rank-local construction exists for GDSW/RGDSW and for GenEO; AGDSW
-                # gets the serial one (on the gathered matrix), not RGDSW under its name
+                # every matrix basis has its rank-local construction (AGDSW with
+                # finite-element neumann= matrices excepted: gathered)
                 self.preconditioner = DistributedTwoLevelSchwarz(
                     self.layout, None, options=settings,
-                    local_basis=coarse is None or coarse in (*RANK_LOCAL_BASES, "geneo"))
+                    local_basis=coarse is None or coarse in (*RANK_LOCAL_BASES, "geneo",
+                                                             "agdsw"))
                 error = None
             except Exception as exc:  # noqa: BLE001 - raised again on every rank by agree
                 error = exc

@@ -80,7 +80,7 @@ def _count(solver, *args, **kwargs):
 
 def run(comm) -> dict:
     P = comm.Get_size()
-    out: dict = {"size": P, "cases": {}}
+    out: dict = {"size": P, "cases": {}, "agdsw": _agdsw(comm)}
     for name, A, d, ranks, Z, neumann in _cases(P):
         n = A.shape[0]
         b = np.random.default_rng(3).standard_normal(n)
@@ -136,6 +136,49 @@ def run(comm) -> dict:
             "serial_selected": (ref_info.selected.tolist()
                                 if default_exact_solver() == "pardiso" else None),
         }
+    return out
+
+
+def _agdsw(comm) -> dict:
+    """AGDSW from the ranks' rows against the serial basis (its eigenproblems are dense: the
+    same functions to rounding), on the channels (boxes and METIS parts) and elasticity."""
+    P = comm.Get_size()
+    from ddops.experiments.precond import PrecondConfig, build_problem, decompose
+
+    n = 31
+    A = diffusion_2d(high_contrast_channels(n, 1e4, margin=2, period=3))
+    c = PrecondConfig(problem="elasticity2d", n=23, contrast=1e6, subdomains=8).validated()
+    prob = build_problem(c)
+    cases = [("channels-grid", A, ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1),
+              None, None),
+             ("channels-metis", A, ddops.Decomposition.from_matrix(A, 12, overlap=1, seed=1),
+              np.random.default_rng(2).permutation(np.arange(12) % P), None),
+             ("elasticity-metis", prob.A.tocsr(), decompose(c, prob)[0], None,
+              prob.null_space)]
+    out = {}
+    for name, A, d, ranks, Z in cases:
+        nn = A.shape[0]
+        b = np.random.default_rng(3).standard_normal(nn)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # elasticity: not dominant
+            S = TwoLevelSchwarz(A, d, coarse_basis="agdsw", null_space=Z)
+        ref_its = _count(spla.cg, A, b, rtol=1e-8, M=S)
+        X = np.random.default_rng(7).standard_normal(nn)
+        y_ref = S.matvec(X)
+        owned = DistributedLayout(d, comm, subdomain_ranks=ranks).owned
+        rows = A[owned].tocsr()
+        L = DistributedLayout(d, comm, A=rows, subdomain_ranks=ranks)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            M = DistributedTwoLevelSchwarz(L, rows, "agdsw", null_space=Z)
+        y = L.gather(M.matvec(L.scatter(X)))
+        info, its = _count(cg, DistributedMatrix(L), L.scatter(b), rtol=1e-8, M=M)
+        out[name] = {"construction": str(M.coarse_construction),
+                     "gathered": _all(comm, M.gathered_matrix),
+                     "coarse_dim": M.coarse_dim, "serial_coarse_dim": S.coarse_dim,
+                     "apply_error": _max(comm, np.abs(y - y_ref).max() / np.abs(y_ref).max()),
+                     "iterations": int(comm.allreduce(its, op=mpi().MAX)),
+                     "serial_iterations": ref_its[1], "info": info}
     return out
 
 

@@ -85,8 +85,8 @@ def run(comm) -> dict:
         Z2 = np.stack([np.ones(n), np.cos(np.arange(n))], axis=1)
         given = {"gdsw-ones": ("gdsw", np.ones(n), True), "gdsw-Z2": ("gdsw", Z2, True),
                  "rgdsw-Z2": ("rgdsw", Z2, True), "gdsw-serial": ("gdsw", None, False),
-                 # an adaptive space asked for rank-local: built from the gathered matrix,
-                 # never silently as RGDSW
+                 # AGDSW asked for rank-local: from the closed parts around each rank's
+                 # components (never silently as RGDSW)
                  "agdsw-local": ("agdsw", None, True)}
         for key, (basis, Z, _) in given.items():
             S = TwoLevelSchwarz(A, d, coarse_basis=basis, null_space=Z)

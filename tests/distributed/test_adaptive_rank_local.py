@@ -60,3 +60,15 @@ def test_geneo_from_local_rows_takes_the_serial_iterations(results, case):
 def test_rows_fetched_on_request_equal_the_matrix_rows(results, case):
     """``DistributedLayout.fetch_rows``: any rows, from any owners, in the order asked."""
     assert results["cases"][case]["fetch_rows_equal"]
+
+
+@pytest.mark.parametrize("case", ["channels-grid", "channels-metis", "elasticity-metis"])
+def test_agdsw_from_local_rows_equals_the_serial_preconditioner(results, case):
+    """AGDSW from the closed parts around each rank's components (and two layers of rows
+    around them): its eigenproblems are dense, so the preconditioner is the serial one to
+    rounding (amplified by the contrast on elasticity), with the serial iterations."""
+    r = results["agdsw"][case]
+    assert r["construction"] == "rank-local" and not r["gathered"]
+    assert r["coarse_dim"] == r["serial_coarse_dim"] > 0
+    assert r["apply_error"] <= (1e-8 if case.startswith("elasticity") else 1e-10)
+    assert r["info"] == 0 and r["iterations"] == r["serial_iterations"]

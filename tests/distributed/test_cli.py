@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import scipy.sparse.linalg as spla
 
 import ddops
@@ -69,29 +70,29 @@ def test_mpiexec_ddops_precond_takes_the_distributed_path(tmp_path):
     assert (tmp_path / "p_distributed.json").exists()
 
 
-def test_geneo_under_mpi_matches_the_serial_iterations(tmp_path):
-    """``--coarse geneo`` with ``--threshold`` under ``mpiexec``: GenEO from the ranks' own
-    rows, the serial CG iterations (within one) and coarse dimension; AGDSW refused."""
+@pytest.mark.parametrize("coarse", ["geneo", "agdsw"])
+def test_adaptive_spaces_under_mpi_match_the_serial_iterations(tmp_path, coarse):
+    """``--coarse geneo`` / ``agdsw`` with ``--threshold`` under ``mpiexec``: built from the
+    ranks' own rows, the serial CG iterations (within one) and coarse dimension."""
     prefix = tmp_path / "g"
+    threshold = 0.3 if coarse == "geneo" else 0.1
     flags = ("--problem", "channels2d", "--n", "31", "--contrast", "1e4", "--subdomains", "4",
-             "--coarse", "geneo", "--threshold", "0.3")
+             "--coarse", coarse, "--threshold", str(threshold))
     result = launch(HERE / "cli_worker.py", 2, *flags, "--save-prefix", str(prefix))
     assert result.returncode == 0, result.stderr
     payload = json.loads((tmp_path / "g_distributed.json").read_text())
-    row = next(r for r in payload["rows"] if r["method"] == "cg" and r["coarse"] == "geneo")
+    row = next(r for r in payload["rows"] if r["method"] == "cg" and r["coarse"] == coarse)
     from ddops.experiments.precond import PrecondConfig, build_problem, decompose
 
     c = PrecondConfig(problem="channels2d", n=31, contrast=1e4, subdomains=4).validated()
     prob = build_problem(c)
     d, _, _ = decompose(c, prob)
-    M = TwoLevelSchwarz(prob.A, d, options=ddops.SchwarzOptions(
-        coarse="geneo", geneo=ddops.GenEOOptions(threshold=0.3)))
+    options = (ddops.GenEOOptions(threshold=threshold) if coarse == "geneo"
+               else ddops.AGDSWOptions(threshold=threshold))
+    M = TwoLevelSchwarz(prob.A, d, options=ddops.SchwarzOptions(coarse=coarse,
+                                                                **{coarse: options}))
     b = np.random.default_rng(0).standard_normal(prob.A.shape[0])
     calls = []
     spla.cg(prob.A, b, rtol=1e-8, M=M, callback=calls.append)
     assert row["info"] == 0 and row["coarse_dim"] == M.coarse_dim > 0
     assert abs(row["iterations"] - len(calls)) <= 1
-    refused = launch(HERE / "cli_worker.py", 2, "--problem", "poisson2d", "--n", "16",
-                     "--subdomains", "4", "--coarse", "agdsw", "--save-prefix",
-                     str(tmp_path / "a"))
-    assert refused.returncode == 2 and "'agdsw' runs in one process only" in refused.stderr

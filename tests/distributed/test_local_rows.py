@@ -53,11 +53,12 @@ def test_apply_from_local_rows_equals_serial(results, case):
 
 
 @pytest.mark.parametrize("mesh", MESHES)
-def test_an_adaptive_space_is_not_built_rank_locally(results, mesh):
-    """AGDSW with local_basis=True: the rank-local construction exists only for GDSW/RGDSW,
-    so it is built from the gathered rows and equals the serial AGDSW preconditioner."""
+def test_agdsw_is_built_rank_locally(results, mesh):
+    """AGDSW with local_basis=True: from the closed parts around each rank's components
+    (:func:`ddops.distributed.precond.rank_local_agdsw`), equal to the serial AGDSW
+    preconditioner, with no matrix gathered (also under the shared-node rule in 1D)."""
     r = results["apply"][f"{mesh}/agdsw-local/additive"]
-    assert r["construction"] != "rank-local"
+    assert r["construction"] == "rank-local" and not r["gathered"]
     assert r["coarse_dim"] == r["serial_coarse_dim"]
     assert r["err"] <= 1e-10 and r["err_adjoint"] <= 1e-10
 

@@ -397,7 +397,7 @@ def test_config_checks_name_the_field():
     assert c.threshold == 0.2
 
 
-def test_mpi_runs_refuse_agdsw_and_take_geneo():
+def test_mpi_runs_take_the_adaptive_spaces():
     pytest.importorskip("mpi4py")  # ddops.distributed needs the mpi extra (README)
     from ddops.distributed.cli import _config
 
@@ -410,13 +410,13 @@ def test_mpi_runs_refuse_agdsw_and_take_geneo():
                                        "--coarse", "geneo", "--threshold", "0.3",
                                        "--max-per-subdomain", "7"]))
     assert (geneo.coarse, geneo.threshold, geneo.max_per_subdomain) == ("geneo", 0.3, 7)
-    for argv, needle in ((["--coarse", "agdsw"], "coarse: 'agdsw' runs in one process only"),
-                         (["--coarse", "gdsw", "--max-per-component", "3"],
-                          "max_per_component:"),
-                         (["--coarse", "all", "--threshold", "0.2"], "threshold:")):
-        args = parser.parse_args(["precond", "--problem", "channels2d", "--n", "16", *argv])
-        with pytest.raises(ValueError, match=needle):
-            _config(args)
+    agdsw = _config(parser.parse_args(["precond", "--problem", "channels2d", "--n", "16",
+                                       "--coarse", "agdsw", "--max-per-component", "3"]))
+    assert (agdsw.coarse, agdsw.max_per_component) == ("agdsw", 3)
+    args = parser.parse_args(["precond", "--problem", "channels2d", "--n", "16", "--coarse",
+                              "all", "--threshold", "0.2"])
+    with pytest.raises(ValueError, match="threshold: under MPI, --coarse all"):
+        _config(args)
 
 
 def test_agdsw_without_overlap_on_elasticity_takes_the_algebraic_neumann_matrices(tmp_path):

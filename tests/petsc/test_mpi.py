@@ -121,10 +121,12 @@ def test_example_script_runs_as_documented(variant):
 
 
 @pytest.mark.parametrize("case", ["poisson2d/geneo/1/additive/metis/auto",
-                                  "elasticity2d/geneo/1/additive/metis/auto"])
-def test_geneo_is_built_from_each_ranks_rows(results, case):
-    """``-ddops_coarse geneo``: on several ranks each rank solves its own subdomains'
-    eigenproblems from the rows its (grown) sets reach; no rank gathers the matrix."""
+                                  "elasticity2d/geneo/1/additive/metis/auto",
+                                  "poisson2d/agdsw/1/additive/metis/auto"])
+def test_adaptive_spaces_are_built_from_each_ranks_rows(results, case):
+    """``-ddops_coarse geneo`` and ``agdsw``: on several ranks each rank solves its own
+    subdomains' (components') eigenproblems from the rows they read; no rank gathers the
+    matrix."""
     r = results["cases"][case]
     if results["size"] > 1:
         assert r["construction"] == "rank-local" and not r["gathered"]
