@@ -427,6 +427,19 @@ class DistributedLayout:
         self.stats["setup_bytes"] += int(counts.nbytes)
         return np.array(self.comm.alltoall(counts.tolist()), dtype=np.int64)
 
+    def _send_entries(self, rows: sp.csr_matrix, take: np.ndarray, s_nnz: np.ndarray,
+                      r_nnz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The column indices and values ``take`` of ``rows`` sent ``s_nnz`` to each rank,
+        and those received, ``r_nnz`` from each (two set-up ``Alltoallv``)."""
+        MPI = mpi()
+        cols = np.empty(int(r_nnz.sum()), dtype=np.int64)
+        vals = np.empty(int(r_nnz.sum()), dtype=np.float64)
+        self._setup_alltoallv(rows.indices[take].astype(np.int64), s_nnz, cols, r_nnz,
+                              MPI.INT64_T)
+        self._setup_alltoallv(rows.data[take].astype(np.float64), s_nnz, vals, r_nnz,
+                              MPI.DOUBLE)
+        return cols, vals
+
     @staticmethod
     def _row_entries(rows: sp.csr_matrix, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The lengths of the rows ``local`` of ``rows`` and the positions of their entries
@@ -488,12 +501,7 @@ class DistributedLayout:
         s_nnz = np.bincount(sources[asked], weights=lengths, minlength=self.size).astype(np.int64)
         ghost_src = self.dof_ranks[self.ghosts[want]]
         r_nnz = np.bincount(ghost_src, weights=r_lengths, minlength=self.size).astype(np.int64)
-        cols = np.empty(int(r_nnz.sum()), dtype=np.int64)
-        vals = np.empty(int(r_nnz.sum()), dtype=np.float64)
-        self._setup_alltoallv(rows.indices[take].astype(np.int64), s_nnz, cols, r_nnz,
-                              MPI.INT64_T)
-        self._setup_alltoallv(rows.data[take].astype(np.float64), s_nnz, vals, r_nnz,
-                              MPI.DOUBLE)
+        cols, vals = self._send_entries(rows, take, s_nnz, r_nnz)
         # the ghosts are grouped by owner, increasing inside each: the received order
         counts = np.zeros(G, dtype=np.int64)
         counts[want] = r_lengths
@@ -557,12 +565,7 @@ class DistributedLayout:
         s_nnz = np.bincount(source, weights=lengths, minlength=self.size).astype(np.int64)
         r_nnz = np.bincount(dest[order], weights=r_lengths,
                             minlength=self.size).astype(np.int64)
-        cols = np.empty(int(r_nnz.sum()), dtype=np.int64)
-        vals = np.empty(int(r_nnz.sum()), dtype=np.float64)
-        self._setup_alltoallv(rows.indices[take].astype(np.int64), s_nnz, cols, r_nnz,
-                              MPI.INT64_T)
-        self._setup_alltoallv(rows.data[take].astype(np.float64), s_nnz, vals, r_nnz,
-                              MPI.DOUBLE)
+        cols, vals = self._send_entries(rows, take, s_nnz, r_nnz)
         # received in the order of the sorted destinations: back to the order of wanted
         indptr = np.concatenate([[0], np.cumsum(r_lengths)]).astype(np.int64)
         got = sp.csr_matrix((vals, cols, indptr), shape=(wanted.size, self.num_dofs))

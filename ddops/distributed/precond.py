@@ -399,6 +399,21 @@ def rows_diagonally_dominant(layout: DistributedLayout, rows: sp.csr_matrix) -> 
     return bool(layout.comm.allreduce(mine, op=mpi().LAND)) if layout.size > 1 else mine
 
 
+def _routed_columns(layout: DistributedLayout, known: np.ndarray,
+                    Phi: sp.coo_matrix) -> sp.csr_matrix | None:
+    """Every rank's columns ``Phi`` (rows ``known``, global) as one basis: rank ``r``'s
+    columns after those of the ranks before it, the entries sent to the owners of their
+    rows, the ghosts' rows from there; ``num_ext x n0`` (None when ``n0 = 0``).
+    Collective."""
+    counts = np.array(layout.comm.allgather(int(Phi.shape[1])), dtype=np.int64)
+    n0 = int(counts.sum())
+    if n0 == 0:
+        return None
+    owned = layout.route_rows(known[Phi.row], int(counts[:layout.rank].sum()) + Phi.col,
+                              Phi.data, n0)
+    return sp.vstack([owned, layout._ghost_rows_of(owned, None, n0)], format="csr")
+
+
 def _with_rows(layout: DistributedLayout, rows: sp.csr_matrix, known: np.ndarray,
                full: sp.csr_matrix, missing: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix]:
     """``known`` and its rows ``full`` with the rows ``missing`` fetched from their owners
@@ -528,13 +543,7 @@ def rank_local_agdsw(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
         own = (x[at] == first_unknown) & mine[g] & (sizes_b == sizes_g[g])
         cols = np.flatnonzero(own[info.column_group])
         Phi = sp.csr_matrix(Phi)[:, cols].tocoo()
-    counts = np.array(layout.comm.allgather(int(cols.size)), dtype=np.int64)
-    n0 = int(counts.sum())
-    if n0 == 0:
-        return None, info
-    owned = layout.route_rows(known[Phi.row], int(counts[:layout.rank].sum()) + Phi.col,
-                              Phi.data, n0)
-    return sp.vstack([owned, layout._ghost_rows_of(owned, None, n0)], format="csr"), info
+    return _routed_columns(layout, known, Phi), info
 
 
 class _BlockSubdomains:
@@ -643,18 +652,11 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
                             oversampling=(None if (dominant or neumann is not None)
                                           and not layers else layers),
                             return_info=True, _block=(outside, median))
-    counts = np.array(layout.comm.allgather(int(Phi.shape[1])), dtype=np.int64)
-    n0 = int(counts.sum())
-    if n0 == 0:
-        if layout.rank == 0:
-            warn("coarse_basis='geneo' selected no coarse function (no eigenvalue below the "
-                 "threshold in any subdomain); the preconditioner is one-level",
-                 RuntimeWarning)
-        return None, info
-    P = Phi.tocoo()
-    owned = layout.route_rows(known[P.row], int(counts[:layout.rank].sum()) + P.col, P.data,
-                              n0)
-    return sp.vstack([owned, layout._ghost_rows_of(owned, None, n0)], format="csr"), info
+    Phi_ext = _routed_columns(layout, known, Phi.tocoo())
+    if Phi_ext is None and layout.rank == 0:
+        warn("coarse_basis='geneo' selected no coarse function (no eigenvalue below the "
+             "threshold in any subdomain); the preconditioner is one-level", RuntimeWarning)
+    return Phi_ext, info
 
 
 def _coarse_contribution(layout: DistributedLayout, rows: sp.csr_matrix, Phi_ext: sp.csr_matrix,
