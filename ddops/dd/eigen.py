@@ -169,12 +169,14 @@ def outside_coupling(A: sp.csr_matrix, rows: np.ndarray, sets: np.ndarray,
     return rowsum[rows] - np.asarray(inside[rows, sets]).ravel()
 
 
-def not_dominant_rows(A: sp.csr_matrix, outside: np.ndarray | None = None) -> np.ndarray:
+def not_dominant_rows(A: sp.csr_matrix, outside: np.ndarray | None = None,
+                      diagonal: np.ndarray | None = None) -> np.ndarray:
     """The rows where ``A`` is not weakly diagonally dominant (beyond a 1e-10 relative slack);
     ``outside`` adds to each row's absolute off-diagonal sum (the couplings of a block of a
-    larger matrix to the rest of it)."""
+    larger matrix to the rest of it); ``diagonal``: the rows' diagonal entries where ``A``
+    is a set of rows of a larger matrix (default ``A.diagonal()``)."""
     absA = abs(A).tocsr()
-    diag = A.diagonal()
+    diag = A.diagonal() if diagonal is None else np.asarray(diagonal)
     off = np.asarray(absA.sum(axis=1)).ravel() - np.abs(diag)
     if outside is not None:
         off = off + outside

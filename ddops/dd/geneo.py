@@ -177,8 +177,8 @@ GENEO_RESIDUAL_RTOL = 1e-6
 
 #: Where PARDISO is installed, the inertia of ``N - tau B`` on a chunk of subdomains (one
 #: symmetric indefinite factorisation) counts its eigenvalues below the threshold exactly.
-#: Where the kernels of the ``N_i`` (the null space's, or the constants', columns that
-#: ``N_i`` maps to zero) account for the whole count, no eigenproblem of the chunk is solved;
+#: Where the kernel of ``N_i`` (the null space's, or the constants', columns that ``N_i``
+#: maps to zero) accounts for a subdomain's whole count, its eigenproblem is not solved;
 #: elsewhere the count replaces the extrapolation rule below: the iteration stops when as
 #: many Ritz values are below the threshold (Ritz values only decrease to the eigenvalues,
 #: so none is missing then), unless a subdomain fills its cap.
@@ -411,7 +411,7 @@ def geneo_basis(
 
     def count_chunk(members: np.ndarray, width: int):
         """The inertia of one chunk: the results of the subdomains whose count the kernel
-        of ``N_i`` accounts for (as :func:`iterate_chunk` returns them), the other
+        of ``N_i`` accounts for (as ``iterate_chunk`` returns them), the other
         subdomains and their counts (None where the inertia is not certain)."""
         Ns, Bs, real, ent, pos = assemble(members, width)
         counts = _inertia_counts(Ns, Bs, below, members.size, width)
@@ -425,17 +425,10 @@ def geneo_basis(
 
     def iterate_chunk(members: np.ndarray, width: int, counts: np.ndarray | None):
         """The eigenpairs of one chunk of subdomains padded to ``width`` rows (``counts``
-        the eigenvalues below the threshold of each, when known): the kept entries, the
-        counts below the threshold, the smallest eigenvalues, the solves and the drift of
-        the unconverged."""
+        the eigenvalues below the threshold of each, from the inertia; None where unknown):
+        the kept entries, the counts below the threshold, the smallest eigenvalues, the
+        solves and the drift of the unconverged."""
         Ns, Bs, real, ent, pos = assemble(members, width)
-        return iterate(members, width, Ns, Bs, real, ent, pos, counts)
-
-    def iterate(members: np.ndarray, width: int, Ns: sp.csr_matrix, Bs: sp.csr_matrix,
-                real: np.ndarray, ent: np.ndarray, pos: np.ndarray,
-                counts: np.ndarray | None):
-        """The subspace iteration of ``iterate_chunk`` on ``members``; ``counts`` the
-        eigenvalues below the threshold of each (inertia), None where unknown."""
         m = members.size
         smallest_size = int(sizes[members].min())
         if counts is None:
@@ -515,8 +508,8 @@ def geneo_basis(
             if counts is None:
                 uncertain.append((others, width, None))
                 continue
-            results.append((members[np.isin(members, others, invert=True)], done[:5]))
-            skipped += done[5]
+            results.append((members[np.isin(members, others, invert=True)], done))
+            skipped += members.size - others.size
             rest.append(others)
             rest_counts.append(counts)
         chunks = uncertain
@@ -715,7 +708,7 @@ def _kernel_selection(members: np.ndarray, sizes: np.ndarray, Zk: np.ndarray,
     if k or not k0.any():
         empty = np.zeros(0, dtype=np.int64)
         return ((empty, empty, empty, np.zeros(0)), np.zeros(m, dtype=np.int64), low, 0,
-                np.zeros(m), m)
+                np.zeros(m))
     g = np.flatnonzero(k0)
     low[g] = 0.0
     sz = sizes[members[g]]
@@ -723,7 +716,7 @@ def _kernel_selection(members: np.ndarray, sizes: np.ndarray, Zk: np.ndarray,
     row = np.arange(rep.size) - np.repeat(np.cumsum(sz) - sz, sz)
     values = Zk[g[rep], row, 0] / np.sqrt(gram[g, 0, 0])[rep]
     kept = (members[g][rep], row, np.zeros(rep.size, dtype=np.int64), values)
-    return kept, k0.astype(np.int64), low, 0, np.zeros(m), m
+    return kept, k0.astype(np.int64), low, 0, np.zeros(m)
 
 
 def _shifted_factor(Ns: sp.csr_matrix, Bs: sp.csr_matrix, sigma: float, m: int,
@@ -744,7 +737,7 @@ def _shifted_factor(Ns: sp.csr_matrix, Bs: sp.csr_matrix, sigma: float, m: int,
 def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int,
                    width: int, block: int, tau: float, real: np.ndarray, cap: int,
                    can_grow: bool, wanted: int, start: np.ndarray | None, sigma: float,
-                   count: int | None = None):
+                   counts: np.ndarray | None = None):
     """The smallest eigenpairs of ``N v = lambda B v`` on ``m`` stacked blocks of ``width`` rows.
 
     A shift-and-invert subspace iteration with Rayleigh-Ritz, for all blocks at once:
@@ -758,7 +751,10 @@ def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m
     documented (in a cluster of eigenvalues larger than the subspace the single pairs
     converge slowly, and need not).  With ``can_grow``, the iteration stops as soon as a
     block has more Ritz values below ``tau`` than ``wanted`` (then it has at least that
-    many eigenvalues there, and the caller grows the subspace).
+    many eigenvalues there, and the caller grows the subspace).  With ``counts`` (each
+    block's eigenvalues below ``tau``, from the inertia) a block has found all of them when
+    it holds that many Ritz values below ``tau``, instead of the extrapolation of
+    :data:`GENEO_BOUNDARY_RTOL`.
 
     Returns
     -------
@@ -834,9 +830,9 @@ def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m
                             change[at] <= GENEO_BOUNDARY_RTOL * theta)
         last_change = change
         capped = lam[:, cap - 1] < tau if cap <= block else np.zeros(m, dtype=bool)
-        if count is not None:
+        if counts is not None:
             # the inertia's counts: all the eigenvalues below tau have Ritz values there
-            boundary = need.sum(axis=1) >= count
+            boundary = need.sum(axis=1) >= counts
         if can_grow and np.any((lam < tau).sum(axis=1) > wanted):
             pending[:] = False  # the caller grows the subspace and iterates again
             break

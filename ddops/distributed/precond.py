@@ -131,6 +131,7 @@ from threadpoolctl import ThreadpoolController
 
 from .._validation import check_choice, check_finite, warn
 from ..dd.coarse import MATRIX_COARSE_BASES, resolve_coarse_kind
+from ..dd.eigen import not_dominant_rows
 from ..dd.kernel import check_kernel, distributed_kernel_columns, inconsistent_residual
 from ..linalg.local_solvers import check_threads, pardiso_available, thread_limit
 from ..precond.corrections import CoarseCorrection
@@ -393,10 +394,17 @@ def rows_diagonally_dominant(layout: DistributedLayout, rows: sp.csr_matrix) -> 
     """Whether ``A`` is weakly diagonally dominant (1e-10 relative slack, as
     :func:`ddops.dd.eigen.not_dominant_rows`), from every rank's owned rows (collective)."""
     rows = sp.csr_matrix(rows)
-    diag = np.asarray(rows[np.arange(layout.num_owned), layout.owned]).ravel()
-    off = np.asarray(abs(rows).sum(axis=1)).ravel() - np.abs(diag)
-    mine = bool(np.all(diag - off >= -1e-10 * np.maximum(np.abs(diag), 1e-300)))
+    diagonal = np.asarray(rows[np.arange(layout.num_owned), layout.owned]).ravel()
+    mine = not_dominant_rows(rows, diagonal=diagonal).size == 0
     return bool(layout.comm.allreduce(mine, op=mpi().LAND)) if layout.size > 1 else mine
+
+
+def _null_space_rows(null_space: Any, known: np.ndarray) -> np.ndarray | None:
+    """The rows ``known`` of a global null space (``n x k``, or ``n`` for one vector)."""
+    if null_space is None:
+        return None
+    Z = np.asarray(null_space, dtype=np.float64)
+    return (Z[:, None] if Z.ndim == 1 else Z)[known]
 
 
 def _routed_columns(layout: DistributedLayout, known: np.ndarray,
@@ -510,10 +518,7 @@ def rank_local_agdsw(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
     keep = np.isin(known, core)
     block = _cut(full[np.flatnonzero(keep)], known[keep])[0]
     known = known[keep]
-    Z = None
-    if null_space is not None:
-        Z = np.asarray(null_space, dtype=np.float64)
-        Z = (Z[:, None] if Z.ndim == 1 else Z)[known]
+    Z = _null_space_rows(null_space, known)
     shared = None
     if d.shared_nodes is not None:
         nodes = np.asarray(d.shared_nodes, dtype=np.int64)
@@ -642,10 +647,7 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
         known, full = _with_rows(layout, rows, known, full, missing)
     region_d = _BlockSubdomains(np.searchsorted(known, members), sizes,
                                 d.multiplicity[known])
-    Z = None
-    if null_space is not None:
-        Z = np.asarray(null_space, dtype=np.float64)
-        Z = (Z[:, None] if Z.ndim == 1 else Z)[known]
+    Z = _null_space_rows(null_space, known)
     Phi, info = geneo_basis(block, region_d, null_space=Z, threshold=keywords.get("threshold"),
                             max_per_subdomain=keywords.get("max_per_subdomain"),
                             neumann=neumann,
