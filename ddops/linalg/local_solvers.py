@@ -11,7 +11,7 @@ per overlapping subdomain) and the interior solves of the GDSW harmonic extensio
     the reference path.
 ``"pardiso"``
     MKL PARDISO's supernodal Cholesky factorisation (matrix type 2, nested-dissection
-    ordering from METIS, multithreaded) of the whole block-diagonal matrix, through the
+    ordering from METIS, on one MKL thread) of the whole block-diagonal matrix, through the
     ``mkl_rt`` library that the optional ``pypardiso`` package locates (extra
     ``ddops[solvers]``), called by its 64-bit-integer entry point ``pardiso_64`` (right
     under either MKL interface layer, LP64 or ILP64).  In 3D it has a fraction of
@@ -233,12 +233,14 @@ def check_threads(threads: Any) -> int | None:
 def thread_limit(threads: int | None = None) -> Iterator[None]:
     """Limit the threads of every local and coarse solver inside a ``with`` block.
 
-    PARDISO runs on MKL's threads and the dense solves on BLAS's (SuperLU's and pyamg's
-    kernels are single-threaded).  ``mkl_rt`` is loaded lazily, at the first PARDISO
-    factorisation, so a :func:`threadpoolctl.threadpool_limits` entered before that does
-    not see it and leaves PARDISO on all cores.  This context manager loads ``mkl_rt``
-    first (when PARDISO is available) and then applies ``threadpool_limits(threads)`` to
-    every thread pool loaded in the process: BLAS (OpenBLAS or MKL), MKL (PARDISO) and
+    The dense solves run on BLAS's threads (PARDISO on one MKL thread per call, SuperLU's
+    and pyamg's kernels are single-threaded; the set-up's chunks and the groups of the
+    local solver follow the BLAS limit, :mod:`ddops.linalg.parallel`).  ``mkl_rt`` is
+    loaded lazily, at the first PARDISO factorisation, so a
+    :func:`threadpoolctl.threadpool_limits` entered before that does not see it.  This
+    context manager loads ``mkl_rt`` first (when PARDISO is available) and then applies
+    ``threadpool_limits(threads)`` to every thread pool loaded in the process: BLAS
+    (OpenBLAS or MKL), MKL and
     the OpenMP runtimes.  The limits hold for calls made from the calling thread and are
     restored on exit.
 
@@ -609,12 +611,24 @@ class _PardisoHandle:
             return ctypes.byref(ctypes.c_int64(value))
 
         self.live = phase != -1  # after any other phase pt may hold MKL's memory
-        self.fn(self.pt.ctypes.data_as(_I64P), i64(1), i64(1), i64(self.mtype), i64(phase),
-                i64(self.m),
-                self.data.ctypes.data, self.indptr.ctypes.data_as(_I64P),
-                self.indices.ctypes.data_as(_I64P),
-                None if self.perm is None else self.perm.ctypes.data_as(_I64P), i64(nrhs),
-                self.iparm.ctypes.data_as(_I64P), i64(0), b, x, ctypes.byref(error))
+        # every phase on one MKL thread, whatever the caller's limits.  PARDISO's solves are
+        # no faster on two threads (3D Poisson blocks, 1 to 64 right-hand sides), and the
+        # OpenMP threads they wake spin beside the caller's BLAS threads between solves (CG
+        # on the 2D channels, every library on its default of all cores: 4.5 s against
+        # 1.4 s).  And a solve on another thread count than the factorisation's makes the
+        # next numeric factorisation of the same handle crash the process, so the count is
+        # the same for all phases.  Parallelism comes from several handles side by side
+        # (ThreadedBlocks, the set-up's chunks).
+        previous = _mkl_runtime().MKL_Set_Num_Threads_Local(1)
+        try:
+            self.fn(self.pt.ctypes.data_as(_I64P), i64(1), i64(1), i64(self.mtype),
+                    i64(phase), i64(self.m),
+                    self.data.ctypes.data, self.indptr.ctypes.data_as(_I64P),
+                    self.indices.ctypes.data_as(_I64P),
+                    None if self.perm is None else self.perm.ctypes.data_as(_I64P), i64(nrhs),
+                    self.iparm.ctypes.data_as(_I64P), i64(0), b, x, ctypes.byref(error))
+        finally:  # back to the caller's thread-local setting (0: MKL's global one)
+            _mkl_runtime().MKL_Set_Num_Threads_Local(previous)
         return X, int(error.value)
 
     def free(self) -> None:
@@ -651,7 +665,12 @@ class PardisoBlocks(BlockSolver):
     searched, by factorising the blocks one by one.  Every other
     error is raised as what it is: MemoryError for -2 and -9, RuntimeError otherwise,
     with PARDISO's code and its meaning (:data:`PARDISO_ERRORS`).  A factorisation that
-    succeeds is checked by :func:`check_blocks_by_one_solve` (tiny pivots).  The factors
+    succeeds is checked by :func:`check_blocks_by_one_solve` (tiny pivots).  Every phase
+    runs on one MKL thread, whatever the caller's limits: the solves are no faster on more,
+    the OpenMP threads they wake spin beside the caller's BLAS threads, and a solve on
+    another thread count than the factorisation's makes the next refactorisation crash;
+    :class:`~ddops.linalg.parallel.ThreadedBlocks` runs several factorisations side by
+    side instead.  The factors
     live in MKL's memory, and the matrix PARDISO points to in ours, until :meth:`free`
     or the object is collected.
 

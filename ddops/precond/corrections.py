@@ -41,6 +41,7 @@ from ..linalg.local_solvers import (
     default_exact_solver,
     factorize_blocks,
 )
+from ..linalg.parallel import ThreadedBlocks, chunk_workers
 from ..linalg.spd import dense_spd_cholesky, sparse_spd_factor
 
 __all__ = [
@@ -89,6 +90,14 @@ COARSE_DENSE_MAX_PARDISO = 500
 #: chunks, each one SuperLU factorisation and one batched solve per
 #: application; see :func:`ddops.linalg.local_solvers.chunk_bounds`).
 LOCAL_CHUNK_ROWS = FACTOR_CHUNK_ROWS
+
+#: A PARDISO local solver of at least this many rows in all blocks is split into as many
+#: groups of consecutive subdomains as the set-up has threads
+#: (:func:`ddops.linalg.parallel.chunk_workers`: ``threads=1`` keeps one), factorised and
+#: solved side by side (:class:`~ddops.linalg.local_solvers.ThreadedBlocks`).  Below it a
+#: solve takes tenths of a millisecond and handing half of it to another thread costs
+#: about as much as it saves.
+THREADED_SOLVE_MIN_ROWS = 20_000
 
 #: Up to this many rows in all local blocks, the sparse local solver checks
 #: the pivots themselves (reading ``lu.U``, whose CSC copies scipy then keeps:
@@ -288,8 +297,12 @@ class OverlappingCorrection:
 
     def _factor_sparse(self, K: sp.csr_matrix) -> BlockSolver:
         """Factorise ``K = diag(A_1, ..., A_N)`` with the sparse solver."""
-        return factorize_blocks(K, self.decomposition.offsets, self.sparse_solver,
-                                dtype=self.factor_dtype,
+        offsets = self.decomposition.offsets
+        if self.sparse_solver == "pardiso" and K.shape[0] >= THREADED_SOLVE_MIN_ROWS:
+            groups = min(chunk_workers(), int(np.count_nonzero(np.diff(offsets))))
+            if groups > 1:
+                return ThreadedBlocks(K, offsets, groups=groups, dtype=self.factor_dtype)
+        return factorize_blocks(K, offsets, self.sparse_solver, dtype=self.factor_dtype,
                                 exact_check=K.shape[0] <= EXACT_PIVOT_CHECK_ROWS,
                                 near_null=self._near_null, chunk_rows=LOCAL_CHUNK_ROWS)
 

@@ -386,12 +386,15 @@ class TwoLevelSchwarz(BackendLinearOperator):
         ``threshold``, ``max_per_subdomain`` and ``neumann`` for ``"geneo"``.
     threads : int, optional
         Threads of the set-up and of every application: BLAS (the dense local
-        solves and eigenproblems), MKL (PARDISO's factorisations and solves) and
-        the OpenMP runtimes, through
-        :func:`ddops.linalg.local_solvers.thread_limit`.  SuperLU and pyamg are
-        single-threaded.  The independent chunks of the set-up (the harmonic
-        extension, AGDSW's and GenEO's eigenproblems) run on as many threads (at most
-        the CPUs and 8), one BLAS thread each (:mod:`ddops.linalg.parallel`).  None
+        solves and eigenproblems) and the OpenMP runtimes, through
+        :func:`ddops.linalg.local_solvers.thread_limit`.  SuperLU, pyamg and each
+        PARDISO factorisation are single-threaded.  The independent chunks of the
+        set-up (the harmonic extension, AGDSW's and GenEO's eigenproblems) run on as
+        many threads (at most the CPUs and 8), one BLAS thread each, and a PARDISO
+        local solver of at least
+        :data:`~ddops.precond.corrections.THREADED_SOLVE_MIN_ROWS` rows is as many
+        groups of subdomains, factorised and solved side by side
+        (:mod:`ddops.linalg.parallel`).  None
         (default) leaves the process's settings, including a
         :func:`threadpoolctl.threadpool_limits` the caller entered (the chunks then
         take the BLAS limit in force).

@@ -767,3 +767,4 @@ def test_pardiso_inertia_is_none_where_a_pivot_vanishes():
     K[:, 5] = 0.0
     K[5, 5] = 0.0
     assert local_solvers.pardiso_inertia(K.tocsr()) is None
+

@@ -152,3 +152,66 @@ def test_auto_falls_back_to_superlu_when_the_runtime_does_not_load(monkeypatch,
     M = _auto_schwarz(monkeypatch)
     assert (M.sparse_solver, M.coarse_factorization) == ("superlu", "superlu")
     assert isinstance(M._local_solver, ls.SuperLUBlocks)
+
+
+
+_ONE_THREAD = """
+import json
+import numpy as np, scipy.sparse as sp
+from ddops.linalg.local_solvers import _mkl_runtime, factorize_blocks
+lib = _mkl_runtime()
+lib.MKL_Set_Num_Threads(2)
+one = sp.diags([-np.ones(29), 2.0 * np.ones(30), -np.ones(29)], [-1, 0, 1])
+K = sp.block_diag([one, one], format="csr")
+solver = factorize_blocks(K, [0, 30, 60], "pardiso")
+handle = solver._handle
+seen = []
+inner = handle.fn
+def recording(*args):
+    seen.append(lib.MKL_Get_Max_Threads())
+    return inner(*args)
+handle.fn = recording
+solver.solve(np.ones(60))
+solver.refactor(K)  # the numeric phase and its check solve
+lib.MKL_Set_Num_Threads_Local(3)  # a caller's own thread-local setting, kept
+solver.solve(np.ones((60, 3)))
+print(json.dumps([seen, lib.MKL_Get_Max_Threads()]))
+"""
+
+
+def test_pardiso_runs_on_one_thread_and_restores_the_callers_setting():
+    """Every PARDISO phase runs under a thread-local limit of one MKL thread, whatever
+    MKL's global limit, and the caller's own setting is back afterwards."""
+    need("pardiso")
+    out = subprocess.run([sys.executable, "-c", _ONE_THREAD], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen, after = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(seen) == 4 and set(seen) == {1}  # solve, refactor, check solve, solve
+    assert after == 3
+
+
+_SOLVE_ON_FEWER_THREADS_THEN_REFACTOR = """
+import numpy as np, scipy.sparse as sp
+from ddops.linalg.local_solvers import _mkl_runtime, factorize_blocks
+lib = _mkl_runtime()
+lib.MKL_Set_Num_Threads(2)
+one = sp.diags([-np.ones(399), 4.0 * np.ones(400), -np.ones(399)], [-1, 0, 1])
+K = sp.block_diag([one, one, one], format="csr")
+solver = factorize_blocks(K, [0, 400, 800, 1200], "pardiso", ordering="md")
+lib.MKL_Set_Num_Threads_Local(1)  # e.g. a caller's threadpool_limits(1) around a solve
+x = solver.solve(np.ones(1200))
+lib.MKL_Set_Num_Threads_Local(0)
+solver.refactor(2 * K)
+y = solver.solve(np.ones(1200))
+print(float(np.abs(2 * y - x).max()))
+"""
+
+
+def test_a_solve_under_another_thread_limit_does_not_break_a_refactorisation():
+    """PARDISO crashes the process in a numeric factorisation after a solve on another
+    number of threads than the factorisation's; one thread for every phase avoids it."""
+    need("pardiso")
+    out = subprocess.run([sys.executable, "-c", _SOLVE_ON_FEWER_THREADS_THEN_REFACTOR],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.strip().splitlines()[-1]) <= 1e-12

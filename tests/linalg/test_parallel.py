@@ -1,4 +1,5 @@
-"""Independent chunks on threads: order, concurrency, thread limits and GenEO's basis."""
+"""Independent chunks on threads: order, concurrency, thread limits and GenEO's basis; the
+block-diagonal PARDISO solver in groups solved side by side."""
 
 from __future__ import annotations
 
@@ -8,11 +9,17 @@ import time
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import ddops
-from ddops.linalg.local_solvers import limit_mkl_threads_here, pardiso_available
-from ddops.linalg.parallel import MAX_CHUNK_WORKERS, chunk_workers, map_chunks
+from ddops.linalg.local_solvers import (
+    SingularBlockError,
+    limit_mkl_threads_here,
+    pardiso_available,
+)
+from ddops.linalg.parallel import MAX_CHUNK_WORKERS, ThreadedBlocks, chunk_workers, map_chunks
+from tests._optional import need
 
 two_cpus = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs")
 
@@ -174,3 +181,59 @@ def test_gdsw_extension_is_the_same_on_one_and_on_two_threads(monkeypatch, kept_
     np.testing.assert_array_equal(gdsw_basis(A, d.owner, analysis=analysis).toarray(), one)
     if kept_analysis and pardiso_available():
         assert analysis.reused == chunks[0]
+
+
+def _varied_blocks():
+    """Block-diagonal SPD matrix of 7 blocks of different sizes and values, two of them
+    empty: the 1D Laplacian of each size, shifted by the block's index."""
+    sizes = [13, 0, 20, 7, 0, 31, 16]
+    blocks = [sp.diags([-np.ones(m - 1), (2.0 + i) * np.ones(m), -np.ones(m - 1)],
+                       [-1, 0, 1]) for i, m in enumerate(sizes) if m]
+    return sp.block_diag(blocks, format="csr"), np.concatenate([[0], np.cumsum(sizes)])
+
+
+@pytest.mark.parametrize("groups", [2, 3, 5])
+def test_threaded_groups_solve_as_the_dense_inverse(groups):
+    """Groups of consecutive blocks, factorised and solved side by side: the groups start at
+    block boundaries and cover every row, and the solves (one and several right-hand sides)
+    and a refactorisation with new values equal dense solves."""
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    f = ThreadedBlocks(K, offsets, groups=groups)
+    assert f.bounds[0] == 0 and f.bounds[-1] == K.shape[0]
+    assert np.isin(f.bounds, offsets).all() and np.all(np.diff(f.bounds) > 0)
+    assert 2 <= len(f.parts) <= groups  # about equal rows: unequal blocks may merge groups
+    assert f.nnz == sum(p.nnz for p in f.parts) > 0
+    Kd = K.toarray()
+    X = np.random.default_rng(0).standard_normal((K.shape[0], 3))
+    assert np.abs(f.solve(X) - np.linalg.solve(Kd, X)).max() <= 1e-12 * np.abs(X).max() * 10
+    assert np.abs(f.solve(X[:, 0]) - np.linalg.solve(Kd, X[:, 0])).max() <= 1e-11
+    K2 = sp.csr_matrix(K + sp.diags(np.linspace(1.0, 2.0, K.shape[0])))
+    assert f.refactor(K2) is f
+    assert np.abs(f.solve(X) - np.linalg.solve(K2.toarray(), X)).max() <= 1e-11
+
+
+def test_threaded_groups_name_a_singular_block_in_the_whole_matrix():
+    """A singular block in the last group is named by its index in the whole matrix (not in
+    its group), at the factorisation and at a refactorisation."""
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    bad = K.tolil()
+    s = slice(int(offsets[5]), int(offsets[6]))  # block 5: 31 rows, in the last group
+    bad[s, s] = -bad[s, s].toarray()
+    with pytest.raises(SingularBlockError) as caught:
+        ThreadedBlocks(sp.csr_matrix(bad), offsets, groups=3)
+    assert caught.value.block == 5
+    f = ThreadedBlocks(K, offsets, groups=3)
+    with pytest.raises(SingularBlockError) as caught:
+        f.refactor(sp.csr_matrix(bad))
+    assert caught.value.block == 5
+
+
+def test_more_groups_than_blocks_give_at_most_one_group_per_nonempty_block():
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    f = ThreadedBlocks(K, offsets, groups=40)
+    assert 2 <= len(f.parts) <= 5 and all(p.shape[0] > 0 for p in f.parts)
+    b = np.random.default_rng(2).standard_normal(K.shape[0])
+    assert np.abs(f.solve(b) - np.linalg.solve(K.toarray(), b)).max() <= 1e-11

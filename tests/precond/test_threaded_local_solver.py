@@ -1,0 +1,73 @@
+"""The PARDISO local solver in groups of subdomains, factorised and solved side by side on
+the set-up's threads (``ThreadedBlocks``): the same operator as one factorisation and as
+the dense local solver, through updates, and one group when one thread is asked for."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+import ddops
+from ddops.linalg.local_solvers import PardisoBlocks
+from ddops.linalg.parallel import ThreadedBlocks
+from ddops.precond import corrections
+from tests._optional import need
+
+
+@pytest.fixture
+def problem(monkeypatch):
+    need("pardiso")
+    monkeypatch.setattr(corrections, "THREADED_SOLVE_MIN_ROWS", 0)  # small problems too
+    A = ddops.poisson_2d(30)
+    return A, ddops.Decomposition.from_grid((30, 30), (3, 3), 1)
+
+
+def rel(a, b):
+    return np.abs(a - b).max() / np.abs(b).max()
+
+
+@pytest.mark.parametrize("variant", ["additive", "restricted", "hybrid"])
+def test_groups_give_the_operator_of_one_factorisation(problem, variant):
+    A, d = problem
+    X = np.random.default_rng(0).standard_normal((A.shape[0], 2))
+    two = ddops.TwoLevelSchwarz(A, d, "gdsw", variant=variant, local_solver="pardiso",
+                                threads=2)
+    one = ddops.TwoLevelSchwarz(A, d, "gdsw", variant=variant, local_solver="pardiso",
+                                threads=1)
+    dense = ddops.TwoLevelSchwarz(A, d, "gdsw", variant=variant, local_solver="dense")
+    assert isinstance(two._local_solver, ThreadedBlocks) and len(two._local_solver.parts) == 2
+    assert isinstance(one._local_solver, PardisoBlocks)  # threads=1: one group
+    assert rel(two @ X, one @ X) <= 1e-12
+    assert rel(two @ X, dense @ X) <= 1e-10
+    assert rel(two.rmatmat(X), dense.rmatmat(X)) <= 1e-10
+    assert two.stats["local_factor_bytes"] == two._local_solver.nbytes > 0
+    assert two._local_solver.nnz == sum(p.nnz for p in two._local_solver.parts) > 0
+
+
+def test_groups_follow_a_callers_thread_limit(problem):
+    A, d = problem
+    with threadpool_limits(limits=1):
+        M = ddops.TwoLevelSchwarz(A, d, "gdsw", local_solver="pardiso")
+    assert isinstance(M._local_solver, PardisoBlocks)
+
+
+def test_an_update_refactorises_every_group_in_place(problem):
+    A, d = problem
+    A2 = (A + sp.diags(np.linspace(0.0, 1.0, A.shape[0]))).tocsr()
+    M = ddops.TwoLevelSchwarz(A, d, "gdsw", local_solver="pardiso", threads=2)
+    solver = M.local.solver
+    M.update(A2)
+    assert M.local.solver is solver and isinstance(solver, ThreadedBlocks)
+    X = np.random.default_rng(1).standard_normal((A.shape[0], 2))
+    fresh = ddops.TwoLevelSchwarz(A2, d, "gdsw", local_solver="dense")
+    assert rel(M @ X, fresh @ X) <= 1e-10
+
+
+def test_a_singular_subdomain_in_a_later_group_is_named(problem):
+    A, d = problem
+    last = d.subdomains[-1]
+    bad = A.tolil()
+    bad[last[-1], last[-1]] = -1.0  # a corner of the last subdomain only (the last group)
+    with pytest.raises(ValueError, match=f"subdomain {d.num_subdomains - 1}\\b"):
+        ddops.TwoLevelSchwarz(sp.csr_matrix(bad), d, coarse=False, local_solver="pardiso",
+                              threads=2)
