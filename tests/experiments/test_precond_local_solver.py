@@ -88,3 +88,30 @@ def test_config_refuses_unknown_solvers():
         PrecondConfig(problem="poisson2d", local_solver="mumps").validated()
     with pytest.raises(ValueError, match="extension_solver"):
         PrecondConfig(problem="poisson2d", extension_solver="dense").validated()
+
+
+def test_the_krylov_loop_runs_its_vector_operations_on_one_blas_thread(monkeypatch):
+    """Whatever --blas-threads, the Krylov method's vector operations run on one BLAS thread
+    (threaded, their spinning threads take the cores the preconditioners' threads need)."""
+    import types
+
+    import numpy as np
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from ddops.experiments.precond import runners
+
+    seen = []
+
+    def recording(A, b, M, method, **kwargs):
+        seen.append([p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"])
+        return None, 0, [1.0, 0.0], 1
+
+    monkeypatch.setattr(runners, "solve_with_history", recording)
+    c = types.SimpleNamespace(rtol=1e-8, restart=10)
+    with threadpool_limits(limits=2):
+        before = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+        for method in ("cg", "gmres"):
+            runners._solve(None, np.ones(3), None, method, c, 10)
+        after = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    assert seen and all(limits and set(limits) == {1} for limits in seen)
+    assert after == before  # restored

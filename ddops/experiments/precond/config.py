@@ -227,9 +227,11 @@ class PrecondConfig:
         Seed of the right-hand sides, of the model initialisations, of METIS and of the
         random coefficients.
     blas_threads : int or None
-        Threads of BLAS and of the local solvers (PARDISO's MKL threads, through
+        Threads of BLAS, of the set-up's independent chunks and of the PARDISO local
+        solver's groups of subdomains (through
         :func:`ddops.linalg.local_solvers.thread_limit`) for the whole run
-        (``None``: the library's setting); the
+        (``None``: the library's setting; the Krylov loop's vector operations run on one
+        BLAS thread); the
         products are small, and on a few shared cores one thread is fastest
         (see :class:`~ddops.learning.training.TrainingConfig`).
     save_prefix : str

@@ -142,13 +142,20 @@ def run_precond(config: PrecondConfig, log: Callable[[str], Any] = print) -> dic
 
 def _solve(A: Any, b: np.ndarray, M: Any, method: str, c: PrecondConfig,
            cap: int) -> dict[str, Any]:
+    from threadpoolctl import threadpool_limits
+
     start, cpu = time.perf_counter(), time.process_time()
-    if method == "cg":
-        _, info, history, its = solve_with_history(A, b, M, "cg", rtol=c.rtol, maxiter=cap)
-    else:
-        cycles = max(1, math.ceil(cap / c.restart))
-        _, info, history, its = solve_with_history(A, b, M, "gmres", rtol=c.rtol,
-                                                   maxiter=cycles, restart=c.restart)
+    # the Krylov method's vector operations on one BLAS thread: threaded, the BLAS threads
+    # spin between its calls and take the cores that the preconditioners' own threads need
+    # (3D Poisson, GDSW with the local solves in two groups: 0.84 s against 0.53 s)
+    with threadpool_limits(limits=1, user_api="blas"):
+        if method == "cg":
+            _, info, history, its = solve_with_history(A, b, M, "cg", rtol=c.rtol,
+                                                       maxiter=cap)
+        else:
+            cycles = max(1, math.ceil(cap / c.restart))
+            _, info, history, its = solve_with_history(A, b, M, "gmres", rtol=c.rtol,
+                                                       maxiter=cycles, restart=c.restart)
     return {"iterations": its, "converged": info == 0, "final_residual": float(history[-1]),
             "solve_seconds": time.perf_counter() - start,
             "solve_cpu_seconds": time.process_time() - cpu, "history": history}
