@@ -65,7 +65,7 @@ from ..linalg.local_solvers import (
     factorize_blocks,
     pardiso_schur_complement,
 )
-from ..linalg.parallel import map_chunks
+from ..linalg.parallel import map_chunks, rows_per_chunk
 from .analysis import GDSWAnalysis, classify
 from .coarse_matrix import drop_dependent_columns
 from .eigen import (
@@ -752,7 +752,7 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
 
     gg = (gg_part, gg_r, gg_c, gg_v)
     cut = (pair_p, pair_slot, pair_cut)
-    bounds = chunk_bounds(part_off, FACTOR_CHUNK_ROWS)
+    bounds = chunk_bounds(part_off, rows_per_chunk(part_off[-1], FACTOR_CHUNK_ROWS))
     # parts with an empty interior still have an interface: give them their own handling by
     # treating part ranges, not interior rows
     part_bounds = np.searchsorted(part_off, bounds, side="left")

@@ -31,7 +31,7 @@ from ..linalg.local_solvers import (
     default_exact_solver,
     factorize_blocks,
 )
-from ..linalg.parallel import map_chunks
+from ..linalg.parallel import map_chunks, rows_per_chunk
 
 if TYPE_CHECKING:
     from .analysis import GDSWAnalysis
@@ -173,7 +173,7 @@ def harmonic_extension(
     index[pair_rank, slot] = pair_col
     entry_slot = slot[which]
     part_offsets = np.concatenate([[0], np.cumsum(np.bincount(rank[part], minlength=N))])
-    bounds = chunk_bounds(part_offsets, chunk_rows)
+    bounds = chunk_bounds(part_offsets, rows_per_chunk(part_offsets[-1], chunk_rows))
     entry_bounds = np.searchsorted(B.row, bounds)
 
     def extend_chunk(c: int):

@@ -35,7 +35,8 @@ from .local_solvers import (
     thread_limit,
 )
 
-__all__ = ["MAX_CHUNK_WORKERS", "ThreadedBlocks", "chunk_workers", "map_chunks", "solve_pool"]
+__all__ = ["MAX_CHUNK_WORKERS", "MIN_SPLIT_ROWS", "ThreadedBlocks", "chunk_workers",
+           "map_chunks", "rows_per_chunk", "solve_pool"]
 
 #: At most this many chunks in flight: each holds its factors and a few dense blocks of up to
 #: a few hundred MB (``ddops.dd.extension.FACTOR_CHUNK_ROWS`` rows times the subspace).
@@ -58,6 +59,26 @@ def chunk_workers() -> int:
     return max(1, min(min(limits), os.cpu_count() or 1, MAX_CHUNK_WORKERS))
 
 
+#: :func:`rows_per_chunk` splits no chunk below this many rows: such a chunk's work takes
+#: milliseconds, and its solvers stay those of one chunk (an AMG hierarchy of one level is
+#: an exact solve).
+MIN_SPLIT_ROWS = 4096
+
+
+def rows_per_chunk(total_rows: int, chunk_rows: int, workers: int | None = None) -> int:
+    """Rows per chunk for :func:`~ddops.linalg.local_solvers.chunk_bounds`: ``chunk_rows``
+    (the memory bound), or fewer, down to :data:`MIN_SPLIT_ROWS`, so that each of
+    ``workers`` threads (default :func:`chunk_workers`) gets a chunk.
+
+    One chunk of 20,000 rows on the calling thread leaves the other cores idle, and its
+    batched dense kernels on BLAS's threads are slower than on one (AGDSW's Schur
+    complements on 3D elasticity: 1.3 s on one thread, 5.2 s on two).
+    """
+    workers = chunk_workers() if workers is None else max(int(workers), 1)
+    share = max(-(-int(total_rows) // workers), MIN_SPLIT_ROWS)
+    return max(1, min(int(chunk_rows), share))
+
+
 def map_chunks(function: Callable[..., Any], chunks: Sequence[tuple],
                workers: int | None = None) -> Iterator[Any]:
     """``function(*chunk) for chunk in chunks``, on up to ``workers`` threads.
@@ -70,9 +91,11 @@ def map_chunks(function: Callable[..., Any], chunks: Sequence[tuple],
     chunks : sequence of tuples
         The chunks' arguments.
     workers : int, optional
-        Threads (default :func:`chunk_workers`).  With one, or one chunk, every call runs
-        on the calling thread in order; otherwise on a thread pool, with the BLAS and MKL
-        pools limited to one thread while it runs (MKL's also in each worker,
+        Threads (default :func:`chunk_workers`).  With one, every call runs on the
+        calling thread in order, under the caller's limits; with more, a single chunk runs
+        on the calling thread and several on a thread pool, with the BLAS and MKL pools
+        limited to one thread while they run (small batched dense kernels are slower on
+        BLAS's threads than on one) (MKL's also in each worker,
         :func:`~ddops.linalg.local_solvers.limit_mkl_threads_here`; an OpenMP limit set by
         threadpoolctl holds in the calling thread only).
 
@@ -91,15 +114,19 @@ def map_chunks(function: Callable[..., Any], chunks: Sequence[tuple],
     limits in the wrong order.
     """
     workers = chunk_workers() if workers is None else int(workers)
-    workers = min(workers, len(chunks))
-    if workers <= 1:
+    if workers <= 1 or not chunks:
         for chunk in chunks:
             yield function(*chunk)
         return
+    if len(chunks) == 1:  # on the calling thread, but on one BLAS thread as every chunk
+        with thread_limit(1):
+            yield function(*chunks[0])
+        return
     # one thread per pool for the whole process (BLAS, MKL), and MKL's thread-local limit in
     # every worker, which the global one does not reach
-    with thread_limit(1), ThreadPoolExecutor(
-            max_workers=workers, initializer=limit_mkl_threads_here, initargs=(1,)) as pool:
+    with thread_limit(1), ThreadPoolExecutor(max_workers=min(workers, len(chunks)),
+                                             initializer=limit_mkl_threads_here,
+                                             initargs=(1,)) as pool:
         yield from pool.map(lambda chunk: function(*chunk), chunks)
 
 

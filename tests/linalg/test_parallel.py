@@ -18,7 +18,14 @@ from ddops.linalg.local_solvers import (
     limit_mkl_threads_here,
     pardiso_available,
 )
-from ddops.linalg.parallel import MAX_CHUNK_WORKERS, ThreadedBlocks, chunk_workers, map_chunks
+from ddops.linalg.parallel import (
+    MAX_CHUNK_WORKERS,
+    MIN_SPLIT_ROWS,
+    ThreadedBlocks,
+    chunk_workers,
+    map_chunks,
+    rows_per_chunk,
+)
 from tests._optional import need
 
 two_cpus = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs")
@@ -237,3 +244,53 @@ def test_more_groups_than_blocks_give_at_most_one_group_per_nonempty_block():
     assert 2 <= len(f.parts) <= 5 and all(p.shape[0] > 0 for p in f.parts)
     b = np.random.default_rng(2).standard_normal(K.shape[0])
     assert np.abs(f.solve(b) - np.linalg.solve(K.toarray(), b)).max() <= 1e-11
+
+
+@pytest.mark.parametrize("total,chunk,workers,expected", [
+    (20_000, 16_384, 2, 10_000),   # split so that both threads get a chunk
+    (20_000, 16_384, 1, 16_384),   # one thread: the memory bound alone
+    (5_000, 16_384, 2, MIN_SPLIT_ROWS),  # no chunk below the minimum
+    (100_000, 16_384, 2, 16_384),  # enough chunks already
+    (30_001, 100_000, 3, 10_001),  # rounded up: three chunks, not four
+])
+def test_rows_per_chunk(total, chunk, workers, expected):
+    assert rows_per_chunk(total, chunk, workers) == expected
+
+
+def test_a_single_chunk_runs_on_the_calling_thread_on_one_blas_thread():
+    """With several workers and one chunk, the chunk runs here, with the BLAS pools on one
+    thread (small batched dense kernels are slower on BLAS's threads); with one worker,
+    under the caller's limits."""
+    seen = []
+
+    def chunk():
+        seen.append((threading.get_ident(), blas_limits()))
+        return 1
+
+    with threadpool_limits(limits=2):
+        caller = blas_limits()
+        assert list(map_chunks(chunk, [()], workers=2)) == [1]
+        assert list(map_chunks(chunk, [()], workers=1)) == [1]
+        assert blas_limits() == caller
+    (t1, limits1), (t2, limits2) = seen
+    assert t1 == t2 == threading.get_ident()
+    assert set(limits1) == {1}
+    assert limits2 == caller
+    assert list(map_chunks(chunk, [], workers=2)) == []
+
+
+@two_cpus
+@pytest.mark.parametrize("threads,expected", [(1, 1), (2, 2)])
+def test_agdsw_and_the_extension_make_a_chunk_per_thread(monkeypatch, threads, expected):
+    """Below FACTOR_CHUNK_ROWS the parts are still split into a chunk per thread (of at
+    least MIN_SPLIT_ROWS rows): one chunk would leave the second core idle."""
+    from ddops.dd import agdsw, extension
+
+    A, d = channels(95)  # 9,025 unknowns: one chunk by the memory bound, two by the threads
+    counts = {}
+    for module in (agdsw, extension):
+        monkeypatch.setattr(module, "map_chunks", lambda f, c, name=module.__name__: (
+            counts.setdefault(name, len(c)), map_chunks(f, c, workers=1))[1])
+    with threadpool_limits(limits=threads):
+        agdsw.agdsw_basis(A, d.owner)
+    assert counts == {agdsw.__name__: expected, extension.__name__: expected}
