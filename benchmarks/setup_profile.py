@@ -21,6 +21,7 @@ fastest peer in set-up + solve.
     python benchmarks/setup_profile.py --quick    # small sizes (about a minute)
     python benchmarks/setup_profile.py --threads 2   # every method on two threads
     python benchmarks/setup_profile.py --petsc-python .petsc-venv/bin/python   # with GAMG
+    python benchmarks/setup_profile.py --variant hybrid --factor-dtype float32  # ddops' fastest
 """
 
 from __future__ import annotations
@@ -169,6 +170,10 @@ def main(argv=None) -> int:
                      "cores for the all-cores table)")
     parser.add_argument("--problems", type=int, nargs="*",
                         help="indices into the problem list (default: all)")
+    parser.add_argument("--variant", choices=("additive", "hybrid"), default="additive",
+                        help="Schwarz variant of the two-level rows (default additive)")
+    parser.add_argument("--factor-dtype", choices=("float64", "float32"), default="float64",
+                        help="precision of the local factors (default float64)")
     parser.add_argument("--petsc-python", metavar="PYTHON",
                         help="a Python with petsc4py (docs/petsc.md): adds PETSc GAMG and "
                         "hypre BoomerAMG (benchmarks/petsc_setup_peers.py)")
@@ -183,7 +188,8 @@ def main(argv=None) -> int:
         for i in chosen:
             label, full, quick = PROBLEMS[i]
             flags = quick if args.quick else full
-            result = run(flags, str(Path(tmp) / f"p{i}"), args.threads)
+            result = run([*flags, "--variant", args.variant, "--factor-dtype",
+                          args.factor_dtype], str(Path(tmp) / f"p{i}"), args.threads)
             peers = (run_petsc_peers(args.petsc_python, flags, args.threads)
                      if args.petsc_python else None)
             results.append(report(label, result, peers))

@@ -115,3 +115,33 @@ def test_the_krylov_loop_runs_its_vector_operations_on_one_blas_thread(monkeypat
         after = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
     assert seen and all(limits and set(limits) == {1} for limits in seen)
     assert after == before  # restored
+
+
+@pytest.mark.parametrize("variant", ["additive", "hybrid"])
+def test_variant_flag_reaches_the_two_level_rows(tmp_path, variant):
+    """--variant of the 2D/3D two-level rows: their label, and the iterations of a
+    preconditioner of that variant built here on the same decomposition."""
+    _, rows, table = run(tmp_path, variant, "--problem", "poisson2d", "--n", "48",
+                         "--subdomains", "9", "--coarse", "gdsw", "--variant", variant)
+    r = rows["two_level"]
+    assert r["label"] == f"two-level {variant} Schwarz, GDSW"
+    assert rows["one_level"]["label"] == "one-level additive Schwarz"
+    A = ddops.poisson_2d(48)
+    d = ddops.Decomposition.from_grid((48, 48), (3, 3))
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="gdsw", variant=variant)
+    b = np.random.default_rng(0).standard_normal(A.shape[0])
+    assert abs(r["iterations"] - cg_iterations(A, b, M)) <= 1
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--problem", "poisson2d", "--n", "16", "--variant", "restricted"],
+     "--variant: the 2D/3D rows run CG"),
+    (["--problem", "poisson1d", "--variant", "hybrid"],
+     "--variant: only used with the 2D/3D problems"),
+    (["--problem", "poisson2d", "--n", "16", "--variant", "multiplicative"],
+     "--variant"),
+])
+def test_bad_variant_is_one_line(capsys, tmp_path, argv, message):
+    assert main(["precond", *argv, "--save-prefix", str(tmp_path / "x"), *QUIET]) != 0
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err

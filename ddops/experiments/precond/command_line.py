@@ -142,6 +142,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                      f"box grid with at most {GRID_ASPECT}:1 box counts, else "
                                      "metis; metis for elasticity",
                       "coarse": "interface_hats for poisson1d, gdsw otherwise"})
+    add_cli_arguments(
+        dd, ["variant"], defaults={"variant": None},
+        notes={"variant": "of the 2D/3D two-level rows, which run CG: additive or hybrid "
+                          "(the coarse correction multiplicative around the local one: "
+                          "fewer iterations, two coarse solves each); poisson1d: see --kind"},
+        default_help={"variant": "additive"})
     dd.add_argument("--extra", type=pos,
                     help="--coarse learned: learned functions per subdomain, and the deflation "
                          f"row's eigenvectors per subdomain (default {DEFAULT_EXTRA}); "
@@ -268,7 +274,7 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
         problem=args.problem, n=args.n, subdomains=args.subdomains, overlap=args.overlap,
         coarse=args.coarse, threshold=args.threshold, max_per_component=args.max_per_component,
         max_per_subdomain=args.max_per_subdomain, oversampling=args.oversampling,
-        partitioner=args.partitioner,
+        variant=args.variant, partitioner=args.partitioner,
         null_space=args.null_space, matrix=args.matrix, rhs=args.rhs,
         coordinates=args.coordinates, block_size=args.block_size, kernel=args.kernel,
         extra=args.extra, coarse_train_steps=coarse_steps,

@@ -97,6 +97,9 @@ LOCAL_SOLVER_CHOICES = library.LOCAL_SOLVERS
 EXTENSION_SOLVER_CHOICES = library.EXTENSION_SOLVERS
 
 #: The settings that only the 1D problem uses (its learned and GMRES rows).
+#: Schwarz variants of the 2D/3D two-level rows (CG: the symmetric ones).
+ND_VARIANTS = ("additive", "hybrid")
+
 ONE_D_ONLY = ("kind", "restart", "local_rank", "coarse_rank", "train_steps", "lr",
               "batch_size", "check_every", "objective", "learned_base", "paper_steps")
 
@@ -149,6 +152,11 @@ class PrecondConfig:
         (:mod:`ddops.dd.oversampling`; default: 0 for a diagonally dominant ``A``, else
         :func:`ddops.dd.oversampling.default_oversampling`); only with ``coarse`` ``"geneo"``
         or ``"all"``.
+    variant : {"additive", "hybrid"}, optional
+        Schwarz variant of the 2D/3D two-level rows (default ``"additive"``): ``"hybrid"``
+        applies the coarse correction multiplicatively around the local one (fewer
+        iterations, two coarse solves each); ``"restricted"`` is refused, the rows run CG.
+        Not with ``poisson1d`` (its rows are set by ``kind`` and the learned models).
     partitioner : {"grid", "metis", "rcb"}, optional
         Non-overlapping partition of the 2D/3D problems (the other names of
         :data:`ddops.precond.options.PARTITIONERS` are refused).  Default ``"grid"`` for the
@@ -252,6 +260,7 @@ class PrecondConfig:
     max_per_component: int | None = None
     max_per_subdomain: int | None = None
     oversampling: int | None = None
+    variant: str | None = None
     partitioner: str | None = None
     null_space: str | None = None
     contrast: float | None = None
@@ -357,6 +366,12 @@ def _check_common(c: PrecondConfig) -> PrecondConfig:
         raise ValueError("save_prefix must not be empty")
     if c.problem == "poisson1d":
         paper_config(c)  # the paper model's constraints (size, decomposition), before any work
+    else:
+        c.variant = "additive" if c.variant is None else c.variant
+        if c.variant == "restricted":
+            raise ValueError("variant: the 2D/3D rows run CG, which needs a symmetric "
+                             "preconditioner: 'additive' or 'hybrid', not 'restricted'")
+        check_choice("variant", c.variant, ND_VARIANTS)
     return c
 
 
@@ -444,6 +459,7 @@ def _check_built(name: str, value: Any, built: tuple[str, ...], names: tuple[str
 def _resolve_1d(c: PrecondConfig) -> None:
     """Defaults and checks of ``problem="poisson1d"`` (today's 1D experiment)."""
     for name, what in (("partitioner", "the 2D/3D problems (poisson1d uses Decomposition1D)"),
+                       ("variant", "the 2D/3D problems (poisson1d's rows are set by kind)"),
                        ("null_space", f"problem in {ELASTICITY}"),
                        ("contrast", f"problem in {(*DEFAULT_CONTRASTS, *ELASTICITY)}")):
         if getattr(c, name) is not None:

@@ -485,7 +485,7 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                 else:
                     Phi = deflation_basis(A, d, c.extra * c.subdomains, null_space=Z)
                 t_outside = time.perf_counter() - start  # the basis, built before TwoLevelSchwarz
-                M = TwoLevelSchwarz(A, d, coarse_basis=Phi, null_space=Z,
+                M = TwoLevelSchwarz(A, d, coarse_basis=Phi, null_space=Z, variant=c.variant,
                                     factor_dtype=c.factor_dtype, local_solver=c.local_solver,
                                     kernel=K)
             else:
@@ -500,7 +500,8 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
                         t_outside = time.perf_counter() - start
                         extra.update(neumann="finite element", neumann_seconds=t_outside)
                 M = TwoLevelSchwarz(A, d, options=SchwarzOptions(
-                    coarse=coarse, null_space=Z, factor_dtype=np.dtype(c.factor_dtype).name,
+                    coarse=coarse, null_space=Z, variant=c.variant,
+                    factor_dtype=np.dtype(c.factor_dtype).name,
                     local_solver=c.local_solver, kernel=K,
                     **coarse_options_from_dict(coarse, options)))
             split = {"partition": t_part, "overlap": t_overlap,
@@ -543,8 +544,9 @@ def _run_nd(c: PrecondConfig, config: PrecondConfig,
     ]
     # the dense deflation ceiling fails in its row (too large) instead of ending the run
     builders += [(key, label, schwarz(coarse), coarse == "deflation")
-                 for key, label, coarse in _two_level_rows(c, "two_level",
-                                                           ND_METHODS["two_level"][1])]
+                 for key, label, coarse in _two_level_rows(
+                     c, "two_level",
+                     ND_METHODS["two_level"][1].replace("additive", c.variant))]
     if pyamg is not None:
         builders += [("pyamg", ND_METHODS["pyamg"][1], amg("sa"), True),
                      ("pyamg_rs", ND_METHODS["pyamg_rs"][1], amg("rs"), True)]
