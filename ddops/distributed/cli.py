@@ -198,7 +198,7 @@ def run_precond(args: argparse.Namespace, comm: Any = None) -> dict[str, Any]:
     if c.blas_threads is not None:
         from ..linalg.local_solvers import thread_limit
 
-        limiter = thread_limit(c.blas_threads)  # BLAS and PARDISO's MKL threads
+        limiter = thread_limit(c.blas_threads)  # BLAS, the set-up chunks, the solver groups
         limiter.__enter__()
     else:
         limiter = None
