@@ -90,6 +90,14 @@ class GDSWAnalysis:
             self._chunks[key] = lu
         return lu
 
+    def retain(self, keys: Any) -> None:
+        """Drop the kept analyses of every chunk not in ``keys`` (the chunks of this call:
+        their boundaries follow the threads, so a call under another thread limit has
+        other chunks, and the old ones would otherwise stay)."""
+        keys = set(keys)
+        for key in [k for k in self._chunks if k not in keys]:
+            self._chunks.pop(key).free()
+
     def done(self, lu: Any) -> None:
         """The chunk of ``lu`` is extended: release its numeric factors, keep its analysis
         (every PARDISO factorisation of :meth:`factor` is kept)."""

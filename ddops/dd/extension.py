@@ -175,6 +175,8 @@ def harmonic_extension(
     part_offsets = np.concatenate([[0], np.cumsum(np.bincount(rank[part], minlength=N))])
     bounds = chunk_bounds(part_offsets, rows_per_chunk(part_offsets[-1], chunk_rows))
     entry_bounds = np.searchsorted(B.row, bounds)
+    if analysis is not None:  # the kept analyses of other chunks (another thread limit)
+        analysis.retain((c, int(bounds[c]), int(bounds[c + 1])) for c in range(bounds.size - 1))
 
     def extend_chunk(c: int):
         """Factorise chunk ``c`` of ``A_II``, extend into it, drop the factors: the chunk's

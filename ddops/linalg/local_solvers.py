@@ -235,9 +235,10 @@ def thread_limit(threads: int | None = None) -> Iterator[None]:
 
     The dense solves run on BLAS's threads (PARDISO on one MKL thread per call, SuperLU's
     and pyamg's kernels are single-threaded; the set-up's chunks and the groups of the
-    local solver follow the BLAS limit, :mod:`ddops.linalg.parallel`).  ``mkl_rt`` is
-    loaded lazily, at the first PARDISO factorisation, so a
-    :func:`threadpoolctl.threadpool_limits` entered before that does not see it.  This
+    local solver follow the BLAS limit in force at the set-up,
+    :mod:`ddops.linalg.parallel`).  ``mkl_rt`` is loaded lazily, at the first PARDISO
+    factorisation, so a :func:`threadpoolctl.threadpool_limits` entered before that does
+    not see it.  This
     context manager loads ``mkl_rt`` first (when PARDISO is available) and then applies
     ``threadpool_limits(threads)`` to every thread pool loaded in the process: BLAS
     (OpenBLAS or MKL), MKL and
@@ -534,6 +535,16 @@ def _pardiso_64():
     return fn
 
 
+@contextlib.contextmanager
+def _one_mkl_thread() -> Iterator[None]:
+    """PARDISO's calls on one MKL thread (a thread-local limit, the caller's restored)."""
+    previous = _mkl_runtime().MKL_Set_Num_Threads_Local(1)
+    try:
+        yield
+    finally:  # back to the caller's thread-local setting (0: MKL's global one)
+        _mkl_runtime().MKL_Set_Num_Threads_Local(previous)
+
+
 def _pardiso_error(what: str, code: int) -> Exception:
     """The exception of a PARDISO error that names no block."""
     message = (f"PARDISO {what} failed with error {code} "
@@ -619,16 +630,13 @@ class _PardisoHandle:
         # next numeric factorisation of the same handle crash the process, so the count is
         # the same for all phases.  Parallelism comes from several handles side by side
         # (ThreadedBlocks, the set-up's chunks).
-        previous = _mkl_runtime().MKL_Set_Num_Threads_Local(1)
-        try:
+        with _one_mkl_thread():
             self.fn(self.pt.ctypes.data_as(_I64P), i64(1), i64(1), i64(self.mtype),
                     i64(phase), i64(self.m),
                     self.data.ctypes.data, self.indptr.ctypes.data_as(_I64P),
                     self.indices.ctypes.data_as(_I64P),
                     None if self.perm is None else self.perm.ctypes.data_as(_I64P), i64(nrhs),
                     self.iparm.ctypes.data_as(_I64P), i64(0), b, x, ctypes.byref(error))
-        finally:  # back to the caller's thread-local setting (0: MKL's global one)
-            _mkl_runtime().MKL_Set_Num_Threads_Local(previous)
         return X, int(error.value)
 
     def free(self) -> None:
@@ -1015,11 +1023,12 @@ def pardiso_schur_complement(K: sp.spmatrix, rows: np.ndarray) -> np.ndarray:
 
         rhs = np.zeros(m)
         handle.live = True
-        handle.fn(handle.pt.ctypes.data_as(_I64P), i64(1), i64(1), i64(2), i64(12), i64(m),
-                  handle.data.ctypes.data, handle.indptr.ctypes.data_as(_I64P),
-                  handle.indices.ctypes.data_as(_I64P), handle.perm.ctypes.data_as(_I64P),
-                  i64(1), handle.iparm.ctypes.data_as(_I64P), i64(0), rhs.ctypes.data,
-                  S.ctypes.data, ctypes.byref(error))
+        with _one_mkl_thread():  # as every PARDISO call (_PardisoHandle.call)
+            handle.fn(handle.pt.ctypes.data_as(_I64P), i64(1), i64(1), i64(2), i64(12), i64(m),
+                      handle.data.ctypes.data, handle.indptr.ctypes.data_as(_I64P),
+                      handle.indices.ctypes.data_as(_I64P), handle.perm.ctypes.data_as(_I64P),
+                      i64(1), handle.iparm.ctypes.data_as(_I64P), i64(0), rhs.ctypes.data,
+                      S.ctypes.data, ctypes.byref(error))
         if error.value in _PARDISO_SINGULAR:
             raise SingularBlockError(0)
         if error.value != 0:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -132,22 +132,29 @@ def map_chunks(function: Callable[..., Any], chunks: Sequence[tuple],
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+_in_pool = threading.local()  # flag set on the pool's own threads
+
+
+def _mark_pool_thread() -> None:
+    _in_pool.flag = True
 
 
 def solve_pool() -> ThreadPoolExecutor:
     """The process's pool for the groups of a threaded solve (created on first use).
 
     One pool of :data:`MAX_CHUNK_WORKERS` threads shared by every
-    :class:`~ddops.linalg.local_solvers.ThreadedBlocks`, so that many preconditioners do
+    :class:`ThreadedBlocks`, so that many preconditioners do
     not hold many idle threads.  Its tasks are leaves (one PARDISO solve of a group, one
-    MKL thread each), never waiting on other tasks of the pool, so sharing it cannot
-    deadlock.  A forked child starts a pool of its own.
+    MKL thread each); a :class:`ThreadedBlocks` solved on one of its threads solves its
+    groups in turn instead of waiting on the pool, so sharing it cannot deadlock.  A forked
+    child starts a pool of its own.
     """
     global _pool
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=MAX_CHUNK_WORKERS,
-                                       thread_name_prefix="ddops-solve")
+                                       thread_name_prefix="ddops-solve",
+                                       initializer=_mark_pool_thread)
         return _pool
 
 
@@ -186,16 +193,16 @@ class ThreadedBlocks(BlockSolver):
     K, offsets, dtype, ordering
         As for :func:`~ddops.linalg.local_solvers.factorize_blocks`.
     groups : int
-        At least 1: group ``k`` starts at the first block boundary at or after row
-        ``k m / groups`` (about equal rows; groups that would be empty merge, so there may
-        be fewer).
+        At least 1: group ``k`` starts at the block boundary nearest to row
+        ``k m / groups`` (about equal rows; blocks larger than ``m / groups`` can leave
+        two cuts on one boundary, so there may be fewer groups).
 
     Attributes
     ----------
     parts : list of PardisoBlocks
         One solver per group.
     bounds : numpy.ndarray
-        ``groups + 1`` row offsets of the groups.
+        ``len(parts) + 1`` row offsets of the groups.
     ordering : str
         The first group's ordering.
     """
@@ -206,14 +213,21 @@ class ThreadedBlocks(BlockSolver):
                  dtype: Any = np.float64, ordering: str = "auto") -> None:
         K = sp.csr_matrix(K)
         offsets = np.asarray(offsets, dtype=np.int64)
+        if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+            raise ValueError(f"groups must be an int >= 1, got {groups!r}")
+        if K.shape[0] == 0:
+            raise ValueError("ThreadedBlocks needs a nonempty matrix")
         block = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
         self.shape, self.dtype = K.shape, np.dtype(dtype)
         self.parts: list[PardisoBlocks] = []
         m = K.shape[0]
-        # group k starts at the first block boundary at or after k m / groups
-        cuts = offsets[np.minimum(np.searchsorted(offsets, m * np.arange(groups) // groups),
-                                  offsets.size - 1)]
-        self.bounds = np.unique(np.concatenate([cuts, [m]])).astype(np.int64)
+        # group k starts at the block boundary nearest to k m / groups
+        target = m * np.arange(groups) // groups
+        after = np.minimum(np.searchsorted(offsets, target), offsets.size - 1)
+        before = np.maximum(after - 1, 0)
+        nearer = np.abs(offsets[before] - target) < np.abs(offsets[after] - target)
+        cuts = np.where(nearer, offsets[before], offsets[after])
+        self.bounds = np.unique(np.concatenate([[0], cuts[cuts < m], [m]])).astype(np.int64)
         self._first_block = np.searchsorted(offsets, self.bounds[:-1])
         self._pattern = (K.indptr.copy(), K.indices.copy())
 
@@ -246,16 +260,25 @@ class ThreadedBlocks(BlockSolver):
 
     def solve(self, X: np.ndarray, trans: str = "N") -> np.ndarray:
         X = np.asarray(X)
-        if X.shape[0] == 0 or (X.ndim == 2 and X.shape[1] == 0):
+        if X.ndim not in (1, 2) or X.shape[0] != self.shape[0]:
+            raise ValueError(f"X must have {self.shape[0]} rows (1-D or 2-D), got shape "
+                             f"{X.shape}")
+        if X.ndim == 2 and X.shape[1] == 0:
             return np.zeros(X.shape)
-        b = self.bounds
+        b, out = self.bounds, np.empty(X.shape)
+        if getattr(_in_pool, "flag", False):  # on a pool thread: waiting on it could deadlock
+            for k, part in enumerate(self.parts):
+                out[b[k]:b[k + 1]] = part.solve(X[b[k]:b[k + 1]])
+            return out
         pool = solve_pool()
         rest = [pool.submit(part.solve, X[b[k]:b[k + 1]])
                 for k, part in enumerate(self.parts) if k]
-        out = np.empty(X.shape)
-        out[b[0]:b[1]] = self.parts[0].solve(X[b[0]:b[1]])
-        for k, future in enumerate(rest, start=1):
-            out[b[k]:b[k + 1]] = future.result()
+        try:
+            out[b[0]:b[1]] = self.parts[0].solve(X[b[0]:b[1]])
+            for k, future in enumerate(rest, start=1):
+                out[b[k]:b[k + 1]] = future.result()
+        finally:  # no group still solving once this returns or raises
+            wait(rest)
         return out
 
     def refactor(self, K: sp.csr_matrix) -> ThreadedBlocks:

@@ -94,7 +94,7 @@ LOCAL_CHUNK_ROWS = FACTOR_CHUNK_ROWS
 #: A PARDISO local solver of at least this many rows in all blocks is split into as many
 #: groups of consecutive subdomains as the set-up has threads
 #: (:func:`ddops.linalg.parallel.chunk_workers`: ``threads=1`` keeps one), factorised and
-#: solved side by side (:class:`~ddops.linalg.local_solvers.ThreadedBlocks`).  Below it a
+#: solved side by side (:class:`~ddops.linalg.parallel.ThreadedBlocks`).  Below it a
 #: solve takes tenths of a millisecond and handing half of it to another thread costs
 #: about as much as it saves.
 THREADED_SOLVE_MIN_ROWS = 20_000

@@ -294,3 +294,59 @@ def test_agdsw_and_the_extension_make_a_chunk_per_thread(monkeypatch, threads, e
     with threadpool_limits(limits=threads):
         agdsw.agdsw_basis(A, d.owner)
     assert counts == {agdsw.__name__: expected, extension.__name__: expected}
+
+
+def test_groups_are_cut_at_the_nearest_block_boundary():
+    """Blocks of 5 and 7 rows in two groups: the cut at row 6 goes to the boundary at 5
+    (the next one, 12, would leave one group)."""
+    need("pardiso")
+    K = sp.block_diag([sp.diags(np.full(5, 2.0)), sp.diags(np.full(7, 3.0))], format="csr")
+    f = ThreadedBlocks(K, [0, 5, 12], groups=2)
+    np.testing.assert_array_equal(f.bounds, [0, 5, 12])
+    np.testing.assert_allclose(f.solve(np.ones(12)), np.r_[np.full(5, 0.5), np.full(7, 1 / 3)])
+
+
+def test_threaded_blocks_refuse_bad_input():
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="groups"):
+            ThreadedBlocks(K, offsets, groups=bad)
+    f = ThreadedBlocks(K, offsets, groups=2)
+    with pytest.raises(ValueError, match="rows"):
+        f.solve(np.ones(K.shape[0] + 1))
+
+
+def test_a_solve_on_the_pool_threads_does_not_deadlock():
+    """Solves started on every thread of the shared pool at once (each would wait on the
+    pool for its other groups) finish: there the groups are solved in turn."""
+    need("pardiso")
+    from ddops.linalg.parallel import solve_pool
+
+    K, offsets = _varied_blocks()
+    f = ThreadedBlocks(K, offsets, groups=3)
+    b = np.random.default_rng(3).standard_normal(K.shape[0])
+    ref = np.linalg.solve(K.toarray(), b)
+    futures = [solve_pool().submit(f.solve, b) for _ in range(2 * MAX_CHUNK_WORKERS)]
+    for future in futures:
+        np.testing.assert_allclose(future.result(timeout=60), ref, rtol=1e-10, atol=1e-12)
+
+
+def test_a_kept_analysis_holds_only_the_chunks_of_the_last_call(monkeypatch):
+    """The extension's chunks follow the threads; an update under another limit drops the
+    kept analyses of the old chunks instead of keeping them beside the new ones."""
+    need("pardiso")
+    from ddops.dd import extension
+    from ddops.dd.analysis import GDSWAnalysis
+    from ddops.dd.gdsw import gdsw_basis
+
+    A, d = channels(95)
+    analysis = GDSWAnalysis()
+    with threadpool_limits(limits=1):
+        one = gdsw_basis(A, d.owner, analysis=analysis).toarray()
+    first = set(analysis._chunks)
+    monkeypatch.setattr(extension, "rows_per_chunk", lambda total, rows: 3000)  # other chunks
+    two = gdsw_basis(A, d.owner, analysis=analysis).toarray()
+    assert len(first) == 1 and len(analysis._chunks) > 1
+    assert not first & set(analysis._chunks)
+    np.testing.assert_allclose(two, one, atol=1e-12)

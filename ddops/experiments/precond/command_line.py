@@ -119,9 +119,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 "coefficients"})
     g.add_argument("--blas-threads", type=nonneg, default=d.blas_threads,
                    help="threads of BLAS, of the set-up's independent chunks and of the "
-                        "PARDISO local solver's groups of subdomains (the Krylov loop's "
-                        "vector operations run on one BLAS thread); 0 leaves the "
-                        "library's setting; default %(default)s")
+                        "PARDISO local solver's groups of subdomains (the Krylov solves, "
+                        "vector operations and applications, run on one BLAS thread); 0 "
+                        "leaves the library's setting; default %(default)s")
     dd = parser.add_argument_group("decomposition and coarse space")
     built = ", ".join(PARTITIONER_CHOICES)
     add_cli_arguments(

@@ -96,10 +96,10 @@ LOCAL_SOLVER_CHOICES = library.LOCAL_SOLVERS
 #: ``--extension-solver`` choices (:data:`ddops.precond.options.EXTENSION_SOLVERS`).
 EXTENSION_SOLVER_CHOICES = library.EXTENSION_SOLVERS
 
-#: The settings that only the 1D problem uses (its learned and GMRES rows).
 #: Schwarz variants of the 2D/3D two-level rows (CG: the symmetric ones).
 ND_VARIANTS = ("additive", "hybrid")
 
+#: The settings that only the 1D problem uses (its learned and GMRES rows).
 ONE_D_ONLY = ("kind", "restart", "local_rank", "coarse_rank", "train_steps", "lr",
               "batch_size", "check_every", "objective", "learned_base", "paper_steps")
 
@@ -238,8 +238,9 @@ class PrecondConfig:
         Threads of BLAS, of the set-up's independent chunks and of the PARDISO local
         solver's groups of subdomains (through
         :func:`ddops.linalg.local_solvers.thread_limit`) for the whole run
-        (``None``: the library's setting; the Krylov loop's vector operations run on one
-        BLAS thread); the
+        (``None``: the library's setting; the Krylov solves run on one BLAS thread: their
+        vector operations and the preconditioners' applications, whose threads are the
+        local solver's groups, not BLAS's); the
         products are small, and on a few shared cores one thread is fastest
         (see :class:`~ddops.learning.training.TrainingConfig`).
     save_prefix : str

@@ -145,9 +145,10 @@ def _solve(A: Any, b: np.ndarray, M: Any, method: str, c: PrecondConfig,
     from threadpoolctl import threadpool_limits
 
     start, cpu = time.perf_counter(), time.process_time()
-    # the Krylov method's vector operations on one BLAS thread: threaded, the BLAS threads
-    # spin between its calls and take the cores that the preconditioners' own threads need
-    # (3D Poisson, GDSW with the local solves in two groups: 0.84 s against 0.53 s)
+    # the Krylov solve on one BLAS thread (its vector operations and the applications):
+    # threaded, the BLAS threads spin between calls and take the cores that the local
+    # solver's groups need (3D Poisson, GDSW in two groups: 0.84 s against 0.53 s); the
+    # dense local solver's products then run on one thread too
     with threadpool_limits(limits=1, user_api="blas"):
         if method == "cg":
             _, info, history, its = solve_with_history(A, b, M, "cg", rtol=c.rtol,
