@@ -350,3 +350,18 @@ def test_a_kept_analysis_holds_only_the_chunks_of_the_last_call(monkeypatch):
     assert len(first) == 1 and len(analysis._chunks) > 1
     assert not first & set(analysis._chunks)
     np.testing.assert_allclose(two, one, atol=1e-12)
+
+
+def test_a_refactorisation_refuses_another_pattern():
+    """An entry coupling two groups, or one more inside a group, is another pattern."""
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    f = ThreadedBlocks(K, offsets, groups=2)
+    a = int(f.bounds[1])
+    for i, j in ((a - 1, a), (0, 12)):  # across the groups' cut; inside the first block
+        other = K.tolil()
+        other[i, j] = other[j, i] = -0.01
+        with pytest.raises(ValueError, match="pattern"):
+            ThreadedBlocks(K, offsets, groups=2).refactor(sp.csr_matrix(other))
+    with pytest.raises(ValueError, match="shape"):
+        f.refactor(K[:-1, :-1])
