@@ -36,26 +36,25 @@ from common import (  # noqa: E402
     add_threads_flag,
     machine_summary,
 )
+from setup_profile import PROBLEMS as PROFILE_PROBLEMS  # noqa: E402
 
-#: (label, precond registry settings at the issue's sizes, at --quick sizes, FE Neumann too)
-PROBLEMS = [
-    ("2D elasticity, stiff inclusions 1e6",
-     dict(problem="elasticity2d", n=159, contrast=1e6, subdomains=128),
-     dict(problem="elasticity2d", n=31, contrast=1e6, subdomains=8), True),
-    ("3D elasticity, stiff inclusions 1e6",
-     dict(problem="elasticity3d", n=18, contrast=1e6, subdomains=64),
-     dict(problem="elasticity3d", n=7, contrast=1e6, subdomains=8), True),
-    ("2D floating channels 1e6",
-     dict(problem="channels2d", n=255, contrast=1e6, subdomains=64),
-     dict(problem="channels2d", n=63, contrast=1e6, subdomains=16), False),
-    ("2D log-normal 1e8",
-     dict(problem="lognormal2d", n=511, contrast=1e8, subdomains=256),
-     dict(problem="lognormal2d", n=63, contrast=1e8, subdomains=16), False),
-    ("3D Poisson",
-     dict(problem="poisson3d", n=50),
-     dict(problem="poisson3d", n=15, subdomains=8), False),
-]
+#: The problem's own flags of ``ddops precond`` and their types.
+PROBLEM_FLAGS = {"--problem": str, "--n": int, "--contrast": float, "--subdomains": int}
 
+
+def settings(flags: list[str]) -> dict:
+    """The :class:`PrecondConfig` settings of a problem of ``setup_profile.py``'s list (its
+    ``ddops precond`` flags; the solver's, such as ``--maxiter``, left out)."""
+    pairs = dict(zip(flags[::2], flags[1::2], strict=True))
+    return {flag[2:]: kind(pairs[flag]) for flag, kind in PROBLEM_FLAGS.items()
+            if flag in pairs}
+
+
+#: (label, settings at the issue's sizes, at --quick sizes, with the finite-element
+#: Neumann matrices too): setup_profile.py's problems
+PROBLEMS = [(label, settings(full), settings(quick), label.startswith(("2D elasticity",
+                                                                       "3D elasticity")))
+            for label, full, quick in PROFILE_PROBLEMS]
 
 def build(settings: dict):
     """The problem, its decomposition and (elasticity) its finite-element Neumann matrices."""

@@ -78,6 +78,7 @@ __all__ = [
     "limit_mkl_threads_here",
     "default_exact_solver",
     "chunk_bounds",
+    "diagonal_block",
     "check_blocks_by_one_solve",
     "superlu_spd",
     "superlu_chunk",
@@ -334,6 +335,15 @@ def chunk_bounds(offsets: np.ndarray, chunk_rows: int) -> np.ndarray:
         return np.array([0, int(offsets[-1])], dtype=np.int64)
     first = np.flatnonzero(np.diff(starts // max(int(chunk_rows), 1), prepend=-1))
     return np.concatenate([starts[first], [offsets[-1]]]).astype(np.int64)
+
+
+def diagonal_block(K: sp.csr_matrix, a: int, b: int) -> sp.csr_matrix:
+    """The diagonal block ``K[a:b, a:b]`` of a block-diagonal CSR matrix whose blocks do
+    not cross rows ``a`` and ``b`` (rows ``a:b`` hold no other columns): slices of ``K``'s
+    arrays, without the row-and-column indexing of ``K[a:b, a:b]``."""
+    start, stop = int(K.indptr[a]), int(K.indptr[b])
+    return sp.csr_matrix((K.data[start:stop], K.indices[start:stop] - a,
+                          K.indptr[a:b + 1] - start), shape=(b - a, b - a))
 
 
 def check_blocks_by_one_solve(K: sp.spmatrix, block: np.ndarray, x: np.ndarray,

@@ -31,6 +31,7 @@ from .local_solvers import (
     BlockSolver,
     PardisoBlocks,
     SingularBlockError,
+    diagonal_block,
     limit_mkl_threads_here,
     thread_limit,
 )
@@ -230,23 +231,9 @@ class ThreadedBlocks(BlockSolver):
         self.bounds = np.unique(np.concatenate([[0], cuts[cuts < m], [m]])).astype(np.int64)
         self._first_block = np.searchsorted(offsets, self.bounds[:-1])
 
-        def factor(k: int) -> PardisoBlocks:
-            a, b = int(self.bounds[k]), int(self.bounds[k + 1])
-            local = offsets[(offsets >= a) & (offsets <= b)] - a
-            try:
-                return PardisoBlocks(_diagonal_rows(K, a, b), local,
-                                     block[a:b] - self._first_block[k], dtype=dtype,
-                                     ordering=ordering)
-            except SingularBlockError as exc:  # named in the whole matrix's numbering
-                raise SingularBlockError(exc.block + int(self._first_block[k])) from None
-
-        try:
-            for part in map_chunks(factor, [(k,) for k in range(self.bounds.size - 1)],
-                                   workers=self.bounds.size - 1):
-                self.parts.append(part)
-        except BaseException:
-            self.free()
-            raise
+        self.parts = self._on_groups(lambda k, a, b: PardisoBlocks(
+            diagonal_block(K, a, b), offsets[(offsets >= a) & (offsets <= b)] - a,
+            block[a:b] - self._first_block[k], dtype=dtype, ordering=ordering))
         self.ordering = self.parts[0].ordering
 
     @property
@@ -291,31 +278,27 @@ class ThreadedBlocks(BlockSolver):
         if K.shape != self.shape:
             raise ValueError(f"refactor: K has shape {K.shape}, not {self.shape}")
 
-        def refactor(k: int) -> None:
+        self._on_groups(lambda k, a, b: self.parts[k].refactor(diagonal_block(K, a, b)))
+        return self
+
+    def _on_groups(self, call: Callable[[int, int, int], Any]) -> list:
+        """``call(k, a, b)`` for every group ``k`` of rows ``a:b``, side by side; a singular
+        block is named in the whole matrix's numbering, and a failure frees every group."""
+        def one(k: int) -> Any:
             try:
-                self.parts[k].refactor(_diagonal_rows(K, int(self.bounds[k]),
-                                                      int(self.bounds[k + 1])))
+                return call(k, int(self.bounds[k]), int(self.bounds[k + 1]))
             except SingularBlockError as exc:
                 raise SingularBlockError(exc.block + int(self._first_block[k])) from None
 
+        groups = self.bounds.size - 1
         try:
-            for _ in map_chunks(refactor, [(k,) for k in range(len(self.parts))],
-                                workers=len(self.parts)):
-                pass
+            return list(map_chunks(one, [(k,) for k in range(groups)], workers=groups))
         except BaseException:
             self.free()
             raise
-        return self
 
     def free(self) -> None:
         """Release every group's factors (see :meth:`PardisoBlocks.free`)."""
         for part in getattr(self, "parts", []):
             part.free()
 
-
-def _diagonal_rows(K: sp.csr_matrix, a: int, b: int) -> sp.csr_matrix:
-    """The diagonal block ``K[a:b, a:b]`` of a block-diagonal ``K`` whose blocks do not
-    cross ``a`` and ``b`` (rows ``a:b`` hold no other columns)."""
-    start, stop = int(K.indptr[a]), int(K.indptr[b])
-    return sp.csr_matrix((K.data[start:stop], K.indices[start:stop] - a,
-                          K.indptr[a:b + 1] - start), shape=(b - a, b - a))

@@ -38,6 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_choice, check_dtype, check_int, check_positive_float
+from ..linalg.local_solvers import diagonal_block
 
 __all__ = [
     "MESH_KINDS",
@@ -396,14 +397,9 @@ def _neumann_matrices(K, dofs, unknown_of_dof, num_unknowns, neumann, dtype):
     B.sum_duplicates()
     B.sort_indices()
     # B is block diagonal: cut it into the subdomain blocks by row and column offsets
-    blocks = []
-    for i in range(num_sub):  # slicing only; the assembly above is one scatter
-        lo, hi = int(offsets[i]), int(offsets[i + 1])
-        start, stop = B.indptr[lo], B.indptr[hi]
-        blocks.append(sp.csr_matrix(
-            (B.data[start:stop].astype(dtype), B.indices[start:stop] - lo,
-             B.indptr[lo:hi + 1] - start), shape=(hi - lo, hi - lo)))
-    return blocks
+    # (slicing only; the assembly above is one scatter)
+    return [diagonal_block(B, int(offsets[i]), int(offsets[i + 1])).astype(dtype)
+            for i in range(num_sub)]
 
 
 def _unknown_of_dof(num_dofs, keep):

@@ -11,17 +11,19 @@ and sign: each serial column must be in the span of the distributed ones and bac
 
 from __future__ import annotations
 
-import argparse
-import json
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from _worker_support import (  # this folder's (the script's first path entry)
+    count_iterations,
+    worker_main,
+)
 
 import ddops
 from ddops.dd.adaptive import geneo_basis
-from ddops.distributed import DistributedLayout, DistributedMatrix, guard, mpi, world
+from ddops.distributed import DistributedLayout, DistributedMatrix, mpi
 from ddops.distributed.krylov import cg
 from ddops.distributed.precond import DistributedTwoLevelSchwarz
 from ddops.linalg.local_solvers import default_exact_solver
@@ -68,16 +70,6 @@ def _cases(P):
     yield "elasticity-neumann", prob.A.tocsr(), d, None, prob.null_space, prob.neumann(d)
 
 
-def _count(solver, *args, **kwargs):
-    calls = [0]
-
-    def callback(_):
-        calls[0] += 1
-
-    _, info = solver(*args, callback=callback, **kwargs)
-    return int(info), calls[0]
-
-
 def run(comm) -> dict:
     P = comm.Get_size()
     out: dict = {"size": P, "cases": {}, "agdsw": _agdsw(comm)}
@@ -89,7 +81,7 @@ def run(comm) -> dict:
         options = ddops.SchwarzOptions(coarse="geneo", null_space=Z,
                                        geneo=ddops.GenEOOptions(neumann=neumann))
         S = TwoLevelSchwarz(A, d, options=options)
-        ref_its = _count(spla.cg, A, b, rtol=1e-8, M=S)
+        ref_its = count_iterations(spla.cg, A, b, rtol=1e-8, M=S)
         owned = DistributedLayout(d, comm, subdomain_ranks=ranks).owned
         rows = A[owned].tocsr()
         # rows of any owners on request (the growth's fetches): a different sample per rank
@@ -119,7 +111,7 @@ def run(comm) -> dict:
         counts = {k: v for part in comm.allgather(mine) for k, v in part.items()}
         selected = [counts[i] for i in range(d.num_subdomains)]
         Ad = DistributedMatrix(L)
-        info, its = _count(cg, Ad, L.scatter(b), rtol=1e-8, M=M)
+        info, its = count_iterations(cg, Ad, L.scatter(b), rtol=1e-8, M=M)
         out["cases"][name] = {
             "construction": str(M.coarse_construction),
             "gathered": _all(comm, M.gathered_matrix),
@@ -162,7 +154,7 @@ def _agdsw(comm) -> dict:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # elasticity: not dominant
             S = TwoLevelSchwarz(A, d, coarse_basis="agdsw", null_space=Z)
-        ref_its = _count(spla.cg, A, b, rtol=1e-8, M=S)
+        ref_its = count_iterations(spla.cg, A, b, rtol=1e-8, M=S)
         X = np.random.default_rng(7).standard_normal(nn)
         y_ref = S.matvec(X)
         owned = DistributedLayout(d, comm, subdomain_ranks=ranks).owned
@@ -172,7 +164,7 @@ def _agdsw(comm) -> dict:
             warnings.simplefilter("ignore", RuntimeWarning)
             M = DistributedTwoLevelSchwarz(L, rows, "agdsw", null_space=Z)
         y = L.gather(M.matvec(L.scatter(X)))
-        info, its = _count(cg, DistributedMatrix(L), L.scatter(b), rtol=1e-8, M=M)
+        info, its = count_iterations(cg, DistributedMatrix(L), L.scatter(b), rtol=1e-8, M=M)
         out[name] = {"construction": str(M.coarse_construction),
                      "gathered": _all(comm, M.gathered_matrix),
                      "coarse_dim": M.coarse_dim, "serial_coarse_dim": S.coarse_dim,
@@ -182,17 +174,5 @@ def _agdsw(comm) -> dict:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    comm = world()
-    with guard(comm):
-        out = run(comm)
-    if comm.Get_rank() == 0:
-        with open(args.out, "w") as f:
-            json.dump(out, f, indent=1)
-
-
 if __name__ == "__main__":
-    main()
+    worker_main(run)

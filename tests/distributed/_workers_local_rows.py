@@ -10,14 +10,15 @@ distributed matrix only ever see the owned rows.
 
 from __future__ import annotations
 
-import argparse
-import json
-
 import numpy as np
 import scipy.sparse.linalg as spla
+from _worker_support import (  # this folder's (the script's first path entry)
+    count_iterations,
+    worker_main,
+)
 
 import ddops
-from ddops.distributed import DistributedLayout, DistributedMatrix, guard, mpi, world
+from ddops.distributed import DistributedLayout, DistributedMatrix, mpi
 from ddops.distributed.krylov import cg
 from ddops.distributed.precond import DistributedTwoLevelSchwarz
 from ddops.precond.schwarz import TwoLevelSchwarz
@@ -51,16 +52,6 @@ def _cases(P):
                                                                              overlap=2), None
 
 
-def _count(solver, *args, **kwargs):
-    calls = [0]
-
-    def callback(_):
-        calls[0] += 1
-
-    _, info = solver(*args, callback=callback, **kwargs)
-    return int(info), calls[0]
-
-
 def run(comm) -> dict:
     P = comm.Get_size()
     out: dict = {"size": P, "apply": {}, "cg": {}, "ghost_rows": {}}
@@ -78,7 +69,7 @@ def run(comm) -> dict:
                 ref[basis, variant] = (S.matvec(X), S.rmatvec(X), S.coarse_dim)
             if basis in ("gdsw", "rgdsw", None):
                 S = TwoLevelSchwarz(A, d, coarse_basis=basis, coarse=basis is not None)
-                ref_cg[basis] = _count(spla.cg, A, b, rtol=1e-8, M=S)
+                ref_cg[basis] = count_iterations(spla.cg, A, b, rtol=1e-8, M=S)
         # given null spaces: the constants, and two vectors (dependent on one-unknown
         # components, where the second is dropped; cos keeps A_0 well conditioned, so
         # 1e-12 measures the construction, not the conditioning); the gathered fallback
@@ -143,7 +134,7 @@ def run(comm) -> dict:
         Ad = DistributedMatrix(L)
         for basis in ("gdsw", "rgdsw", None):
             M = DistributedTwoLevelSchwarz(L, None, basis)  # None: the layout's rows
-            info, its = _count(cg, Ad, L.scatter(b), rtol=1e-8, M=M)
+            info, its = count_iterations(cg, Ad, L.scatter(b), rtol=1e-8, M=M)
             out["cg"][f"{name}/{basis}"] = {
                 "iterations": int(comm.allreduce(its, op=mpi().MAX)),
                 "min_iterations": int(comm.allreduce(its, op=mpi().MIN)),
@@ -202,17 +193,5 @@ def _errors(comm) -> dict:
     return messages
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    comm = world()
-    with guard(comm):
-        results = run(comm)
-        if comm.Get_rank() == 0:
-            with open(args.out, "w") as fh:
-                json.dump(results, fh, indent=1)
-
-
 if __name__ == "__main__":
-    main()
+    worker_main(run)

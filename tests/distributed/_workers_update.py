@@ -9,16 +9,15 @@ one built on ``A2`` and with the serial reference.
 
 from __future__ import annotations
 
-import argparse
-import json
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from _worker_support import worker_main  # this folder's (the script's first path entry)
 
 import ddops
-from ddops.distributed import DistributedLayout, DistributedMatrix, guard, mpi, world
+from ddops.distributed import DistributedLayout, DistributedMatrix, mpi
 from ddops.distributed.precond import DistributedTwoLevelSchwarz
 from ddops.precond.schwarz import TwoLevelSchwarz
 
@@ -233,17 +232,5 @@ def kernel_cases(comm) -> dict:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    comm = world()
-    with guard(comm):
-        out = run(comm)
-    if comm.Get_rank() == 0:
-        with open(args.out, "w") as f:
-            json.dump(out, f)
-
-
 if __name__ == "__main__":
-    main()
+    worker_main(run)

@@ -365,3 +365,25 @@ def test_a_refactorisation_refuses_another_pattern():
             ThreadedBlocks(K, offsets, groups=2).refactor(sp.csr_matrix(other))
     with pytest.raises(ValueError, match="shape"):
         f.refactor(K[:-1, :-1])
+
+
+def test_a_failing_group_returns_only_when_the_other_groups_are_done():
+    """A group's error is raised once no other group is still solving (a caller may free
+    the factors next)."""
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    f = ThreadedBlocks(K, offsets, groups=2)
+    done = []
+
+    def slow(X, trans="N"):
+        time.sleep(0.3)
+        done.append(True)
+        return np.zeros(X.shape)
+
+    def failing(X, trans="N"):
+        raise RuntimeError("group 0 failed")
+
+    f.parts[0].solve, f.parts[1].solve = failing, slow
+    with pytest.raises(RuntimeError, match="group 0"):
+        f.solve(np.ones(K.shape[0]))
+    assert done == [True]
