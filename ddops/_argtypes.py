@@ -32,3 +32,14 @@ def positive_float(text: str) -> float:
     if not (0 < value < math.inf):
         raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
     return value
+
+
+def nonnegative_float(text: str) -> float:
+    """An argparse type: a finite number ``>= 0``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (0 <= value < math.inf):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    return value

@@ -83,9 +83,11 @@ from .eigen import (
 )
 from .extension import EXTENSION_CHUNK_BYTES, FACTOR_CHUNK_ROWS, harmonic_extension
 from .groups import DEPENDENCE_RTOL, columns_from_groups, independent_vectors
+from .indicators import check_skip_contrast, component_contrast
 from .validation import check_matrix, check_null_space, check_owner
 
 __all__ = [
+    "AGDSW_SKIP_CONTRAST",
     "AGDSW_THRESHOLD",
     "MAX_PER_COMPONENT",
     "NEUMANN_SHIFT",
@@ -98,6 +100,18 @@ __all__ = [
 #: of 8, 16 and 32 points a side and 0.16 and 0.11 on 3D boxes of 6 and 10, so 0.05 keeps the
 #: first and leaves GDSW unchanged on homogeneous problems; see the preconditioning guide.
 AGDSW_THRESHOLD = 0.05
+
+#: Default of ``skip_contrast`` (with a threshold up to :data:`AGDSW_THRESHOLD`): no
+#: eigenproblem on a component around which the diagonal of ``A`` varies by at most this
+#: factor (:mod:`ddops.dd.indicators`); 0 runs every eigenproblem (the full AGDSW space).
+#: Below the default threshold a homogeneous component selects nothing on boxes (see
+#: above), and a jump of 10 in the coefficient is a jump of about 10 in the diagonal.
+#: Measured on the five problems of ``benchmarks/setup_profile.py`` (one thread): the same
+#: iterations as the full space on each, the set-up 9.3 -> 1.0 s on 3D Poisson (GDSW's:
+#: 0.95 s), 2.8 -> 2.4 s on the 2D log-normal field, 3.35 -> 3.14 s on 3D elasticity with
+#: stiff inclusions, 1.25 -> 1.15 s on 2D elasticity, unchanged on the channels (every
+#: part sees a channel).
+AGDSW_SKIP_CONTRAST = 10.0
 
 #: Default cap on the eigenvectors added per interface component (AGDSW).
 MAX_PER_COMPONENT = 32
@@ -149,6 +163,7 @@ def agdsw_basis(
     chunk_bytes: int = EXTENSION_CHUNK_BYTES,
     extension_solver: str = "auto",
     analysis: GDSWAnalysis | None = None,
+    skip_contrast: float | None = None,
 ):
     """Adaptive GDSW coarse basis from a matrix and a non-overlapping partition.
 
@@ -194,6 +209,13 @@ def agdsw_basis(
         Keeps the interface components and the final extension's PARDISO analyses for a
         later call on a matrix with the same pattern (see
         :class:`~ddops.dd.analysis.GDSWAnalysis`).
+    skip_contrast : float, optional
+        No eigenproblem on a component around which the diagonal of ``A`` varies by at most
+        this factor (:func:`ddops.dd.indicators.component_contrast`): it keeps GDSW's
+        functions only, and the parts around no other component form no Schur complement.
+        0 solves every eigenproblem.  Default :data:`AGDSW_SKIP_CONTRAST` with a
+        ``threshold`` up to :data:`AGDSW_THRESHOLD`, 0 with a larger one (which selects
+        functions where the coefficient is constant too).
 
     Returns
     -------
@@ -211,6 +233,9 @@ def agdsw_basis(
     if not isinstance(return_info, (bool, np.bool_)):
         raise TypeError(f"return_info must be a bool, got {type(return_info).__name__}")
     chunk_bytes = check_int("chunk_bytes", chunk_bytes, minimum=1)
+    # a threshold above the default selects functions on homogeneous components too
+    skip = check_skip_contrast(skip_contrast,
+                               AGDSW_SKIP_CONTRAST if tau <= AGDSW_THRESHOLD else 0.0)
     A = check_matrix(A)
     n = A.shape[0]
     owner = check_owner(owner, n)
@@ -242,8 +267,9 @@ def agdsw_basis(
     schur_solver = (extension_solver if extension_solver in EXACT_SOLVERS
                     else default_exact_solver())
     eig_start = time.perf_counter()
+    need = component_contrast(A, comps, block_size) > skip if skip > 0 else None
     lam_all, vecs, sizes = _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Z[comps.interface],
-                                             user, schur_solver)
+                                             user, schur_solver, need)
     x, comp = comps.interface, comps.component
     C, k = comps.num_components, Z.shape[1]
     # select per component (eigenvalues ascending), cap, lay out next to Z
@@ -251,7 +277,7 @@ def agdsw_basis(
     values = np.zeros((x.size, k + min(kmax, cap)))
     values[:, :k] = Z[x]
     selected = np.zeros(C, dtype=np.int64)
-    smallest = np.full(C, np.inf)
+    smallest = np.full(C, np.inf if need is None else np.where(need, np.inf, np.nan))
     capped = 0
     # position of every interface unknown within its component
     order = np.argsort(comp, kind="stable")
@@ -303,7 +329,9 @@ def agdsw_basis(
         harmonic_interface=None if extension_solver == "amg" else x,
         stats={"coarse_dim": int(Phi.shape[1]), "null_space_functions": int((col_vec < k).sum()),
                "eigen_functions": int(kept.sum()), "dropped_dependent": dropped,
-               "capped": capped, "kept_per_component": kept, "eigenproblems": int(C),
+               "capped": capped, "kept_per_component": kept,
+               "eigenproblems": int(C if need is None else need.sum()),
+               "skipped_eigenproblems": int(0 if need is None else C - need.sum()),
                "largest_eigenproblem": int(sizes.max()), "eigen_seconds": eigen_seconds,
                "extension_seconds": ext_seconds, "seconds": time.perf_counter() - start})
     return Phi, info
@@ -646,14 +674,16 @@ def _schur_blocks_pardiso(A_II, A_IG, g_slot, entry_part, part_off, gg, cut, gsi
     return SB, WB
 
 
-def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=None):
+def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=None, need=None):
     """Eigenpairs of ``S_e^N tau = lambda S_e^D tau`` for every component, batched by size.
 
     Returns ``({width: (components, eigenvalues)}, {width: eigenvectors}, sizes)`` with
     the eigenvectors padded to ``width`` rows (zero on padding rows).  ``solver`` (an exact
     one; default :func:`default_exact_solver`) computes the Schur complements: SuperLU
     factorises the interiors and solves; PARDISO does so on narrow interfaces and takes the
-    partial factorisations of :func:`_schur_blocks_pardiso` on wide ones.
+    partial factorisations of :func:`_schur_blocks_pardiso` on wide ones.  ``need`` (a
+    Boolean per component, default all) limits the eigenproblems to those components, and
+    the Schur complements to the parts around them.
     """
     solver = default_exact_solver() if solver is None else solver
     n = A.shape[0]
@@ -661,8 +691,21 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
     C, N = comps.num_components, comps.num_parts
     nx = x.size
     sizes = np.bincount(comp, minlength=C)
-    # (interface unknown, part) pairs: Gamma_p, sorted by part then unknown
     P = comps.parts.tocsr()
+    # the parts around the needed components, relabelled first (the chunks run over them only)
+    relabel, used = None, N
+    if need is not None and not need.all():
+        if not need.any():
+            return {}, {}, sizes
+        around = np.zeros(N, dtype=bool)
+        around[P[np.flatnonzero(need)].indices] = True
+        order = np.argsort(~around, kind="stable")
+        relabel = np.empty(N, dtype=np.int64)
+        relabel[order] = np.arange(N)
+        owner = relabel[owner]
+        P = P[:, order].tocsr()
+        used = int(around.sum())
+    # (interface unknown, part) pairs: Gamma_p, sorted by part then unknown
     cnt = np.diff(P.indptr)[comp]
     pair_x = np.repeat(np.arange(nx), cnt)
     starts = P.indptr[comp]
@@ -716,15 +759,17 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
         # the user's Neumann matrix of subdomain p (which holds the closure of part p) on
         # Gamma_p; its rows on the interior of p are those of A
         (n_sub, n_r, n_c, n_v), indices, offsets = neumann
+        labels = np.arange(N) if relabel is None else relabel
         member = sp.csr_matrix((np.ones(indices.size), (indices, np.repeat(
-            np.arange(N), np.diff(offsets)))), shape=(n, N))
+            labels, np.diff(offsets)))), shape=(n, N))
         missing = np.asarray(member[x[pair_x], pair_p]).ravel() == 0
         if missing.any():
-            p = int(pair_p[np.flatnonzero(missing)[0]])
+            p = int(np.argsort(labels)[pair_p[np.flatnonzero(missing)[0]]])
             raise ValueError(f"neumann: subdomain {p} does not contain every interface unknown "
                              f"around part {p} (its closure); build the decomposition with "
                              "overlap >= 1")
         g_r, g_c = indices[offsets[n_sub] + n_r], indices[offsets[n_sub] + n_c]
+        n_sub = labels[n_sub]
         sg = np.asarray(slot_of[g_r, n_sub]).ravel()
         sh = np.asarray(slot_of[g_c, n_sub]).ravel()
         ok = (sg > 0) & (sh > 0)
@@ -752,12 +797,12 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
 
     gg = (gg_part, gg_r, gg_c, gg_v)
     cut = (pair_p, pair_slot, pair_cut)
-    bounds = chunk_bounds(part_off, rows_per_chunk(part_off[-1], FACTOR_CHUNK_ROWS))
+    bounds = chunk_bounds(part_off[:used + 1], rows_per_chunk(part_off[used], FACTOR_CHUNK_ROWS))
     # parts with an empty interior still have an interface: give them their own handling by
     # treating part ranges, not interior rows
-    part_bounds = np.searchsorted(part_off, bounds, side="left")
-    part_bounds[-1] = N
-    part_bounds = np.unique(np.concatenate([[0], part_bounds, [N]]))
+    part_bounds = np.searchsorted(part_off[:used + 1], bounds, side="left")
+    part_bounds[-1] = used
+    part_bounds = np.unique(np.concatenate([[0], part_bounds, [used]]))
     entry_part = part[A_IG.row]
 
     def part_chunk(p0: int, p1: int):
@@ -847,6 +892,9 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
               + in_comp[A_GG.col[same]], A_GG.data[same])
     SD_flat = A_ee_flat - W_acc
     padded, ladder = size_groups(sizes)
+    if need is not None:
+        padded = np.where(need, padded, 0)  # no eigenproblem (and no group) where not needed
+        ladder = ladder[np.isin(ladder, padded)]
 
     def group_eigenpairs(w: int):
         """The eigenpairs of the components padded to ``w`` unknowns."""

@@ -23,7 +23,7 @@ MATRIX_COARSE_BASES = ("gdsw", "rgdsw", "agdsw", "geneo")
 
 #: Options of the matrix coarse bases (keyword arguments of :func:`coarse_basis`).
 ADAPTIVE_OPTIONS = {
-    "agdsw": ("threshold", "max_per_component", "neumann", "extension_solver"),
+    "agdsw": ("threshold", "max_per_component", "neumann", "extension_solver", "skip_contrast"),
     "geneo": ("threshold", "max_per_subdomain", "neumann", "oversampling"),
     "gdsw": ("extension_solver",), "rgdsw": ("extension_solver",)}
 
@@ -126,6 +126,7 @@ def coarse_basis(
     neumann: Any = None,
     oversampling: int | None = None,
     extension_solver: str | None = None,
+    skip_contrast: float | None = None,
     analysis: Any = None,
     return_info: bool = False,
 ):
@@ -209,6 +210,9 @@ def coarse_basis(
         Solver of the interior problems of the harmonic extension (``"gdsw"``,
         ``"rgdsw"``, ``"agdsw"``; see :func:`ddops.dd.gdsw.harmonic_extension`).  Default
         ``"auto"``: PARDISO when installed, else SuperLU; ``"amg"`` is inexact.
+    skip_contrast : float, optional
+        ``"agdsw"``: no eigenproblem on the components around which the diagonal of ``A``
+        varies by at most this factor (see :func:`ddops.dd.agdsw.agdsw_basis`).
     analysis : ddops.dd.analysis.GDSWAnalysis, optional
         ``"gdsw"``, ``"rgdsw"``, ``"agdsw"``: keeps the interface components and the
         extension's PARDISO analyses for a later call on a matrix with the same pattern, and
@@ -247,11 +251,13 @@ def coarse_basis(
                                          max_per_component=max_per_component,
                                          max_per_subdomain=max_per_subdomain,
                                          neumann=neumann, extension_solver=extension_solver,
-                                         oversampling=oversampling, analysis=analysis))
+                                         oversampling=oversampling,
+                                         skip_contrast=skip_contrast, analysis=analysis))
         return (Phi, info) if return_info else Phi
     given = {"threshold": threshold, "max_per_component": max_per_component,
              "max_per_subdomain": max_per_subdomain, "neumann": neumann,
-             "extension_solver": extension_solver, "oversampling": oversampling}
+             "extension_solver": extension_solver, "oversampling": oversampling,
+             "skip_contrast": skip_contrast}
     for name, value in given.items():
         if value is not None and name not in ADAPTIVE_OPTIONS.get(kind, ()):
             users = [k for k, v in ADAPTIVE_OPTIONS.items() if name in v]

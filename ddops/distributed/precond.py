@@ -535,6 +535,7 @@ def rank_local_agdsw(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
                                     block_size=b, threshold=keywords.get("threshold"),
                                     max_per_component=keywords.get("max_per_component"),
                                     extension_solver=keywords.get("extension_solver", "auto"),
+                                    skip_contrast=keywords.get("skip_contrast"),
                                     return_info=True)
         # the block's components that are this rank's: by their first unknown, and whole
         bc = info.components

@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from .._argtypes import int_at_least, positive_float
+from .._argtypes import int_at_least, nonnegative_float, positive_float
 from ..dd.adaptive import AGDSW_THRESHOLD, MAX_PER_COMPONENT, MAX_PER_SUBDOMAIN
 from ..dd.coarse import ALL_COARSE_BASES
 from ..dd.geneo import GENEO_OVERSAMPLED_THRESHOLD, GENEO_THRESHOLD
+from ..dd.indicators import check_skip_contrast
 from ..dd.oversampling import check_oversampling
 from ..linalg.local_solvers import SPARSE_SOLVERS, check_threads
 
@@ -96,7 +97,8 @@ class OptionSpec:
     name : str
         The field (and keyword argument) name.
     kind : {"choice", "int", "float", "array", "threads"}
-        ``"choice"``: a string from ``choices``; ``"float"``: a positive finite number;
+        ``"choice"``: a string from ``choices``; ``"float"``: a positive finite number
+        (``>= 0`` with ``minimum=0``);
         ``"array"``: an array, or a string from ``choices`` (a named array such as
         ``"constants"``).
     choices : tuple of str
@@ -108,7 +110,8 @@ class OptionSpec:
     petsc : str or None
         The PETSc option (without ``-<prefix>ddops_``), or None.
     minimum : int or None
-        The smallest integer accepted (``"int"`` and ``"threads"``).
+        The smallest integer accepted (``"int"`` and ``"threads"``); 0 admits zero for a
+        ``"float"``.
     """
 
     name: str
@@ -161,6 +164,9 @@ COARSE_OPTION_SPECS = {s.name: s for s in (
           "harmonic extension (amg: inexact)", choices=EXTENSION_SOLVERS, petsc=False),
     _spec("threshold", "float", "eigenvalue threshold of the adaptive coarse spaces: a "
           "larger one keeps more eigenvectors", petsc=False),
+    _spec("skip_contrast", "float", "AGDSW solves no eigenproblem on an interface component "
+          "around which the diagonal of A varies by at most this factor (0: every one)",
+          minimum=0, petsc=False),
     _spec("max_per_component", "int", "at most this many eigenvectors per interface "
           "component", minimum=0, petsc=False),
     _spec("max_per_subdomain", "int", "at most this many eigenvectors per subdomain",
@@ -290,15 +296,24 @@ class AGDSWOptions(_CoarseOptions):
         One local Neumann matrix per subdomain (finite-element assembly).
     extension_solver : {"auto", "superlu", "pardiso", "amg"}
         Solver of the extension's interior problems.
+    skip_contrast : float, optional
+        No eigenproblem on an interface component around which the diagonal of ``A``
+        varies by at most this factor (:mod:`ddops.dd.indicators`); 0 solves every one.
+        Default :data:`~ddops.dd.agdsw.AGDSW_SKIP_CONTRAST` with a ``threshold`` up to
+        :data:`~ddops.dd.agdsw.AGDSW_THRESHOLD`, else 0.
     """
 
     threshold: float = AGDSW_THRESHOLD
     max_per_component: int = MAX_PER_COMPONENT
     neumann: Any = None
     extension_solver: str = "auto"
+    skip_contrast: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "threshold", _positive("threshold", self.threshold))
+        if self.skip_contrast is not None:
+            object.__setattr__(self, "skip_contrast",
+                               check_skip_contrast(self.skip_contrast, None))
         object.__setattr__(self, "max_per_component",
                            _cap("max_per_component", self.max_per_component))
         GDSWOptions(self.extension_solver)
@@ -634,7 +649,7 @@ def add_cli_arguments(parser: Any, names: Any = None, *, defaults: dict | None =
             kw["metavar"] = "{" + ",".join(dict.fromkeys(
                 (*extra_names.get(name, ()), *spec.choices, "FILE"))) + "}"
         elif spec.kind == "float":
-            kw["type"] = positive_float
+            kw["type"] = nonnegative_float if spec.minimum == 0 else positive_float
         else:  # "int", "threads"
             kw["type"] = int_at_least(spec.minimum)
         text = spec.help

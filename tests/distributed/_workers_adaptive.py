@@ -146,7 +146,11 @@ def _agdsw(comm) -> dict:
              ("channels-metis", A, ddops.Decomposition.from_matrix(A, 12, overlap=1, seed=1),
               np.random.default_rng(2).permutation(np.arange(12) % P), None),
              ("elasticity-metis", prob.A.tocsr(), decompose(c, prob)[0], None,
-              prob.null_space)]
+              prob.null_space),
+             # channels in the upper boxes only: the indicator skips the components around
+             # the lower ones (on every rank as in the serial build)
+             ("half-channels-grid", _half_channels(n, 1e4),
+              ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1), None, None)]
     out = {}
     for name, A, d, ranks, Z in cases:
         nn = A.shape[0]
@@ -170,8 +174,17 @@ def _agdsw(comm) -> dict:
                      "coarse_dim": M.coarse_dim, "serial_coarse_dim": S.coarse_dim,
                      "apply_error": _max(comm, np.abs(y - y_ref).max() / np.abs(y_ref).max()),
                      "iterations": int(comm.allreduce(its, op=mpi().MAX)),
-                     "serial_iterations": ref_its[1], "info": info}
+                     "serial_iterations": ref_its[1], "info": info,
+                     "serial_skipped": S.coarse_stats["skipped_eigenproblems"],
+                     "serial_eigenproblems": S.coarse_stats["eigenproblems"]}
     return out
+
+
+def _half_channels(n: int, contrast: float):
+    """Floating channels along x in the upper rows only."""
+    c = np.ones((n + 1, n + 1))
+    c[20:n - 2:3, 3:n - 2] = contrast
+    return diffusion_2d(c)
 
 
 if __name__ == "__main__":

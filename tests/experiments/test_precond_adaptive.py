@@ -83,7 +83,9 @@ def test_new_problem_with_all_coarse_spaces(case, tmp_path):
         assert r["coarse_basis"] == kind and r["coarse_dim"] >= 1
         if kind in ADAPTIVE:
             stats = r["coarse_stats"]
-            assert stats["coarse_dim"] == r["coarse_dim"] and stats["eigenproblems"] >= 1
+            # AGDSW's indicator may skip every eigenproblem of a homogeneous problem
+            assert stats["coarse_dim"] == r["coarse_dim"]
+            assert stats["eigenproblems"] + stats.get("skipped_eigenproblems", 0) >= 1
             assert r["eigen_seconds"] == stats["eigen_seconds"] > 0
             assert r["eigen_seconds"] <= r["setup"]["coarse_space"]
             # the cut or finite-element local matrices here: the plain defaults

@@ -16,6 +16,7 @@ import argparse
 from typing import Any
 
 from ..._argtypes import int_at_least, positive_float
+from ...dd.agdsw import AGDSW_SKIP_CONTRAST
 from ...dd.partition import TARGET_SUBDOMAIN_UNKNOWNS
 from ...precond.learned import OBJECTIVES
 from ...precond.options import add_cli_arguments
@@ -155,10 +156,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "which measured best)")
     bites = "a warning in the table says where it bites"
     add_cli_arguments(
-        dd, ["threshold", "max_per_component", "max_per_subdomain", "oversampling",
-             "null_space"],
-        defaults={"threshold": None, "max_per_component": None, "max_per_subdomain": None,
-                  "oversampling": None},
+        dd, ["threshold", "max_per_component", "skip_contrast", "max_per_subdomain",
+             "oversampling", "null_space"],
+        defaults={"threshold": None, "max_per_component": None, "skip_contrast": None,
+                  "max_per_subdomain": None, "oversampling": None},
         extra_names={"null_space": tuple(n for n in NULL_SPACES if n != "constants")},
         notes={"threshold": "with --coarse all both take it",
                "max_per_component": bites, "max_per_subdomain": bites,
@@ -166,7 +167,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "modes (rbm or rigid), translations or constants; --matrix: "
                              "constants, rigid (needs --coordinates and --block-size 2 or 3) "
                              "or a .npy/.mtx file with one column per vector"},
-        default_help={"null_space": "rbm for elasticity, constants with --matrix"})
+        default_help={"null_space": "rbm for elasticity, constants with --matrix",
+                      "skip_contrast": f"{AGDSW_SKIP_CONTRAST:g} with the default threshold or "
+                                       "a smaller one, else 0"})
     s = parser.add_argument_group("solvers")
     add_cli_arguments(
         s, ["factor_dtype", "local_solver", "extension_solver"],
@@ -273,6 +276,7 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
     c = PrecondConfig(
         problem=args.problem, n=args.n, subdomains=args.subdomains, overlap=args.overlap,
         coarse=args.coarse, threshold=args.threshold, max_per_component=args.max_per_component,
+        skip_contrast=args.skip_contrast,
         max_per_subdomain=args.max_per_subdomain, oversampling=args.oversampling,
         variant=args.variant, partitioner=args.partitioner,
         null_space=args.null_space, matrix=args.matrix, rhs=args.rhs,

@@ -143,6 +143,11 @@ class PrecondConfig:
         Cap on the eigenvectors per interface component of ``"agdsw"`` (default
         :data:`ddops.dd.adaptive.MAX_PER_COMPONENT`); only with ``coarse`` ``"agdsw"`` or
         ``"all"``.
+    skip_contrast : float, optional
+        ``"agdsw"`` solves no eigenproblem on a component around which the diagonal of
+        ``A`` varies by at most this factor (default
+        :data:`ddops.dd.agdsw.AGDSW_SKIP_CONTRAST` with the default threshold or a smaller
+        one, else 0; 0: every one); only with ``coarse`` ``"agdsw"`` or ``"all"``.
     max_per_subdomain : int, optional
         Cap on the eigenvectors per subdomain of ``"geneo"`` (default
         :data:`ddops.dd.adaptive.MAX_PER_SUBDOMAIN`); only with ``coarse`` ``"geneo"`` or
@@ -259,6 +264,7 @@ class PrecondConfig:
     coarse: str | None = None
     threshold: float | None = None
     max_per_component: int | None = None
+    skip_contrast: float | None = None
     max_per_subdomain: int | None = None
     oversampling: int | None = None
     variant: str | None = None
@@ -431,7 +437,8 @@ def _resolve_parts_and_coarse(c: PrecondConfig, nodes: int, default: int, what: 
 def _check_adaptive_options(c: PrecondConfig) -> None:
     """The options of the adaptive coarse spaces: only with a row that uses them."""
     rows = coarse_list(c)
-    for name in ("threshold", "max_per_component", "max_per_subdomain", "oversampling"):
+    for name in ("threshold", "max_per_component", "skip_contrast", "max_per_subdomain",
+                 "oversampling"):
         if getattr(c, name) is None:
             continue
         users = library.coarse_option_users(name)  # the spaces whose options have it
@@ -441,6 +448,8 @@ def _check_adaptive_options(c: PrecondConfig) -> None:
                              f"{choices[-1]}, not with coarse={c.coarse!r}")
     if c.threshold is not None:
         c.threshold = check_positive_float("threshold", c.threshold)
+    if c.skip_contrast is not None:
+        c.skip_contrast = check_positive_float("skip_contrast", c.skip_contrast, allow_zero=True)
     for name in ("max_per_component", "max_per_subdomain", "oversampling"):
         if getattr(c, name) is not None:
             setattr(c, name, check_int(name, getattr(c, name), minimum=0))
