@@ -164,6 +164,7 @@ def agdsw_basis(
     extension_solver: str = "auto",
     analysis: GDSWAnalysis | None = None,
     skip_contrast: float | None = None,
+    owned_parts: Any = None,
 ):
     """Adaptive GDSW coarse basis from a matrix and a non-overlapping partition.
 
@@ -216,6 +217,11 @@ def agdsw_basis(
         0 solves every eigenproblem.  Default :data:`AGDSW_SKIP_CONTRAST` with a
         ``threshold`` up to :data:`AGDSW_THRESHOLD`, 0 with a larger one (which selects
         functions where the coefficient is constant too).
+    owned_parts : array of bool, optional
+        Indexed by part label: only the components whose first (lowest) part is marked
+        get functions (GDSW's and their eigenvectors); ``neumann`` may be None for the
+        parts around none of them.  A build split over processes
+        (:func:`ddops.distributed.precond.rank_local_agdsw`) marks each one's parts.
 
     Returns
     -------
@@ -254,8 +260,9 @@ def agdsw_basis(
             raise ValueError(f"neumann must hold one matrix per part ({comps.num_parts}), got "
                              f"{len(idx)} index arrays")
         sizes_n = np.array([i.size for i in idx], dtype=np.int64)
-        user = (check_neumann(neumann, sizes_n), np.concatenate(idx),
-                np.concatenate([[0], np.cumsum(sizes_n)]))
+        given = np.array([m is not None for m in neumann], dtype=bool)
+        user = (check_neumann(neumann, sizes_n, allow_none=True), np.concatenate(idx),
+                np.concatenate([[0], np.cumsum(sizes_n)]), given)
     elif not_dominant_rows(A).size:
         warn("agdsw: A is not diagonally dominant, so the algebraic local Neumann "
                       "matrices are not positive semidefinite and more functions than needed "
@@ -268,6 +275,27 @@ def agdsw_basis(
                     else default_exact_solver())
     eig_start = time.perf_counter()
     need = component_contrast(A, comps, block_size) > skip if skip > 0 else None
+    if owned_parts is not None:
+        marked = np.asarray(owned_parts)
+        if marked.dtype != bool or marked.ndim != 1 or marked.size < comps.num_parts:
+            raise ValueError("owned_parts must be a Boolean array with an entry per part "
+                             f"label (at least {comps.num_parts}), got {marked.dtype} "
+                             f"{marked.shape}")
+        P = comps.parts.tocsr()
+        first = np.minimum.reduceat(P.indices, P.indptr[:-1])  # every component has a part
+        owned = marked[first]
+        need = owned if need is None else need & owned
+    else:
+        owned = None
+    if user is not None and not user[3].all():
+        P = comps.parts.tocsr()
+        lacking = np.zeros(comps.num_parts, dtype=bool)
+        lacking[P[np.ones(comps.num_components, bool) if need is None else need].indices] = True
+        lacking &= ~user[3][:comps.num_parts]
+        if lacking.any():
+            p = int(np.flatnonzero(lacking)[0])
+            raise ValueError(f"neumann[{p}] is None, but part {p} borders a component whose "
+                             "eigenproblem runs")
     lam_all, vecs, sizes = _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Z[comps.interface],
                                              user, schur_solver, need)
     x, comp = comps.interface, comps.component
@@ -309,6 +337,8 @@ def agdsw_basis(
     # (elasticity) the projected ones can be nearly parallel, which the global drop below
     # cannot always resolve in the order the coarse factorisation then uses
     keep = independent_vectors(comp, values, C, rtol) & nonzero
+    if owned is not None:  # the functions of the marked parts' components only
+        keep &= owned[:, None]
     ext_start = time.perf_counter()
     PhiG, _ = columns_from_groups(x, comp, values, keep, n)
     Phi = harmonic_extension(A, owner, x, PhiG, chunk_bytes=chunk_bytes, solver=extension_solver,
@@ -758,11 +788,12 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
     else:
         # the user's Neumann matrix of subdomain p (which holds the closure of part p) on
         # Gamma_p; its rows on the interior of p are those of A
-        (n_sub, n_r, n_c, n_v), indices, offsets = neumann
+        (n_sub, n_r, n_c, n_v), indices, offsets = neumann[:3]
         labels = np.arange(N) if relabel is None else relabel
         member = sp.csr_matrix((np.ones(indices.size), (indices, np.repeat(
             labels, np.diff(offsets)))), shape=(n, N))
-        missing = np.asarray(member[x[pair_x], pair_p]).ravel() == 0
+        # (the parts around no needed component, beyond `used`, need no Neumann matrix)
+        missing = (np.asarray(member[x[pair_x], pair_p]).ravel() == 0) & (pair_p < used)
         if missing.any():
             p = int(np.argsort(labels)[pair_p[np.flatnonzero(missing)[0]]])
             raise ValueError(f"neumann: subdomain {p} does not contain every interface unknown "
@@ -901,15 +932,19 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
         members = np.flatnonzero(padded == w)
         check_memory(f"the AGDSW eigenproblems of {members.size} components of up to {w} "
                      "unknowns", 4 * members.size * w * w * 8)
-        SD = np.zeros((members.size, w, w))
-        SNm = np.zeros((members.size, w, w))
         sz = sizes[members]
         rep = np.repeat(np.arange(members.size), sz * sz)
         within = np.arange(rep.size) - np.repeat(np.cumsum(sz * sz) - sz * sz, sz * sz)
-        rr, cc = within // sz[rep], within % sz[rep]
         src = sq_off[members][rep] + within
-        SD[rep, rr, cc] = SD_flat[src]
-        SNm[rep, rr, cc] = SN_acc[src]
+        # the flat positions in the padded stacks; these index arrays are as large as the
+        # stacks, so they go before the eigensolve (the set-up's peak on the channels)
+        within = rep * (w * w) + (within // sz[rep]) * w + within % sz[rep]
+        del rep
+        SD = np.zeros((members.size, w, w))
+        SNm = np.zeros((members.size, w, w))
+        SD.reshape(-1)[within] = SD_flat[src]
+        SNm.reshape(-1)[within] = SN_acc[src]
+        del within, src
         pad = np.arange(w)[None, :] >= sz[:, None]
         gi, gj = np.nonzero(pad)
         SD[gi, gj, gj] = 1.0

@@ -275,8 +275,9 @@ def warn_cap(capped: int, what: str, cap_name: str, cap: int) -> None:
              f"{cap_name} or lower the threshold)", RuntimeWarning)
 
 
-def check_neumann(neumann: Any, sizes: np.ndarray):
-    """User Neumann matrices as the stacked entries ``(subdomain, row, col, value)``."""
+def check_neumann(neumann: Any, sizes: np.ndarray, allow_none: bool = False):
+    """User Neumann matrices as the stacked entries ``(subdomain, row, col, value)``
+    (``allow_none``: a None entry is a subdomain without one, no entries)."""
     if sp.issparse(neumann) or isinstance(neumann, np.ndarray) and neumann.ndim == 2:
         raise TypeError("neumann must be a sequence of matrices, one per subdomain")
     try:
@@ -289,6 +290,8 @@ def check_neumann(neumann: Any, sizes: np.ndarray):
                          f"{len(mats)}")
     subs, rows, cols, vals = [], [], [], []
     for i, M in enumerate(mats):  # validation and stacking of the user's list
+        if M is None and allow_none:
+            continue
         Mi = sp.coo_matrix(M, dtype=np.float64) if sp.issparse(M) else sp.coo_matrix(
             np.asarray(M, dtype=np.float64))
         if Mi.shape != (sizes[i], sizes[i]):
@@ -300,5 +303,8 @@ def check_neumann(neumann: Any, sizes: np.ndarray):
         rows.append(Mi.row.astype(np.int64))
         cols.append(Mi.col.astype(np.int64))
         vals.append(Mi.data)
+    if not subs:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, np.zeros(0)
     return (np.concatenate(subs), np.concatenate(rows), np.concatenate(cols),
             np.concatenate(vals))

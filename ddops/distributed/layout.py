@@ -522,17 +522,27 @@ class DistributedLayout:
         dest = self.dof_ranks[rows]
         order = np.argsort(dest, kind="stable")
         scounts = np.bincount(dest, minlength=self.size).astype(np.int64)
+        del dest
         rcounts = self._setup_counts(scounts)
         total = int(rcounts.sum())
-        r_rows, r_cols = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)
+        # 32-bit indices where they fit (a coarse basis routes millions of entries: the
+        # buffers are the set-up's memory peak of the rank-local AGDSW)
+        small = max(self.num_dofs, int(num_cols)) < 2**31
+        index, index_type = (np.int32, MPI.INT32_T) if small else (np.int64, MPI.INT64_T)
+        r_rows = np.empty(total, dtype=index)
+        self._setup_alltoallv(rows[order].astype(index), scounts, r_rows, rcounts, index_type)
+        at = np.searchsorted(self.owned, r_rows).astype(index)
+        del r_rows
+        r_cols = np.empty(total, dtype=index)
+        self._setup_alltoallv(np.asarray(cols)[order].astype(index), scounts, r_cols, rcounts,
+                              index_type)
         r_vals = np.empty(total, dtype=np.float64)
-        self._setup_alltoallv(rows[order], scounts, r_rows, rcounts, MPI.INT64_T)
-        self._setup_alltoallv(np.asarray(cols, dtype=np.int64)[order], scounts, r_cols, rcounts,
-                              MPI.INT64_T)
         self._setup_alltoallv(np.asarray(values, dtype=np.float64)[order], scounts, r_vals,
                               rcounts, MPI.DOUBLE)
-        out = sp.csr_matrix((r_vals, (np.searchsorted(self.owned, r_rows), r_cols)),
-                            shape=(self.num_owned, int(num_cols)))
+        del order
+        out = sp.coo_matrix((r_vals, (at, r_cols)), shape=(self.num_owned, int(num_cols)))
+        del r_vals, at, r_cols
+        out = out.tocsr()  # duplicates summed
         out.sum_duplicates()
         return out
 

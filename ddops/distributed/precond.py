@@ -90,12 +90,14 @@ global matrix:
   every rank holds Phi on its extended rows.  Dependent functions are dropped
   within each rank's columns.  The basis equals the serial one to the
   accuracy of the eigensolver (other chunks of subdomains);
-* AGDSW (no ``neumann=``): each rank computes the components whose first
+* AGDSW: each rank computes the components whose first
   part is one of its own, on the block of the closed parts around them and
   two layers of rows beyond (so that their unknowns are classified as in the
-  whole matrix), with the serial code, and keeps those components' functions
-  (:func:`rank_local_agdsw`); the preconditioner is the serial one to
-  rounding;
+  whole matrix), with the serial code, solving the eigenproblems of those
+  components only (and the Schur complements of the parts around them), and
+  keeps those components' functions (:func:`rank_local_agdsw`); with
+  ``neumann=`` the matrices of the parts around them come from their ranks; the
+  preconditioner is the serial one to rounding;
 * bases without the matrix (Nicolaides, partition of unity, hats, a user
   Phi) are built from the replicated decomposition as before;
 * GDSW/RGDSW with ``local_basis=False`` or a decomposition without owner
@@ -147,8 +149,7 @@ from .layout import DistributedLayout
 from .matrix import DistributedMatrix
 
 #: The coarse bases built from each rank's own rows with the owner labels (GDSW, RGDSW); GenEO
-#: (:func:`rank_local_geneo`) and AGDSW without ``neumann=`` (:func:`rank_local_agdsw`) are
-#: too.
+#: (:func:`rank_local_geneo`) and AGDSW (:func:`rank_local_agdsw`) are too.
 RANK_LOCAL_BASES = ("gdsw", "rgdsw")
 
 __all__ = ["DISTRIBUTED_VARIANTS", "DistributedTwoLevelSchwarz",
@@ -524,6 +525,8 @@ def rank_local_agdsw(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
         nodes = np.asarray(d.shared_nodes, dtype=np.int64)
         at = np.minimum(np.searchsorted(known, nodes), known.size - 1)
         shared = np.searchsorted(known, nodes[known[at] == nodes])
+    own_parts = np.asarray(layout.subdomain_ranks) == layout.rank
+    neumann = _neumann_of_parts(layout, keywords.get("neumann"), needed, own_parts, known)
     info = None
     Phi = sp.coo_matrix((known.size, 0))
     cols = np.zeros(0, dtype=np.int64)
@@ -531,12 +534,15 @@ def rank_local_agdsw(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
         with warnings.catch_warnings():
             if layout.rank != 0:  # the warnings of the serial code, once
                 warnings.simplefilter("ignore")
+            # the eigenproblems of this rank's components only, from the parts around them
             Phi, info = agdsw_basis(block, d.owner[known], null_space=Z, interface=shared,
                                     block_size=b, threshold=keywords.get("threshold"),
                                     max_per_component=keywords.get("max_per_component"),
                                     extension_solver=keywords.get("extension_solver", "auto"),
                                     skip_contrast=keywords.get("skip_contrast"),
-                                    return_info=True)
+                                    owned_parts=own_parts, return_info=True,
+                                    **({} if neumann is None else
+                                       dict(neumann=neumann[0], neumann_indices=neumann[1])))
         # the block's components that are this rank's: by their first unknown, and whole
         bc = info.components
         order = np.argsort(bc.component, kind="stable")
@@ -550,6 +556,55 @@ def rank_local_agdsw(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
         cols = np.flatnonzero(own[info.column_group])
         Phi = sp.csr_matrix(Phi)[:, cols].tocoo()
     return _routed_columns(layout, known, Phi), info
+
+
+def _check_neumann_length(neumann: Any, num_subdomains: int) -> None:
+    """``neumann=`` under MPI: one entry per subdomain (other ranks' may be None)."""
+    if len(neumann) != num_subdomains:
+        raise ValueError(f"neumann must hold one matrix per subdomain ({num_subdomains}; "
+                         f"other ranks' entries may be None), got {len(neumann)}")
+
+
+def _neumann_of_parts(layout: DistributedLayout, neumann: Any, needed: np.ndarray,
+                      own_parts: np.ndarray, known: np.ndarray) -> tuple[list, list] | None:
+    """The user's Neumann matrices of the parts ``needed`` (this rank's, and the others'
+    fetched from their ranks), cut to the block's unknowns ``known`` and in its numbering:
+    ``(matrices, indices)`` with None and an empty index set for the other parts; None
+    without ``neumann``.  Collective.
+
+    Each rank holds the matrices of its own subdomains (``neumann[i]`` of another rank's
+    subdomain may be None).  Only the entries between the block's unknowns are kept: AGDSW
+    reads a part's Neumann matrix on the interface around the part, which the block holds.
+    """
+    if neumann is None:
+        return None
+    d = layout.decomposition
+    _check_neumann_length(neumann, d.num_subdomains)
+    ranks = np.asarray(layout.subdomain_ranks)
+    wanted = np.flatnonzero(needed & ~own_parts)
+    outgoing = [wanted[ranks[wanted] == r] for r in range(layout.size)]
+    asks = layout.comm.alltoall(outgoing)
+    replies = layout.comm.alltoall([[neumann[int(p)] for p in ask] for ask in asks])
+    mats: dict[int, Any] = {int(p): neumann[int(p)] for p in np.flatnonzero(needed & own_parts)}
+    for ask, got in zip(outgoing, replies, strict=True):  # a loop over ranks
+        mats.update({int(p): m for p, m in zip(ask, got, strict=True)})
+    parts = int(d.owner[known].max()) + 1
+    matrices: list = [None] * parts
+    indices: list = [np.zeros(0, dtype=np.int64)] * parts
+    for p, M in mats.items():  # a loop over the parts around this rank's components
+        if M is None:
+            raise ValueError(f"neumann[{p}] is None on the rank that owns subdomain {p}")
+        idx = np.asarray(d.subdomains[p], dtype=np.int64)
+        at = np.minimum(np.searchsorted(known, idx), known.size - 1)
+        inside = known[at] == idx
+        Mc = sp.csr_matrix(M, dtype=np.float64)
+        if Mc.shape != (idx.size, idx.size):
+            raise ValueError(f"neumann[{p}] must have shape ({idx.size}, {idx.size}) (the "
+                             f"size of subdomain {p}), got {Mc.shape}")
+        keep = np.flatnonzero(inside)
+        matrices[p] = Mc[keep][:, keep]
+        indices[p] = at[keep]
+    return matrices, indices
 
 
 class _BlockSubdomains:
@@ -610,10 +665,7 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
     neumann = keywords.get("neumann")
     mine = layout.local_subdomains
     if neumann is not None:  # the user's local matrices, of this rank's subdomains only
-        if len(neumann) != d.num_subdomains:
-            raise ValueError(f"neumann must hold one matrix per subdomain "
-                             f"({d.num_subdomains}; other ranks' entries may be None), got "
-                             f"{len(neumann)}")
+        _check_neumann_length(neumann, d.num_subdomains)
         neumann = [neumann[i] for i in mine]
     dominant = rows_diagonally_dominant(layout, owned_rows)
     oversampling = keywords.get("oversampling")
@@ -805,8 +857,8 @@ class DistributedTwoLevelSchwarz:
         for ``kernel=``).
     gathered_matrix : bool
         True when the owned rows of all ranks were gathered for the serial
-        matrix-based coarse code (local rows with ``local_basis=False``, no
-        owner labels, or AGDSW with ``neumann=``).
+        matrix-based coarse code (local rows with ``local_basis=False``, or no
+        owner labels).
     setup_seconds, coarse_basis_seconds, coarse_matrix_seconds : float
         Wall times of this rank's last set-up (the constructor's or the last
         :meth:`update`) and of its coarse-basis and coarse-matrix parts.
@@ -905,12 +957,11 @@ class DistributedTwoLevelSchwarz:
             # subdomains' matrices of neumann=)
             rank_local = rank_local or (self.local_basis and named and kind == "geneo")
             # AGDSW: from the closed parts around the rank's components (owner labels; the
-            # finite-element matrices of neumann= are per subdomain, serial).  On one rank
-            # the serial construction, which classifies the interface once (4.0 s against
-            # 3.3 s on the channels of benchmarks/distributed_geneo.py)
+            # finite-element matrices of neumann= of those parts fetched from their ranks).
+            # On one rank the serial construction, which classifies the interface once
+            # (4.0 s against 3.3 s on the channels of benchmarks/distributed_geneo.py)
             rank_local = rank_local or (self.local_basis and named and kind == "agdsw"
-                                        and d.owner is not None and layout.size > 1
-                                        and self._coarse_keywords.get("neumann") is None)
+                                        and d.owner is not None and layout.size > 1)
             self.coarse_construction = "rank-local" if rank_local else "serial"
         self.gathered_matrix = (local_rows and self.coarse_construction == "serial"
                                 and named and kind in MATRIX_COARSE_BASES)

@@ -872,11 +872,13 @@ class PardisoBlocks(BlockSolver):
             return super().solve_sparse(B, rows_only)
         X = np.zeros((self.shape[0], B.shape[1]), order="F")
         X[rows] = B
-        Y = self._solve_phase(X, 1 if rows_only else 2)
-        return Y[rows] if rows_only else Y
+        return self._solve_phase(X, 1 if rows_only else 2, rows if rows_only else None)
 
-    def _solve_phase(self, X: np.ndarray, partial: int) -> np.ndarray:
-        """PARDISO's solve phase on live factors (``partial``: see ``_PardisoHandle.call``)."""
+    def _solve_phase(self, X: np.ndarray, partial: int,
+                     rows: np.ndarray | None = None) -> np.ndarray:
+        """PARDISO's solve phase on live factors (``partial``: see ``_PardisoHandle.call``);
+        only the ``rows`` of the solution when given (picked before the C-order copy: no
+        third full-height array beside ``X`` and PARDISO's output)."""
         if self._handle is None:
             raise RuntimeError("the PARDISO factors were freed")
         if self._released:
@@ -885,7 +887,7 @@ class PardisoBlocks(BlockSolver):
         Y, error = self._handle.call(33, X, partial=partial)
         if error != 0:  # pragma: no cover - a solve after a good factorisation
             raise _pardiso_error("solve", error)
-        return np.ascontiguousarray(Y, dtype=np.float64)
+        return np.ascontiguousarray(Y if rows is None else Y[rows], dtype=np.float64)
 
     def free(self) -> None:
         """Release the factors held by MKL and the matrix held for it (also done when the

@@ -238,8 +238,7 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
     from ..distributed.precond import rank_local_agdsw, rank_local_gdsw_rows, rank_local_geneo
 
     layout = DistributedLayout(d, comm, A=rows, subdomain_ranks=parts.subdomain_ranks)
-    if coarse == "geneo" or (coarse == "agdsw" and options.get("neumann") is None
-                             and d.owner is not None):
+    if coarse == "geneo" or (coarse == "agdsw" and d.owner is not None):
         # GenEO: from the rows its subdomains' (grown) sets reach; AGDSW: from the closed
         # parts around the rank's components (as the distributed preconditioner builds them)
         build = rank_local_geneo if coarse == "geneo" else rank_local_agdsw

@@ -141,32 +141,44 @@ def _agdsw(comm) -> dict:
     A = diffusion_2d(high_contrast_channels(n, 1e4, margin=2, period=3))
     c = PrecondConfig(problem="elasticity2d", n=23, contrast=1e6, subdomains=8).validated()
     prob = build_problem(c)
+    de = decompose(c, prob)[0]
     cases = [("channels-grid", A, ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1),
-              None, None),
+              None, None, None),
              ("channels-metis", A, ddops.Decomposition.from_matrix(A, 12, overlap=1, seed=1),
-              np.random.default_rng(2).permutation(np.arange(12) % P), None),
-             ("elasticity-metis", prob.A.tocsr(), decompose(c, prob)[0], None,
-              prob.null_space),
+              np.random.default_rng(2).permutation(np.arange(12) % P), None, None),
+             ("elasticity-metis", prob.A.tocsr(), de, None, prob.null_space, None),
+             # the finite-element Neumann matrices: each rank holds its own subdomains', and
+             # fetches those of the other parts around its components
+             ("elasticity-neumann", prob.A.tocsr(), de,
+              np.random.default_rng(4).permutation(np.arange(8) % P), prob.null_space,
+              prob.neumann(de)),
              # channels in the upper boxes only: the indicator skips the components around
              # the lower ones (on every rank as in the serial build)
              ("half-channels-grid", _half_channels(n, 1e4),
-              ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1), None, None)]
+              ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1), None, None, None)]
     out = {}
-    for name, A, d, ranks, Z in cases:
+    for name, A, d, ranks, Z, neumann in cases:
         nn = A.shape[0]
         b = np.random.default_rng(3).standard_normal(nn)
+        agdsw = ddops.AGDSWOptions(neumann=neumann)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # elasticity: not dominant
-            S = TwoLevelSchwarz(A, d, coarse_basis="agdsw", null_space=Z)
+            S = TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
+                coarse="agdsw", null_space=Z, agdsw=agdsw))
         ref_its = count_iterations(spla.cg, A, b, rtol=1e-8, M=S)
         X = np.random.default_rng(7).standard_normal(nn)
         y_ref = S.matvec(X)
         owned = DistributedLayout(d, comm, subdomain_ranks=ranks).owned
         rows = A[owned].tocsr()
         L = DistributedLayout(d, comm, A=rows, subdomain_ranks=ranks)
+        if neumann is not None:  # every rank holds only its own subdomains' matrices
+            mine = set(L.local_subdomains.tolist())
+            agdsw = ddops.AGDSWOptions(
+                neumann=[N if i in mine else None for i, N in enumerate(neumann)])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            M = DistributedTwoLevelSchwarz(L, rows, "agdsw", null_space=Z)
+            M = DistributedTwoLevelSchwarz(L, rows, options=ddops.SchwarzOptions(
+                coarse="agdsw", null_space=Z, agdsw=agdsw))
         y = L.gather(M.matvec(L.scatter(X)))
         info, its = count_iterations(cg, DistributedMatrix(L), L.scatter(b), rtol=1e-8, M=M)
         out[name] = {"construction": str(M.coarse_construction),

@@ -63,7 +63,7 @@ def test_rows_fetched_on_request_equal_the_matrix_rows(results, case):
 
 
 @pytest.mark.parametrize("case", ["channels-grid", "channels-metis", "elasticity-metis",
-                                  "half-channels-grid"])
+                                  "elasticity-neumann", "half-channels-grid"])
 def test_agdsw_from_local_rows_equals_the_serial_preconditioner(results, case):
     """AGDSW from the closed parts around each rank's components (and two layers of rows
     around them): its eigenproblems are dense, so the preconditioner is the serial one to

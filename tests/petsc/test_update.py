@@ -112,7 +112,8 @@ _VALUES = {"subdomains": ("6", 6), "overlap": ("2", 2), "partitioner": ("contigu
            "null_space": ("constants", "constants"), "kernel": None, "threads": ("1", 1),
            "gdsw_extension_solver": ("superlu", "superlu"), "agdsw_threshold": ("0.1", 0.1),
            "agdsw_max_per_component": ("4", 4), "agdsw_extension_solver": ("superlu",
-           "superlu"), "agdsw_skip_contrast": ("0", 0.0), "geneo_threshold": ("0.5", 0.5), "geneo_max_per_subdomain": ("7", 7),
+           "superlu"), "agdsw_skip_contrast": ("0", 0.0), "geneo_threshold": ("0.5", 0.5),
+           "geneo_max_per_subdomain": ("7", 7),
            "geneo_oversampling": ("3", 3), "reuse_coarse": ("true", True)}
 
 

@@ -1,0 +1,84 @@
+"""AGDSW on a subset of the components (``owned_parts``), as each rank of a distributed
+build computes it: the marked components' functions are the whole basis's, and the parts
+around no marked component need no Neumann matrix."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ddops
+from ddops.dd.adaptive import agdsw_basis
+from ddops.problems import diffusion_2d, high_contrast_channels
+
+N = 31
+
+
+@pytest.fixture(scope="module")
+def channels():
+    A = diffusion_2d(high_contrast_channels(N, 1e4, margin=2, period=3))
+    d = ddops.Decomposition.from_grid((N, N), (4, 4), overlap=1)
+    return A, d
+
+
+def first_parts(info):
+    P = info.components.parts.tocsr()
+    return np.minimum.reduceat(P.indices, P.indptr[:-1])
+
+
+def test_marked_components_get_the_whole_basis_functions(channels):
+    A, d = channels
+    full, info = agdsw_basis(A, d.owner, return_info=True)
+    marked = np.zeros(d.num_subdomains, dtype=bool)
+    marked[[0, 5, 6, 10]] = True
+    part, sub = agdsw_basis(A, d.owner, return_info=True, owned_parts=marked)
+    mine = marked[first_parts(info)]
+    assert 0 < mine.sum() < mine.size
+    # the eigenproblems of the marked components only, with the whole basis's eigenvalues
+    assert sub.stats["eigenproblems"] == mine.sum()
+    np.testing.assert_allclose(sub.eigenvalues[mine], info.eigenvalues[mine], rtol=1e-10)
+    # exactly the whole basis's columns of those components
+    cols = np.flatnonzero(mine[info.column_group])
+    assert part.shape[1] == cols.size and mine[sub.column_group].all()
+    np.testing.assert_allclose(part.toarray(), full[:, cols].toarray(),
+                               atol=1e-12 * abs(full).max())
+
+
+def test_neumann_only_for_the_parts_around_marked_components():
+    pytest.importorskip("skfem")
+    from ddops.problems import element_centroids, fem_elasticity_2d, rigid_body_modes, \
+        stiff_inclusions, unit_square_mesh
+
+    m = unit_square_mesh(15)
+    E = stiff_inclusions(element_centroids(m), count=6, radius=0.08, contrast=1e6, seed=1)
+    A, X = fem_elasticity_2d(mesh=m, E=E)
+    d = ddops.Decomposition.from_matrix(A, 8, overlap=1, block_size=2)
+    _, _, Ns = fem_elasticity_2d(mesh=m, E=E, neumann=d)
+    kw = dict(null_space=rigid_body_modes(X), block_size=2, neumann_indices=d.subdomains,
+              return_info=True, skip_contrast=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        full, info = agdsw_basis(A, d.owner, neumann=Ns, **kw)
+        P = info.components.parts.tocsr()
+        marked = np.zeros(d.num_subdomains, dtype=bool)
+        marked[0] = True
+        mine = marked[first_parts(info)]
+        around = np.unique(P[np.flatnonzero(mine)].indices)
+        assert around.size < d.num_subdomains
+        only = [N if i in around else None for i, N in enumerate(Ns)]
+        part, sub = agdsw_basis(A, d.owner, neumann=only, owned_parts=marked, **kw)
+        cols = np.flatnonzero(mine[info.column_group])
+        np.testing.assert_allclose(part.toarray(), full[:, cols].toarray(),
+                                   atol=1e-8 * abs(full).max())
+        # a part around a marked component without its matrix
+        missing = list(only)
+        missing[int(around[-1])] = None
+        with pytest.raises(ValueError, match=rf"neumann\[{int(around[-1])}\] is None"):
+            agdsw_basis(A, d.owner, neumann=missing, owned_parts=marked, **kw)
+
+
+@pytest.mark.parametrize("bad", [np.ones(3, dtype=bool), np.ones(16), np.ones((16, 1), bool)])
+def test_bad_owned_parts(channels, bad):
+    A, d = channels
+    with pytest.raises(ValueError, match="owned_parts"):
+        agdsw_basis(A, d.owner, owned_parts=bad)
