@@ -321,8 +321,13 @@ def _elasticity_elements(p, t, E, nu):
     lam = nu / ((1 + nu) * (1 - 2 * nu))  # the Lame parameters of E = 1
     mu = 1 / (2 * (1 + nu))
     # sigma(phi_a e_i) : eps(phi_b e_j) = lam g_ai g_bj + mu (g_aj g_bi + delta_ij g_a . g_b)
-    K = lam * np.einsum("tai,tbj->taibj", G, G) + mu * np.einsum("taj,tbi->taibj", G, G)
-    K += mu * np.einsum("tak,tbk,ij->taibj", G, G, np.eye(d))
+    outer = G[:, :, :, None, None] * G[:, None, None, :, :]  # g_ai g_bj, (t, a, i, b, j)
+    K = lam * outer + mu * np.swapaxes(outer, 2, 4)  # g_aj g_bi: i and j swapped
+    # the delta_ij term on the diagonal blocks i = j (a dense einsum with the identity
+    # multiplied its zeros too: 0.3 s of the 0.33 s on 3D elasticity of 41,000 elements)
+    dot = G @ np.swapaxes(G, 1, 2)  # g_a . g_b, (t, a, b)
+    for i in range(d):  # a loop over the 2 or 3 axes
+        K[:, :, i, :, i] += mu * dot
     K *= (volume * E)[:, None, None, None, None]
     n_local = (d + 1) * d
     dofs = (d * t.T[:, :, None] + np.arange(d)).reshape(-1, n_local)
