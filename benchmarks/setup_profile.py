@@ -22,6 +22,7 @@ fastest peer in set-up + solve.
     python benchmarks/setup_profile.py --threads 2   # every method on two threads
     python benchmarks/setup_profile.py --petsc-python .petsc-venv/bin/python   # with GAMG
     python benchmarks/setup_profile.py --variant hybrid --factor-dtype float32  # ddops' fastest
+    python benchmarks/setup_profile.py --skip-contrast 0   # AGDSW without its indicator
 """
 
 from __future__ import annotations
@@ -174,6 +175,9 @@ def main(argv=None) -> int:
                         help="Schwarz variant of the two-level rows (default additive)")
     parser.add_argument("--factor-dtype", choices=("float64", "float32"), default="float64",
                         help="precision of the local factors (default float64)")
+    parser.add_argument("--skip-contrast", type=float, metavar="RATIO",
+                        help="AGDSW's skip_contrast (0: every eigenproblem, the full space; "
+                        "default: the library's)")
     parser.add_argument("--petsc-python", metavar="PYTHON",
                         help="a Python with petsc4py (docs/petsc.md): adds PETSc GAMG and "
                         "hypre BoomerAMG (benchmarks/petsc_setup_peers.py)")
@@ -188,8 +192,10 @@ def main(argv=None) -> int:
         for i in chosen:
             label, full, quick = PROBLEMS[i]
             flags = quick if args.quick else full
+            skip = ([] if args.skip_contrast is None
+                    else ["--skip-contrast", str(args.skip_contrast)])
             result = run([*flags, "--variant", args.variant, "--factor-dtype",
-                          args.factor_dtype], str(Path(tmp) / f"p{i}"), args.threads)
+                          args.factor_dtype, *skip], str(Path(tmp) / f"p{i}"), args.threads)
             peers = (run_petsc_peers(args.petsc_python, flags, args.threads)
                      if args.petsc_python else None)
             results.append(report(label, result, peers))

@@ -260,9 +260,8 @@ def agdsw_basis(
             raise ValueError(f"neumann must hold one matrix per part ({comps.num_parts}), got "
                              f"{len(idx)} index arrays")
         sizes_n = np.array([i.size for i in idx], dtype=np.int64)
-        given = np.array([m is not None for m in neumann], dtype=bool)
-        user = (check_neumann(neumann, sizes_n, allow_none=True), np.concatenate(idx),
-                np.concatenate([[0], np.cumsum(sizes_n)]), given)
+        entries, given = check_neumann(neumann, sizes_n, allow_none=True)
+        user = (entries, np.concatenate(idx), np.concatenate([[0], np.cumsum(sizes_n)]), given)
     elif not_dominant_rows(A).size:
         warn("agdsw: A is not diagonally dominant, so the algebraic local Neumann "
                       "matrices are not positive semidefinite and more functions than needed "
@@ -336,9 +335,9 @@ def agdsw_basis(
     # S^D-orthogonal to the null space, but on matrices that are not diagonally dominant
     # (elasticity) the projected ones can be nearly parallel, which the global drop below
     # cannot always resolve in the order the coarse factorisation then uses
-    keep = independent_vectors(comp, values, C, rtol) & nonzero
     if owned is not None:  # the functions of the marked parts' components only
-        keep &= owned[:, None]
+        nonzero &= owned[:, None]
+    keep = independent_vectors(comp, values, C, rtol) & nonzero
     ext_start = time.perf_counter()
     PhiG, _ = columns_from_groups(x, comp, values, keep, n)
     Phi = harmonic_extension(A, owner, x, PhiG, chunk_bytes=chunk_bytes, solver=extension_solver,
@@ -361,8 +360,12 @@ def agdsw_basis(
                "eigen_functions": int(kept.sum()), "dropped_dependent": dropped,
                "capped": capped, "kept_per_component": kept,
                "eigenproblems": int(C if need is None else need.sum()),
-               "skipped_eigenproblems": int(0 if need is None else C - need.sum()),
-               "largest_eigenproblem": int(sizes.max()), "eigen_seconds": eigen_seconds,
+               # (the components of other processes, owned_parts, are not skipped ones)
+               "skipped_eigenproblems": int(0 if need is None else
+                                            ((True if owned is None else owned) & ~need).sum()),
+               "largest_eigenproblem": int(sizes.max() if need is None else
+                                           sizes[need].max(initial=0)),
+               "eigen_seconds": eigen_seconds,
                "extension_seconds": ext_seconds, "seconds": time.perf_counter() - start})
     return Phi, info
 

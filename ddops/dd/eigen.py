@@ -86,7 +86,9 @@ class AdaptiveInfo:
         bounds, accurate to about 1e-8 below the threshold and to a few percent above;
         ``nan`` where GenEO's inertia count settled the subdomain without an eigensolve
         and nothing outside the kernel is below the threshold (the eigenvalue is then only
-        known to be above it), 0 where the constants were that kernel.
+        known to be above it), 0 where the constants were that kernel; AGDSW: ``nan`` on
+        the components whose eigenproblem its contrast indicator skipped
+        (``skip_contrast``) or that another process computes (``owned_parts``).
     components : InterfaceComponents or None
         The interface (AGDSW only).
     harmonic_interface : numpy.ndarray or None
@@ -99,9 +101,11 @@ class AdaptiveInfo:
         (GenEO): the eigenvectors kept in every group, an integer array,
         ``eigenproblems``, ``largest_eigenproblem``, ``eigen_seconds`` (Schur
         complements and eigenproblems), ``extension_seconds``, ``seconds``;
-        GenEO adds ``subspace_iterations``, ``skipped_eigenproblems`` (subdomains settled
-        by the inertia count alone, :data:`ddops.dd.geneo.GENEO_INERTIA`), ``k0``, ``k1``
-        and ``bound`` (the condition-number bound of :mod:`ddops.dd.geneo`).
+        ``skipped_eigenproblems``: AGDSW's components whose eigenproblem the contrast
+        indicator skipped (:mod:`ddops.dd.indicators`), GenEO's subdomains settled by the
+        inertia count alone (:data:`ddops.dd.geneo.GENEO_INERTIA`); GenEO adds
+        ``subspace_iterations``, ``k0``, ``k1`` and ``bound`` (the condition-number bound
+        of :mod:`ddops.dd.geneo`).
     """
 
     method: str
@@ -277,7 +281,8 @@ def warn_cap(capped: int, what: str, cap_name: str, cap: int) -> None:
 
 def check_neumann(neumann: Any, sizes: np.ndarray, allow_none: bool = False):
     """User Neumann matrices as the stacked entries ``(subdomain, row, col, value)``
-    (``allow_none``: a None entry is a subdomain without one, no entries)."""
+    (``allow_none``: a None entry is a subdomain without one, no entries; then also a
+    Boolean array, the subdomains that have one)."""
     if sp.issparse(neumann) or isinstance(neumann, np.ndarray) and neumann.ndim == 2:
         raise TypeError("neumann must be a sequence of matrices, one per subdomain")
     try:
@@ -303,8 +308,12 @@ def check_neumann(neumann: Any, sizes: np.ndarray, allow_none: bool = False):
         rows.append(Mi.row.astype(np.int64))
         cols.append(Mi.col.astype(np.int64))
         vals.append(Mi.data)
-    if not subs:
+    if subs:
+        entries = (np.concatenate(subs), np.concatenate(rows), np.concatenate(cols),
+                   np.concatenate(vals))
+    else:
         empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty, np.zeros(0)
-    return (np.concatenate(subs), np.concatenate(rows), np.concatenate(cols),
-            np.concatenate(vals))
+        entries = empty, empty, empty, np.zeros(0)
+    if allow_none:
+        return entries, np.array([M is not None for M in mats], dtype=bool)
+    return entries

@@ -540,7 +540,7 @@ def rank_local_agdsw(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
                                     max_per_component=keywords.get("max_per_component"),
                                     extension_solver=keywords.get("extension_solver", "auto"),
                                     skip_contrast=keywords.get("skip_contrast"),
-                                    owned_parts=own_parts, return_info=True,
+                                    owned_parts=own_parts & needed, return_info=True,
                                     **({} if neumann is None else
                                        dict(neumann=neumann[0], neumann_indices=neumann[1])))
         # the block's components that are this rank's: by their first unknown, and whole
@@ -575,6 +575,8 @@ def _neumann_of_parts(layout: DistributedLayout, neumann: Any, needed: np.ndarra
     Each rank holds the matrices of its own subdomains (``neumann[i]`` of another rank's
     subdomain may be None).  Only the entries between the block's unknowns are kept: AGDSW
     reads a part's Neumann matrix on the interface around the part, which the block holds.
+    The owners check the matrices asked of them before they are sent, and every rank raises
+    the first problem found on any rank (no rank is left waiting in a later exchange).
     """
     if neumann is None:
         return None
@@ -584,23 +586,35 @@ def _neumann_of_parts(layout: DistributedLayout, neumann: Any, needed: np.ndarra
     wanted = np.flatnonzero(needed & ~own_parts)
     outgoing = [wanted[ranks[wanted] == r] for r in range(layout.size)]
     asks = layout.comm.alltoall(outgoing)
+    # the matrices this rank provides (its own needed ones and those asked of it): checked
+    # here, the verdict agreed by every rank
+    provided = np.union1d(np.flatnonzero(needed & own_parts),
+                          np.concatenate([np.zeros(0, dtype=np.int64), *asks]))
+    problem = None
+    for p in provided:  # a loop over this rank's subdomains that some rank needs
+        M, size = neumann[int(p)], int(d.sizes[p])
+        if M is None:
+            problem = f"neumann[{p}] is None on the rank that owns subdomain {p}"
+        elif getattr(M, "shape", None) != (size, size):
+            problem = (f"neumann[{p}] must have shape ({size}, {size}) (the size of "
+                       f"subdomain {p}), got {getattr(M, 'shape', type(M).__name__)}")
+        if problem:
+            break
+    problems = [x for x in layout.comm.allgather(problem) if x]
+    if problems:
+        raise ValueError(problems[0])
     replies = layout.comm.alltoall([[neumann[int(p)] for p in ask] for ask in asks])
     mats: dict[int, Any] = {int(p): neumann[int(p)] for p in np.flatnonzero(needed & own_parts)}
     for ask, got in zip(outgoing, replies, strict=True):  # a loop over ranks
         mats.update({int(p): m for p, m in zip(ask, got, strict=True)})
-    parts = int(d.owner[known].max()) + 1
+    parts = int(d.owner[known].max()) + 1 if known.size else 0
     matrices: list = [None] * parts
     indices: list = [np.zeros(0, dtype=np.int64)] * parts
     for p, M in mats.items():  # a loop over the parts around this rank's components
-        if M is None:
-            raise ValueError(f"neumann[{p}] is None on the rank that owns subdomain {p}")
         idx = np.asarray(d.subdomains[p], dtype=np.int64)
-        at = np.minimum(np.searchsorted(known, idx), known.size - 1)
+        at = np.minimum(np.searchsorted(known, idx), max(known.size - 1, 0))
         inside = known[at] == idx
         Mc = sp.csr_matrix(M, dtype=np.float64)
-        if Mc.shape != (idx.size, idx.size):
-            raise ValueError(f"neumann[{p}] must have shape ({idx.size}, {idx.size}) (the "
-                             f"size of subdomain {p}), got {Mc.shape}")
         keep = np.flatnonzero(inside)
         matrices[p] = Mc[keep][:, keep]
         indices[p] = at[keep]

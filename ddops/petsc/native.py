@@ -215,8 +215,9 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
     :class:`ddops.distributed.DistributedTwoLevelSchwarz` from owned rows:
     GDSW/RGDSW with the owner labels rank-locally (the harmonic extension on
     the rank's rows), GenEO from the rows its subdomains' grown sets reach,
-    AGDSW from the closed parts around the rank's components, the other bases
-    from the replicated decomposition; only AGDSW with ``neumann=`` gathers the
+    AGDSW from the closed parts around the rank's components (with ``neumann=``
+    the matrices of those parts fetched from their ranks), the other bases from
+    the replicated decomposition; a matrix basis without owner labels gathers the
     matrix (as there).  ``None`` for ``coarse="none"``.  ``options``: keyword
     arguments of :func:`ddops.coarse_basis` for the space
     (``ddops.SchwarzOptions.coarse_keywords``).
@@ -252,7 +253,7 @@ def owned_coarse_rows(parts: RankDecomposition, comm: Any, coarse: str,
                                                                         "auto"))
         return sp.csr_matrix(Phi_ext[: layout.num_owned], dtype=np.float64)
     if coarse in MATRIX_COARSE_BASES:
-        # AGDSW with neumann=: the serial basis on the gathered matrix
+        # a matrix basis without owner labels: the serial basis on the gathered matrix
         A = layout.allgather_rows(rows)
         Phi = build_coarse_basis(d, coarse, A=((A + A.T) * 0.5).tocsr(), null_space=null_space,
                                  **options)

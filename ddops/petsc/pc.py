@@ -254,8 +254,7 @@ class SchwarzPC:
             # the local factorisations come last, after every collective: a failure there (a
             # singular subdomain on one rank) is agreed on, and every rank raises
             try:
-                # every matrix basis has its rank-local construction (AGDSW with
-                # finite-element neumann= matrices excepted: gathered)
+                # every matrix basis has its rank-local construction
                 self.preconditioner = DistributedTwoLevelSchwarz(
                     self.layout, None, options=settings,
                     local_basis=coarse is None or coarse in (*RANK_LOCAL_BASES, "geneo",

@@ -46,8 +46,13 @@ def test_marked_components_get_the_whole_basis_functions(channels):
 
 def test_neumann_only_for_the_parts_around_marked_components():
     pytest.importorskip("skfem")
-    from ddops.problems import element_centroids, fem_elasticity_2d, rigid_body_modes, \
-        stiff_inclusions, unit_square_mesh
+    from ddops.problems import (
+        element_centroids,
+        fem_elasticity_2d,
+        rigid_body_modes,
+        stiff_inclusions,
+        unit_square_mesh,
+    )
 
     m = unit_square_mesh(15)
     E = stiff_inclusions(element_centroids(m), count=6, radius=0.08, contrast=1e6, seed=1)
@@ -82,3 +87,34 @@ def test_bad_owned_parts(channels, bad):
     A, d = channels
     with pytest.raises(ValueError, match="owned_parts"):
         agdsw_basis(A, d.owner, owned_parts=bad)
+
+
+def test_owned_parts_counts_only_this_builds_components(channels):
+    A, d = channels
+    marked = np.zeros(d.num_subdomains, dtype=bool)
+    marked[[0, 5]] = True
+    _, info = agdsw_basis(A, d.owner, return_info=True, owned_parts=marked, skip_contrast=0)
+    mine = marked[first_parts(info)]
+    # the others' components are neither solved nor "skipped", nor dropped functions
+    assert info.stats["eigenproblems"] == mine.sum()
+    assert info.stats["skipped_eigenproblems"] == 0
+    assert info.stats["dropped_dependent"] == 0
+    assert info.stats["largest_eigenproblem"] == np.bincount(
+        info.components.component)[mine].max()
+
+
+def test_neumann_may_be_any_iterable():
+    pytest.importorskip("skfem")
+    from ddops.problems import element_centroids, fem_poisson_2d, stiff_inclusions, unit_square_mesh
+
+    m = unit_square_mesh(11)
+    coef = stiff_inclusions(element_centroids(m), count=3, radius=0.1, contrast=1e4, seed=0)
+    A, _ = fem_poisson_2d(mesh=m, coefficient=coef)
+    d = ddops.Decomposition.from_matrix(A, 4, overlap=1)
+    _, _, Ns = fem_poisson_2d(mesh=m, coefficient=coef, neumann=d)
+    kw = dict(neumann_indices=d.subdomains, skip_contrast=0)
+    P = agdsw_basis(A, d.owner, neumann=Ns, **kw)
+    Q = agdsw_basis(A, d.owner, neumann=iter(Ns), **kw)
+    np.testing.assert_array_equal(P.toarray(), Q.toarray())
+    with pytest.raises(TypeError, match="neumann"):
+        agdsw_basis(A, d.owner, neumann=3, **kw)

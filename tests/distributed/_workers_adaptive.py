@@ -142,6 +142,7 @@ def _agdsw(comm) -> dict:
     c = PrecondConfig(problem="elasticity2d", n=23, contrast=1e6, subdomains=8).validated()
     prob = build_problem(c)
     de = decompose(c, prob)[0]
+    strips = ddops.Decomposition.from_grid((n, n), (4, 1), overlap=1)
     cases = [("channels-grid", A, ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1),
               None, None, None),
              ("channels-metis", A, ddops.Decomposition.from_matrix(A, 12, overlap=1, seed=1),
@@ -155,7 +156,12 @@ def _agdsw(comm) -> dict:
              # channels in the upper boxes only: the indicator skips the components around
              # the lower ones (on every rank as in the serial build)
              ("half-channels-grid", _half_channels(n, 1e4),
-              ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1), None, None, None)]
+              ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1), None, None, None),
+             # four strips, the last rank holding only the last one: no component of its own
+             # (every component's first part is another rank's), yet it takes part in the
+             # exchange of the Neumann matrices
+             ("strips-neumann", A, strips, np.arange(4) if P == 4 else np.array([0, 0, 0, 1]),
+              None, _cut_matrices(A, strips))]
     out = {}
     for name, A, d, ranks, Z, neumann in cases:
         nn = A.shape[0]
@@ -188,7 +194,40 @@ def _agdsw(comm) -> dict:
                      "iterations": int(comm.allreduce(its, op=mpi().MAX)),
                      "serial_iterations": ref_its[1], "info": info,
                      "serial_skipped": S.coarse_stats["skipped_eigenproblems"],
-                     "serial_eigenproblems": S.coarse_stats["eigenproblems"]}
+                     "serial_eigenproblems": S.coarse_stats["eigenproblems"],
+                     # each component is one rank's: the ranks' counts add up to the serial
+                     "skipped": int(comm.allreduce(
+                         M.coarse_stats.get("skipped_eigenproblems", 0))),
+                     "eigenproblems": int(comm.allreduce(M.coarse_stats.get("eigenproblems", 0))),
+                     "components": int(comm.allreduce(0 if M.coarse_info is None else int(
+                         (~np.isnan(M.coarse_info.eigenvalues)).sum())))}
+    # a Neumann matrix missing on the rank that owns it: every rank raises (none waits)
+    owned = DistributedLayout(strips, comm).owned
+    rows = A[owned].tocsr()
+    L = DistributedLayout(strips, comm, A=rows)
+    mine = set(L.local_subdomains.tolist())
+    missing = [N if i in mine and i != 1 else None
+               for i, N in enumerate(_cut_matrices(A, strips))]
+    try:
+        DistributedTwoLevelSchwarz(L, rows, options=ddops.SchwarzOptions(
+            coarse="agdsw", agdsw=ddops.AGDSWOptions(neumann=missing, skip_contrast=0)))
+        message = ""
+    except ValueError as exc:
+        message = str(exc)
+    out["missing_neumann"] = comm.allgather(message)
+    return out
+
+
+def _cut_matrices(A, d) -> list:
+    """Local Neumann matrices of the subdomains of ``d`` from ``A``: its block with the
+    absolute couplings that leave the subdomain taken off the diagonal."""
+    absA = abs(A).tocsr()
+    out = []
+    for idx in d.subdomains:  # a loop over a few subdomains (a test's reference)
+        block = A[idx][:, idx].tocsr()
+        leaving = np.asarray(absA[idx].sum(axis=1)).ravel() - np.asarray(
+            abs(block).sum(axis=1)).ravel()
+        out.append((block - sp.diags(leaving)).tocsr())
     return out
 
 

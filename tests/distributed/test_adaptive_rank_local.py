@@ -63,15 +63,35 @@ def test_rows_fetched_on_request_equal_the_matrix_rows(results, case):
 
 
 @pytest.mark.parametrize("case", ["channels-grid", "channels-metis", "elasticity-metis",
-                                  "elasticity-neumann", "half-channels-grid"])
+                                  "elasticity-neumann", "half-channels-grid", "strips-neumann"])
 def test_agdsw_from_local_rows_equals_the_serial_preconditioner(results, case):
     """AGDSW from the closed parts around each rank's components (and two layers of rows
     around them): its eigenproblems are dense, so the preconditioner is the serial one to
-    rounding (amplified by the contrast on elasticity), with the serial iterations."""
+    rounding (amplified by the contrast on elasticity), with the serial iterations (on
+    elasticity at contrast 1e6 to the rounding sensitivity of CG's count).  With
+    ``neumann=`` each rank holds its own subdomains' matrices only, and a rank without a
+    component of its own still takes part in their exchange (strips)."""
     r = results["agdsw"][case]
     assert r["construction"] == "rank-local" and not r["gathered"]
     assert r["coarse_dim"] == r["serial_coarse_dim"] > 0
     assert r["apply_error"] <= (1e-8 if case.startswith("elasticity") else 1e-10)
-    assert r["info"] == 0 and r["iterations"] == r["serial_iterations"]
+    assert r["info"] == 0
+    if case.startswith("elasticity"):
+        # contrast 1e6: CG's count moves with the last digits of the preconditioner (serially
+        # by 3 of 96 when the Neumann matrices are scaled by 1 + 1e-15)
+        assert abs(r["iterations"] - r["serial_iterations"]) <= 0.06 * r["serial_iterations"]
+    else:
+        assert r["iterations"] == r["serial_iterations"]
+    # every component's eigenproblem is one rank's: the ranks' counts are the serial ones
+    assert r["eigenproblems"] == r["serial_eigenproblems"] == r["components"]
+    assert r["skipped"] == r["serial_skipped"]
     if case == "half-channels-grid":  # the contrast indicator skipped some components
         assert 0 < r["serial_skipped"] and 0 < r["serial_eigenproblems"]
+
+
+def test_agdsw_a_missing_neumann_matrix_is_refused_on_every_rank(results):
+    """The owner of subdomain 1 holds None for it: every rank raises the same ValueError
+    (the matrices are checked before the exchange, the verdict agreed)."""
+    messages = results["agdsw"]["missing_neumann"]
+    assert len(messages) == results["size"]
+    assert all("neumann[1] is None" in m for m in messages)
