@@ -106,11 +106,10 @@ AGDSW_THRESHOLD = 0.05
 #: factor (:mod:`ddops.dd.indicators`); 0 runs every eigenproblem (the full AGDSW space).
 #: Below the default threshold a homogeneous component selects nothing on boxes (see
 #: above), and a jump of 10 in the coefficient is a jump of about 10 in the diagonal.
-#: Measured on the five problems of ``benchmarks/setup_profile.py`` (one thread): the same
-#: iterations as the full space on each, the set-up 9.3 -> 1.0 s on 3D Poisson (GDSW's:
-#: 0.95 s), 2.8 -> 2.4 s on the 2D log-normal field, 3.35 -> 3.14 s on 3D elasticity with
-#: stiff inclusions, 1.25 -> 1.15 s on 2D elasticity, unchanged on the channels (every
-#: part sees a channel).
+#: Measured on the five problems of the set-up benchmark (``benchmarks/agdsw_indicator.py``:
+#: same process, interleaved, one thread): the same iterations as the full space on each;
+#: AGDSW's set-up 9.09 -> 0.94 s on 3D Poisson (GDSW's: 0.86 s), within 3% on the other four
+#: (few components skipped, and the parts around them border other components too).
 AGDSW_SKIP_CONTRAST = 10.0
 
 #: Default cap on the eigenvectors added per interface component (AGDSW).

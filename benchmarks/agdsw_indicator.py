@@ -1,0 +1,125 @@
+"""AGDSW with and without its contrast indicator, in one process, interleaved.
+
+For every problem of ``setup_profile.py`` (the set-up issue's), ``ddops.TwoLevelSchwarz``
+with GDSW, with AGDSW solving every eigenproblem (``skip_contrast=0``, the full space) and
+with AGDSW's default (the indicator skips the components around which the diagonal of
+``A`` varies by at most ``AGDSW_SKIP_CONTRAST``), the three set-ups interleaved in rounds,
+best of ``--repeat`` (one BLAS/MKL thread; the decomposition is built once per problem and
+is not timed).  CG (scipy) to ``rtol = 1e-8`` from zero, a random right-hand side.  AGDSW
+gets the finite-element Neumann matrices on the elasticity problems (as ``ddops precond``;
+their assembly is inside the timed set-up).  Prints the skipped components, the
+iterations, the coarse dimension and the set-up (wall and process CPU seconds).
+
+    python benchmarks/agdsw_indicator.py              # the five problems (a few minutes)
+    python benchmarks/agdsw_indicator.py --quick      # small sizes
+    python benchmarks/agdsw_indicator.py --problems 4 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import add_json_flag, add_quick_flag, machine_summary  # noqa: E402
+from setup_profile import PROBLEMS  # noqa: E402
+
+
+def build(flags: list[str]):
+    """The problem and decomposition of ``ddops precond`` for these flags."""
+    from ddops.experiments.precond.command_line import add_arguments
+    from ddops.experiments.precond.config import PrecondConfig
+    from ddops.experiments.precond.problem_registry import build_problem, decompose
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    a = parser.parse_args(flags)
+    given = dict(problem=a.problem, n=a.n, subdomains=a.subdomains, contrast=a.contrast)
+    c = PrecondConfig(**{k: v for k, v in given.items() if v is not None}).validated()
+    prob = build_problem(c)
+    return prob, decompose(c, prob)[0]
+
+
+def measure(prob, d, kind: str, skip: float | None) -> dict:
+    """One set-up and CG solve."""
+    import scipy.sparse.linalg as spla
+
+    import ddops
+
+    A = prob.A.tocsr()
+    wall, cpu = time.perf_counter(), time.process_time()
+    if kind == "gdsw":
+        options = ddops.SchwarzOptions(coarse="gdsw", null_space=prob.null_space)
+    else:
+        neumann = prob.neumann(d) if prob.neumann is not None else None
+        options = ddops.SchwarzOptions(coarse="agdsw", null_space=prob.null_space,
+                                       agdsw=ddops.AGDSWOptions(neumann=neumann,
+                                                                skip_contrast=skip))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # elasticity: not dominant
+        M = ddops.TwoLevelSchwarz(A, d, options=options)
+    setup, setup_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    b = np.random.default_rng(0).standard_normal(A.shape[0])
+    its = [0]
+    _, info = spla.cg(A, b, rtol=1e-8, M=M, maxiter=5000,
+                      callback=lambda _: its.__setitem__(0, its[0] + 1))
+    stats = M.coarse_stats or {}
+    return {"setup": setup, "setup_cpu": setup_cpu, "iterations": its[0], "info": int(info),
+            "coarse_dim": int(M.coarse_dim),
+            "skipped": int(stats.get("skipped_eigenproblems", 0)),
+            "components": int(stats.get("eigenproblems", 0))
+            + int(stats.get("skipped_eigenproblems", 0))}
+
+
+def main(argv=None) -> int:
+    from threadpoolctl import threadpool_limits
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_quick_flag(parser, "small sizes")
+    add_json_flag(parser)
+    parser.add_argument("--problems", type=int, nargs="*",
+                        help="indices into setup_profile.py's problem list (default: all)")
+    parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds (best of)")
+    args = parser.parse_args(argv)
+    print(machine_summary(memory=True, ddops=True))
+    print("one BLAS/MKL thread; set-up wall / CPU seconds, best of "
+          f"{args.repeat} interleaved rounds; the decomposition is not timed\n")
+    print("| problem | skipped / components | iterations (full, default, GDSW) | coarse dim "
+          "(full, default) | AGDSW full set-up s | AGDSW default set-up s | GDSW set-up s | "
+          "full / default |")
+    print("|---|---:|---|---|---:|---:|---:|---:|")
+    chosen = args.problems if args.problems else range(len(PROBLEMS))
+    out = []
+    with threadpool_limits(1):
+        for i in chosen:
+            label, full_flags, quick_flags = PROBLEMS[i]
+            prob, d = build(quick_flags if args.quick else full_flags)
+            runs = {"full": ("agdsw", 0.0), "default": ("agdsw", None), "gdsw": ("gdsw", None)}
+            best: dict = {}
+            for _ in range(max(args.repeat, 1)):  # interleaved rounds
+                for name, (kind, skip) in runs.items():
+                    r = measure(prob, d, kind, skip)
+                    if name not in best or r["setup"] < best[name]["setup"]:
+                        best[name] = r
+            f, g, s = best["full"], best["default"], best["gdsw"]
+            print(f"| {label}, {prob.A.shape[0]:,} unknowns | {g['skipped']} / "
+                  f"{g['components']} | {f['iterations']}, {g['iterations']}, "
+                  f"{s['iterations']} | {f['coarse_dim']}, {g['coarse_dim']} | "
+                  f"{f['setup']:.2f} / {f['setup_cpu']:.2f} | {g['setup']:.2f} / "
+                  f"{g['setup_cpu']:.2f} | {s['setup']:.2f} / {s['setup_cpu']:.2f} | "
+                  f"{f['setup'] / g['setup']:.2f} |", flush=True)
+            out.append({"problem": label, **{k: v for k, v in best.items()}})
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
