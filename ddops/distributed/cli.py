@@ -18,8 +18,8 @@ Flags read from the ``ddops precond`` namespace: ``problem``, ``n``,
 ``subdomains``, ``overlap``, ``kind``, ``coarse``, ``partitioner``,
 ``null_space``, ``contrast``, ``rtol``, ``maxiter``, ``seed``,
 ``blas_threads``, ``save_prefix``, and for ``--coarse geneo`` / ``agdsw``
-``threshold``, ``max_per_subdomain``, ``max_per_component`` and
-``oversampling``.  The learned preconditioners of the 1D experiment, pyamg,
+``threshold``, ``max_per_subdomain``, ``max_per_component``, ``skip_contrast``
+and ``oversampling``.  The learned preconditioners of the 1D experiment, pyamg,
 Jacobi and the memory and plot options are serial only and are ignored here
 (the table says so).  GenEO and AGDSW run from the ranks' own rows (their local
 matrices from ``A``: the serial experiment's finite-element Neumann matrices of
@@ -59,7 +59,8 @@ def _config(args: argparse.Namespace):
         blas_threads=getattr(args, "blas_threads", 1) or None, save_prefix=args.save_prefix,
         memory=False, plots=False, progress=False,
         **{flag: getattr(args, flag) for flag in ("threshold", "max_per_subdomain",
-                                                  "max_per_component", "oversampling")
+                                                  "max_per_component", "skip_contrast",
+                                                  "oversampling")
            if getattr(args, flag, None) is not None},
     ).validated()
     # the adaptive spaces are built from the ranks' rows; --coarse all leaves them out

@@ -96,3 +96,25 @@ def test_adaptive_spaces_under_mpi_match_the_serial_iterations(tmp_path, coarse)
     spla.cg(prob.A, b, rtol=1e-8, M=M, callback=calls.append)
     assert row["info"] == 0 and row["coarse_dim"] == M.coarse_dim > 0
     assert abs(row["iterations"] - len(calls)) <= 1
+
+
+def test_skip_contrast_reaches_the_ranks_agdsw(tmp_path):
+    """``--skip-contrast 0`` under ``mpiexec``: every AGDSW eigenproblem runs, as in the
+    serial build with ``skip_contrast=0`` (on these METIS parts of a homogeneous problem the
+    full space has a function that the default's indicator leaves out)."""
+    flags = ("--problem", "poisson2d", "--n", "95", "--subdomains", "24", "--partitioner",
+             "metis", "--coarse", "agdsw", "--skip-contrast", "0")
+    result = launch(HERE / "cli_worker.py", 2, *flags, "--save-prefix", str(tmp_path / "s"))
+    assert result.returncode == 0, result.stderr
+    payload = json.loads((tmp_path / "s_distributed.json").read_text())
+    row = next(r for r in payload["rows"] if r["method"] == "cg" and r["coarse"] == "agdsw")
+    from ddops.experiments.precond import PrecondConfig, build_problem, decompose
+
+    c = PrecondConfig(problem="poisson2d", n=95, subdomains=24, partitioner="metis").validated()
+    prob = build_problem(c)
+    d, _, _ = decompose(c, prob)
+    dims = {skip: TwoLevelSchwarz(prob.A, d, options=ddops.SchwarzOptions(
+        coarse="agdsw", agdsw=ddops.AGDSWOptions(skip_contrast=skip))).coarse_dim
+        for skip in (0.0, None)}
+    assert dims[0.0] > dims[None]
+    assert row["info"] == 0 and row["coarse_dim"] == dims[0.0]
