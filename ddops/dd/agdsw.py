@@ -279,17 +279,13 @@ def agdsw_basis(
             raise ValueError("owned_parts must be a Boolean array with an entry per part "
                              f"label (at least {comps.num_parts}), got {marked.dtype} "
                              f"{marked.shape}")
-        P = comps.parts.tocsr()
-        first = np.minimum.reduceat(P.indices, P.indptr[:-1])  # every component has a part
-        owned = marked[first]
+        owned = marked[comps.first_parts()]
         need = owned if need is None else need & owned
     else:
         owned = None
     if user is not None and not user[3].all():
-        P = comps.parts.tocsr()
-        lacking = np.zeros(comps.num_parts, dtype=bool)
-        lacking[P[np.ones(comps.num_components, bool) if need is None else need].indices] = True
-        lacking &= ~user[3][:comps.num_parts]
+        lacking = comps.parts_around(np.ones(comps.num_components, bool) if need is None
+                                     else need) & ~user[3][:comps.num_parts]
         if lacking.any():
             p = int(np.flatnonzero(lacking)[0])
             raise ValueError(f"neumann[{p}] is None, but part {p} borders a component whose "
@@ -735,8 +731,7 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
     if need is not None and not need.all():
         if not need.any():
             return {}, {}, sizes
-        around = np.zeros(N, dtype=bool)
-        around[P[np.flatnonzero(need)].indices] = True
+        around = comps.parts_around(need)
         order = np.argsort(~around, kind="stable")
         relabel = np.empty(N, dtype=np.int64)
         relabel[order] = np.arange(N)

@@ -145,6 +145,19 @@ class InterfaceComponents:
         mask[self.interface] = False
         return np.flatnonzero(mask)
 
+    def first_parts(self) -> np.ndarray:
+        """The lowest part label around every component (a component has at least one part;
+        a distributed build gives the component to the rank of this part)."""
+        P = self.parts.tocsr()
+        return np.minimum.reduceat(P.indices, P.indptr[:-1])
+
+    def parts_around(self, components: np.ndarray) -> np.ndarray:
+        """Boolean per part: the parts around the components of the Boolean mask
+        ``components``."""
+        around = np.zeros(self.num_parts, dtype=bool)
+        around[self.parts.tocsr()[np.flatnonzero(components)].indices] = True
+        return around
+
     def part_sets(self) -> list[tuple[int, ...]]:
         """The part-set of every component as a tuple (for inspection and tests)."""
         P = self.parts

@@ -496,10 +496,8 @@ def rank_local_agdsw(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
     comps = interface_components(_interface_rows(layout, rows), d.owner,
                                  interface=d.shared_nodes, block_size=b)
     P = comps.parts.tocsr()
-    first = np.minimum.reduceat(P.indices, P.indptr[:-1])  # the first part of each component
-    mine = layout.subdomain_ranks[first] == layout.rank
-    needed = np.zeros(comps.num_parts, dtype=bool)
-    needed[P[np.flatnonzero(mine)].indices] = True
+    mine = layout.subdomain_ranks[comps.first_parts()] == layout.rank
+    needed = comps.parts_around(mine)
     # the closed parts: their own unknowns and the interface unknowns around them
     at_part = needed[d.owner]
     x = comps.interface

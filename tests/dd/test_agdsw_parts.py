@@ -22,8 +22,18 @@ def channels():
 
 
 def first_parts(info):
-    P = info.components.parts.tocsr()
-    return np.minimum.reduceat(P.indices, P.indptr[:-1])
+    """The lowest part of every component, from the explicit part-sets."""
+    return np.array([min(ps) for ps in info.components.part_sets()])
+
+
+def test_first_parts_and_parts_around_match_the_part_sets(channels):
+    A, d = channels
+    _, info = agdsw_basis(A, d.owner, return_info=True)
+    comps = info.components
+    np.testing.assert_array_equal(comps.first_parts(), first_parts(info))
+    mask = np.arange(comps.num_components) % 3 == 0
+    expected = sorted({p for c in np.flatnonzero(mask) for p in comps.part_sets()[c]})
+    np.testing.assert_array_equal(np.flatnonzero(comps.parts_around(mask)), expected)
 
 
 def test_marked_components_get_the_whole_basis_functions(channels):

@@ -20,6 +20,7 @@ import numpy as np
 from ..._validation import check_choice, check_int, check_positive_float
 from ...dd.adaptive import AGDSW_THRESHOLD, GENEO_THRESHOLD
 from ...dd.geneo import GENEO_OVERSAMPLED_THRESHOLD
+from ...dd.indicators import check_skip_contrast
 from ...dd.partition import default_subdomains
 from ...precond import options as library
 from ...precond.learned import BASES, OBJECTIVES
@@ -449,7 +450,7 @@ def _check_adaptive_options(c: PrecondConfig) -> None:
     if c.threshold is not None:
         c.threshold = check_positive_float("threshold", c.threshold)
     if c.skip_contrast is not None:
-        c.skip_contrast = check_positive_float("skip_contrast", c.skip_contrast, allow_zero=True)
+        c.skip_contrast = check_skip_contrast(c.skip_contrast, None)
     for name in ("max_per_component", "max_per_subdomain", "oversampling"):
         if getattr(c, name) is not None:
             setattr(c, name, check_int(name, getattr(c, name), minimum=0))
