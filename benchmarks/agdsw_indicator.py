@@ -4,11 +4,15 @@ For every problem of ``setup_profile.py`` (the set-up issue's), ``ddops.TwoLevel
 with GDSW, with AGDSW solving every eigenproblem (``skip_contrast=0``, the full space) and
 with AGDSW's default (the indicator skips the components around which the diagonal of
 ``A`` varies by at most ``AGDSW_SKIP_CONTRAST``), the three set-ups interleaved in rounds,
-best of ``--repeat`` (one BLAS/MKL thread; the decomposition is built once per problem and
-is not timed).  CG (scipy) to ``rtol = 1e-8`` from zero, a random right-hand side.  AGDSW
-gets the finite-element Neumann matrices on the elasticity problems (as ``ddops precond``;
-their assembly is inside the timed set-up).  Prints the skipped components, the
-iterations, the coarse dimension and the set-up (wall and process CPU seconds).
+best of ``--repeat`` by set-up + solve (one BLAS/MKL thread; the decomposition is built
+once per problem and is not timed).  CG (scipy) to ``rtol = 1e-8`` from zero, a random
+right-hand side.  AGDSW gets the finite-element Neumann matrices on the elasticity
+problems (as ``ddops precond``; their assembly is inside the timed set-up).  Prints the
+skipped components, the iterations, the coarse dimension and the set-up (wall and process
+CPU seconds), and beside them, measured in the same rounds, the set-up + solve of AGDSW's
+default and of pyamg's smoothed aggregation (rigid body modes on elasticity) and
+Ruge-Stuben AMG, the peers installed here (PETSc GAMG and hypre BoomerAMG are in
+``setup_profile.py --petsc-python``).
 
     python benchmarks/agdsw_indicator.py              # the five problems (a few minutes)
     python benchmarks/agdsw_indicator.py --quick      # small sizes
@@ -48,13 +52,29 @@ def build(flags: list[str]):
 
 
 def measure(prob, d, kind: str, skip: float | None) -> dict:
-    """One set-up and CG solve."""
+    """One set-up and CG solve (``kind``: gdsw, agdsw, sa or rs)."""
     import scipy.sparse.linalg as spla
 
     import ddops
 
     A = prob.A.tocsr()
+    b = np.random.default_rng(0).standard_normal(A.shape[0])
     wall, cpu = time.perf_counter(), time.process_time()
+    if kind in ("sa", "rs"):
+        import pyamg
+
+        try:
+            ml = (pyamg.smoothed_aggregation_solver(A, B=prob.null_space) if kind == "sa"
+                  else pyamg.ruge_stuben_solver(A))
+            M = ml.aspreconditioner()
+            setup, setup_cpu = time.perf_counter() - wall, time.process_time() - cpu
+            its = [0]
+            _, info = spla.cg(A, b, rtol=1e-8, M=M, maxiter=5000,
+                              callback=lambda _: its.__setitem__(0, its[0] + 1))
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError):
+            return {"setup": np.inf, "total": np.inf, "iterations": None, "info": -1}
+        return {"setup": setup, "setup_cpu": setup_cpu, "iterations": its[0],
+                "info": int(info), "total": time.perf_counter() - wall}
     if kind == "gdsw":
         options = ddops.SchwarzOptions(coarse="gdsw", null_space=prob.null_space)
     else:
@@ -66,12 +86,12 @@ def measure(prob, d, kind: str, skip: float | None) -> dict:
         warnings.simplefilter("ignore", RuntimeWarning)  # elasticity: not dominant
         M = ddops.TwoLevelSchwarz(A, d, options=options)
     setup, setup_cpu = time.perf_counter() - wall, time.process_time() - cpu
-    b = np.random.default_rng(0).standard_normal(A.shape[0])
     its = [0]
     _, info = spla.cg(A, b, rtol=1e-8, M=M, maxiter=5000,
                       callback=lambda _: its.__setitem__(0, its[0] + 1))
     stats = M.coarse_stats or {}
     return {"setup": setup, "setup_cpu": setup_cpu, "iterations": its[0], "info": int(info),
+            "total": time.perf_counter() - wall,
             "coarse_dim": int(M.coarse_dim),
             "skipped": int(stats.get("skipped_eigenproblems", 0)),
             "components": int(stats.get("eigenproblems", 0))
@@ -90,31 +110,40 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     print(machine_summary(memory=True, ddops=True))
     print("one BLAS/MKL thread; set-up wall / CPU seconds, best of "
-          f"{args.repeat} interleaved rounds; the decomposition is not timed\n")
+          f"{args.repeat} interleaved rounds by set-up + solve; the decomposition is not "
+          "timed\n")
     print("| problem | skipped / components | iterations (full, default, GDSW) | coarse dim "
           "(full, default) | AGDSW full set-up s | AGDSW default set-up s | GDSW set-up s | "
-          "full / default |")
-    print("|---|---:|---|---|---:|---:|---:|---:|")
+          "full / default | set-up + solve s: AGDSW default, pyamg SA, pyamg RS |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---|")
     chosen = args.problems if args.problems else range(len(PROBLEMS))
     out = []
     with threadpool_limits(1):
         for i in chosen:
             label, full_flags, quick_flags = PROBLEMS[i]
             prob, d = build(quick_flags if args.quick else full_flags)
-            runs = {"full": ("agdsw", 0.0), "default": ("agdsw", None), "gdsw": ("gdsw", None)}
+            runs = {"full": ("agdsw", 0.0), "default": ("agdsw", None), "gdsw": ("gdsw", None),
+                    "sa": ("sa", None), "rs": ("rs", None)}
             best: dict = {}
             for _ in range(max(args.repeat, 1)):  # interleaved rounds
                 for name, (kind, skip) in runs.items():
                     r = measure(prob, d, kind, skip)
-                    if name not in best or r["setup"] < best[name]["setup"]:
+                    if name not in best or r["total"] < best[name]["total"]:
                         best[name] = r
             f, g, s = best["full"], best["default"], best["gdsw"]
+
+            def peer(r: dict) -> str:
+                if r["iterations"] is None:
+                    return "failed"
+                note = "" if r["info"] == 0 else ", not converged"
+                return f"{r['total']:.2f} ({r['iterations']}{note})"
             print(f"| {label}, {prob.A.shape[0]:,} unknowns | {g['skipped']} / "
                   f"{g['components']} | {f['iterations']}, {g['iterations']}, "
                   f"{s['iterations']} | {f['coarse_dim']}, {g['coarse_dim']} | "
                   f"{f['setup']:.2f} / {f['setup_cpu']:.2f} | {g['setup']:.2f} / "
                   f"{g['setup_cpu']:.2f} | {s['setup']:.2f} / {s['setup_cpu']:.2f} | "
-                  f"{f['setup'] / g['setup']:.2f} |", flush=True)
+                  f"{f['setup'] / g['setup']:.2f} | {g['total']:.2f}, {peer(best['sa'])}, "
+                  f"{peer(best['rs'])} |", flush=True)
             out.append({"problem": label, **{k: v for k, v in best.items()}})
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

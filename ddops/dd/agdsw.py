@@ -108,7 +108,7 @@ AGDSW_THRESHOLD = 0.05
 #: above), and a jump of 10 in the coefficient is a jump of about 10 in the diagonal.
 #: Measured on the five problems of the set-up benchmark (``benchmarks/agdsw_indicator.py``:
 #: same process, interleaved, one thread): the same iterations as the full space on each;
-#: AGDSW's set-up 9.41 -> 0.91 s on 3D Poisson (GDSW's: 0.90 s), within 3% on the other four
+#: AGDSW's set-up 9.04 -> 0.82 s on 3D Poisson (GDSW's: 0.81 s), within 3% on the other four
 #: (few components skipped, and the parts around them border other components too).
 AGDSW_SKIP_CONTRAST = 10.0
 
