@@ -131,6 +131,13 @@ SCHUR_ROWS = 1000
 #: partial factorisations on every chunk, so no rule on the interior either.
 SCHUR_PARDISO_MIN_WIDTH = 600
 
+#: About this many stacks of a batch of a size group's eigenproblems are alive at once
+#: (the two pencils, the Cholesky factor, its inverse, a product, the eigenvectors and
+#: LAPACK's copies); a batch holds at most ``chunk_bytes`` of them.  The batched ``eigh``
+#: loops over the matrices in C, so smaller batches cost no time, and the set-up's peak
+#: on the 2D channels was the eigensolve of a whole size group.
+EIGEN_STACKS = 8
+
 #: What a part whose interior matrix is not positive definite is told.
 _INTERIOR_NOT_SPD = ("A is not positive definite: the interior matrix A_II of {part} has a "
                      "non-positive or vanishing pivot (it is indefinite or singular); A must be "
@@ -291,7 +298,7 @@ def agdsw_basis(
             raise ValueError(f"neumann[{p}] is None, but part {p} borders a component whose "
                              "eigenproblem runs")
     lam_all, vecs, sizes = _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Z[comps.interface],
-                                             user, schur_solver, need)
+                                             user, schur_solver, need, keep=(tau, cap))
     x, comp = comps.interface, comps.component
     C, k = comps.num_components, Z.shape[1]
     # select per component (eigenvalues ascending), cap, lay out next to Z
@@ -307,8 +314,8 @@ def agdsw_basis(
     local = np.empty(x.size, dtype=np.int64)
     local[order] = np.arange(x.size) - offsets[comp[order]]
     rows_of = order  # interface positions grouped by component
-    for width, (members, lam) in lam_all.items():  # a loop over a few size groups
-        V = vecs[width]
+    for batch, (members, lam) in lam_all.items():  # a loop over a few batches
+        V = vecs[batch]
         keep, count = select_eigenpairs(lam, tau, cap)
         selected[members] = count
         smallest[members] = lam.min(axis=1) if lam.shape[1] else np.inf
@@ -544,7 +551,8 @@ def _interior_schur(A_II, A_IG, g_slot, entry_part, part, part_off, p0, p1, widt
                               sparse_rows=near)
     except SingularBlockError as exc:
         raise ValueError(_INTERIOR_NOT_SPD.format(part=f"part {p0 + exc.block}")) from None
-    step = max(1, int(chunk_bytes) // (8 * (r1 - r0)))
+    # the full-height right-hand sides and PARDISO's solution together within chunk_bytes
+    step = max(1, int(chunk_bytes) // (16 * (r1 - r0)))
     # rows (p, slot) of the expanded A_{Gamma I}: one per coupling entry
     exp_row = (part[A_IG.row[sel]] - p0) * width + e_slot
     Aexp = sp.csr_matrix((e_val, (exp_row, e_near)), shape=(nparts * width, near.size))
@@ -708,12 +716,17 @@ def _schur_blocks_pardiso(A_II, A_IG, g_slot, entry_part, part_off, gg, cut, gsi
     return SB, WB
 
 
-def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=None, need=None):
+def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=None, need=None,
+                      keep=None):
     """Eigenpairs of ``S_e^N tau = lambda S_e^D tau`` for every component, batched by size.
 
-    Returns ``({width: (components, eigenvalues)}, {width: eigenvectors}, sizes)`` with
-    the eigenvectors padded to ``width`` rows (zero on padding rows).  ``solver`` (an exact
-    one; default :func:`default_exact_solver`) computes the Schur complements: SuperLU
+    Returns ``({batch: (components, eigenvalues)}, {batch: eigenvectors}, sizes)``, one
+    batch per ``(width, first member)`` of a size group (at most ``chunk_bytes`` of stacks
+    at once), with the eigenvectors padded to ``width`` rows (zero on padding rows).
+    ``keep`` (``(threshold, cap)``) keeps only the leading eigenvectors that
+    :func:`select_eigenpairs` can select in each batch (all of them by default).
+    ``solver`` (an exact one; default :func:`default_exact_solver`) computes the Schur
+    complements: SuperLU
     factorises the interiors and solves; PARDISO does so on narrow interfaces and takes the
     partial factorisations of :func:`_schur_blocks_pardiso` on wide ones.  ``need`` (a
     Boolean per component, default all) limits the eigenproblems to those components, and
@@ -773,6 +786,11 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
     g_slot = s - 1
     # A_{Gamma_p Gamma_p}: entries of A between interface unknowns of the same part
     A_GG = A[x][:, x].tocoo()
+    # its entries within a component with an eigenproblem: A_ee of S^D_e = A_ee - W_e
+    same = comp[A_GG.row] == comp[A_GG.col]
+    if need is not None:
+        same &= need[comp[A_GG.row]]
+    ee_r, ee_c, ee_v = A_GG.row[same], A_GG.col[same], A_GG.data[same]
     if neumann is None:
         # Neumann cut of the closed parts: sum_{l not in closure p} |a_gl| for g in Gamma_p
         closure_rows = np.concatenate([interior, x[pair_x]])
@@ -788,6 +806,7 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
         ok = (sg > 0) & (sh > 0)
         gg_part, gg_r, gg_c = e_part[ok], sg[ok] - 1, sh[ok] - 1
         gg_v = A_GG.data[e_idx[ok]]
+        del cg, e_idx, e_part, sg, sh, ok  # (the set-up's peak comes later)
     else:
         # the user's Neumann matrix of subdomain p (which holds the closure of part p) on
         # Gamma_p; its rows on the interior of p are those of A
@@ -809,15 +828,19 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
         ok = (sg > 0) & (sh > 0)
         gg_part, gg_r, gg_c, gg_v = n_sub[ok], sg[ok] - 1, sh[ok] - 1, n_v[ok]
         pair_cut = np.zeros(pair_x.size)
+        del member, g_r, g_c, sg, sh, ok
+    del A_GG, slot_of
     gg_order = np.argsort(gg_part, kind="stable")
     gg_part, gg_r, gg_c, gg_v = gg_part[gg_order], gg_r[gg_order], gg_c[gg_order], gg_v[gg_order]
+    del gg_order
     gg_off = np.searchsorted(gg_part, np.arange(N + 1))
     # (part, component) pairs: the components inside Gamma_p, with the slots of their unknowns
     pc_key = np.unique(pair_p * np.int64(C) + comp[pair_x])
     pc_part, pc_comp = pc_key // C, pc_key % C
     pc_off = np.searchsorted(pc_part, np.arange(N + 1))
-    # accumulators on the components: dense |e| x |e| blocks, flattened
-    sq = sizes * sizes
+    # accumulators on the components: dense |e| x |e| blocks, flattened; none for the
+    # components without an eigenproblem (the skipped ones, other processes' ones)
+    sq = sizes * sizes if need is None else np.where(need, sizes * sizes, 0)
     sq_off = np.concatenate([[0], np.cumsum(sq)])
     W_acc = np.zeros(int(sq_off[-1]))   # sum_p A_eI_p A_I_p^-1 A_I_p e
     SN_acc = np.zeros(int(sq_off[-1]))  # sum_p Schur of the Neumann matrix of p on e
@@ -906,6 +929,10 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
             SB, _ = _schur_onto_blocks(SN, real, scale, bp, sl, valid, chunk_bytes)
             del SN
         comp_b = pc_comp[b0:b1][bi]
+        if need is not None:  # the blocks of the other components only eliminate
+            wanted = need[comp_b]
+            comp_b, ri, ci, SB, WB = (comp_b[wanted], ri[wanted], ci[wanted], SB[wanted],
+                                      WB[wanted])
         return sq_off[comp_b] + ri * sizes[comp_b] + ci, SB, WB
 
     # the chunks of parts are independent (threads, ddops.linalg.parallel); their blocks
@@ -920,19 +947,18 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
         W_acc += np.bincount(flat, weights=WB, minlength=W_acc.size)
     # S^D_e = A_ee - W_e; eigenproblems by size group
     A_ee_flat = np.zeros(int(sq_off[-1]))
-    same = comp[A_GG.row] == comp[A_GG.col]
-    ce = comp[A_GG.row[same]]
-    np.add.at(A_ee_flat, sq_off[ce] + in_comp[A_GG.row[same]] * sizes[ce]
-              + in_comp[A_GG.col[same]], A_GG.data[same])
-    SD_flat = A_ee_flat - W_acc
+    ce = comp[ee_r]
+    np.add.at(A_ee_flat, sq_off[ce] + in_comp[ee_r] * sizes[ce] + in_comp[ee_c], ee_v)
+    SD_flat = np.subtract(A_ee_flat, W_acc, out=A_ee_flat)
+    del W_acc
     padded, ladder = size_groups(sizes)
     if need is not None:
         padded = np.where(need, padded, 0)  # no eigenproblem (and no group) where not needed
         ladder = ladder[np.isin(ladder, padded)]
 
-    def group_eigenpairs(w: int):
-        """The eigenpairs of the components padded to ``w`` unknowns."""
-        members = np.flatnonzero(padded == w)
+    def group_eigenpairs(w: int, i0: int, i1: int):
+        """The eigenpairs of the components ``i0:i1`` of those padded to ``w`` unknowns."""
+        members = np.flatnonzero(padded == w)[i0:i1]
         check_memory(f"the AGDSW eigenproblems of {members.size} components of up to {w} "
                      "unknowns", 4 * members.size * w * w * 8)
         sz = sizes[members]
@@ -962,7 +988,7 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
                              "definite") from None
         V[pad] = 0.0
         if Zx.shape[1] == 0:
-            return members, lam, V
+            return members, lam, leading(lam, V)
         # the same span with the eigenvectors S^D-orthogonal to the null space on the
         # component; those (numerically) inside it get lambda = inf (never selected)
         Zg = np.zeros((members.size, w, Zx.shape[1]))
@@ -970,13 +996,26 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
         row1 = np.arange(rep1.size) - np.repeat(np.cumsum(sz) - sz, sz)
         Zg[rep1, row1] = Zx[corder[coff[members][rep1] + row1]]
         V, lam = project_out(V, lam, SD @ V, Zg, SD @ Zg)
-        return members, lam, V
+        return members, lam, leading(lam, V)
 
-    # the size groups are independent (threads, ddops.linalg.parallel)
+    def leading(lam: np.ndarray, V: np.ndarray) -> np.ndarray:
+        """The eigenvectors up to the last one that the selection can keep: a few of ``w``
+        where the threshold is small, so the batches' vectors are not all held at once."""
+        if keep is None:
+            return V
+        cols = np.flatnonzero(select_eigenpairs(lam, *keep)[0].any(axis=0))
+        return V[:, :, :cols[-1] + 1 if cols.size else 0].copy()
+
+    # the batches of the size groups are independent (threads, ddops.linalg.parallel); a
+    # batch's stacks (about EIGEN_STACKS of them alive at once) fit in chunk_bytes
+    tasks = []
+    for w in ladder:
+        count = int(np.count_nonzero(padded == w))
+        per = max(1, int(chunk_bytes) // (EIGEN_STACKS * 8 * int(w) * int(w)))
+        tasks += [(int(w), i0, min(i0 + per, count)) for i0 in range(0, count, per)]
     lam_out, vec_out = {}, {}
-    for w, (members, lam, V) in zip(ladder, map_chunks(group_eigenpairs,
-                                                       [(int(w),) for w in ladder]),
-                                    strict=True):
-        lam_out[int(w)] = (members, lam)
-        vec_out[int(w)] = V
+    for (w, i0, _), (members, lam, V) in zip(tasks, map_chunks(group_eigenpairs, tasks),
+                                             strict=True):
+        lam_out[w, i0] = (members, lam)
+        vec_out[w, i0] = V
     return lam_out, vec_out, sizes

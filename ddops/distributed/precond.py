@@ -517,6 +517,7 @@ def rank_local_agdsw(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
     keep = np.isin(known, core)
     block = _cut(full[np.flatnonzero(keep)], known[keep])[0]
     known = known[keep]
+    del full, keep  # (the rows with global columns: not held through the basis's set-up)
     Z = _null_space_rows(null_space, known)
     shared = None
     if d.shared_nodes is not None:

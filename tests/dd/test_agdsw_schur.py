@@ -341,3 +341,39 @@ def test_a_part_without_interface_beside_the_others(width, monkeypatch):
     Ref = agdsw_basis(A, owner, extension_solver="superlu")
     assert Phi.shape == Ref.shape == (180, 8)
     np.testing.assert_allclose(Phi.toarray(), Ref.toarray(), atol=1e-10)
+
+
+@pytest.mark.parametrize("name", HIGH_CONTRAST)
+@pytest.mark.parametrize("skip", [0, None])
+def test_the_basis_is_the_same_with_memory_bounded_batches(name, skip):
+    """``chunk_bytes=1`` (one column per interior solve, one component per eigensolve,
+    one part per elimination batch) gives the basis of the default batches."""
+    A, owner = PROBLEMS[name]()
+    ref, ref_info = agdsw_basis(A, owner, skip_contrast=skip, return_info=True)
+    got, info = agdsw_basis(A, owner, skip_contrast=skip, return_info=True, chunk_bytes=1)
+    assert got.shape == ref.shape and ref_info.stats["eigen_functions"] > 0
+    np.testing.assert_array_equal(info.column_group, ref_info.column_group)
+    np.testing.assert_allclose(info.eigenvalues, ref_info.eigenvalues, rtol=1e-8)
+    G, R = got.toarray(), ref.toarray()
+    sign = np.sign(np.sum(G * R, axis=0))  # (eigenvectors: up to sign)
+    np.testing.assert_allclose(G * sign, R, rtol=0, atol=1e-8 * np.abs(R).max())
+
+
+@pytest.mark.parametrize("tau", [0.05, 0.3])
+def test_the_kept_eigenvectors_are_the_leading_selectable_ones(tau):
+    """``keep=(threshold, cap)`` returns the leading columns of every batch's eigenvectors,
+    through the last one that the selection keeps."""
+    A, owner = PROBLEMS["channels 1e6"]()
+    comps = interface_components(A, owner)
+    Zx = np.zeros((comps.interface.size, 0))
+    lam_all, full, _ = agdsw._agdsw_eigenpairs(A, owner, comps, 2**26, Zx)
+    _, kept, _ = agdsw._agdsw_eigenpairs(A, owner, comps, 2**26, Zx, keep=(tau, 4))
+    widths = []
+    for batch, (_, lam) in lam_all.items():
+        below = lam < tau
+        rank = np.cumsum(below, axis=1)
+        last = max((int(j) + 1 for j in np.flatnonzero((below & (rank <= 4)).any(axis=0))),
+                   default=0)
+        np.testing.assert_array_equal(kept[batch], full[batch][:, :, :last])
+        widths.append(last)
+    assert max(widths) > 0
