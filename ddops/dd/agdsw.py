@@ -726,9 +726,9 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
     ``keep`` (``(threshold, cap)``) keeps only the leading eigenvectors that
     :func:`select_eigenpairs` can select in each batch (all of them by default).
     ``solver`` (an exact one; default :func:`default_exact_solver`) computes the Schur
-    complements: SuperLU
-    factorises the interiors and solves; PARDISO does so on narrow interfaces and takes the
-    partial factorisations of :func:`_schur_blocks_pardiso` on wide ones.  ``need`` (a
+    complements: SuperLU factorises the interiors and solves; PARDISO does so on narrow
+    interfaces and takes the partial factorisations of :func:`_schur_blocks_pardiso` on
+    wide ones.  ``need`` (a
     Boolean per component, default all) limits the eigenproblems to those components, and
     the Schur complements to the parts around them.
     """
@@ -958,7 +958,7 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
 
     def group_eigenpairs(w: int, i0: int, i1: int):
         """The eigenpairs of the components ``i0:i1`` of those padded to ``w`` unknowns."""
-        members = np.flatnonzero(padded == w)[i0:i1]
+        members = group_members[w][i0:i1]
         check_memory(f"the AGDSW eigenproblems of {members.size} components of up to {w} "
                      "unknowns", 4 * members.size * w * w * 8)
         sz = sizes[members]
@@ -1008,11 +1008,11 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
 
     # the batches of the size groups are independent (threads, ddops.linalg.parallel); a
     # batch's stacks (about EIGEN_STACKS of them alive at once) fit in chunk_bytes
+    group_members = {int(w): np.flatnonzero(padded == w) for w in ladder}
     tasks = []
-    for w in ladder:
-        count = int(np.count_nonzero(padded == w))
-        per = max(1, int(chunk_bytes) // (EIGEN_STACKS * 8 * int(w) * int(w)))
-        tasks += [(int(w), i0, min(i0 + per, count)) for i0 in range(0, count, per)]
+    for w, members in group_members.items():
+        per = max(1, int(chunk_bytes) // (EIGEN_STACKS * 8 * w * w))
+        tasks += [(w, i0, min(i0 + per, members.size)) for i0 in range(0, members.size, per)]
     lam_out, vec_out = {}, {}
     for (w, i0, _), (members, lam, V) in zip(tasks, map_chunks(group_eigenpairs, tasks),
                                              strict=True):
