@@ -695,10 +695,13 @@ class PardisoBlocks(BlockSolver):
     With ``sparse_rows`` the analysis is told where right-hand sides may be nonzero
     (PARDISO's partial solve, ``iparm[30]``), and :meth:`solve_sparse` prunes the
     triangular solves to the part of the elimination tree that such right-hand sides (and,
-    with ``rows_only``, the wanted rows of the solution) reach: the solves of the harmonic
-    extension and of the AGDSW Schur complements, whose right-hand sides live on the rows
-    next to the interface, cost a fraction of full solves (2D channels, 16,000 rows and
-    126 columns: 5 ms against 24 ms for a full solve and 47 ms for SuperLU's).
+    with ``rows_only``, the wanted rows of the solution) reach: the solves of the AGDSW
+    Schur complements, whose right-hand sides and wanted rows lie next to the interface,
+    cost a fraction of full solves (2D channels, 16,000 rows and 126 columns: 5 ms against
+    24 ms for a full solve and 47 ms for SuperLU's).  Such an analysis takes PARDISO's own
+    nested-dissection ordering whatever ``ordering`` says (about twice the fill of a plain
+    analysis and four times its time on the 2D channels), so it is not probed; the
+    harmonic extension, whose solutions are wanted everywhere, keeps plain analyses.
     :meth:`solve` stays a full solve.
 
     Attributes
@@ -728,6 +731,15 @@ class PardisoBlocks(BlockSolver):
             raise SingularBlockError(int(block[np.argmax(diagonal <= 0)]))
         self.ordering_flops: dict = {}
         analysed = None
+        if sparse_rows is not None:
+            # the partial-solve analysis orders by nested dissection whatever iparm[1] says
+            # (2D channels, 14,701 rows: the same 386,232 factor nonzeros asked for either,
+            # against 183,110 and 220,813 in plain analyses): no probe, the name it has
+            if ordering not in ("auto", "nd"):
+                raise ValueError(f"ordering={ordering!r} with sparse_rows: PARDISO's "
+                                 "partial-solve analysis orders by nested dissection "
+                                 "(use 'auto' or 'nd')")
+            ordering = "nd"
         if ordering == "auto":
             # one block (a coarse matrix): the winning probe is the analysis itself
             ordering, analysed = self._cheaper_ordering(K, offsets,
@@ -1139,7 +1151,8 @@ def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu
     chunk_rows : int
         SuperLU: rows per chunk of blocks.
     ordering : {"auto", "nd", "md"}
-        PARDISO: the fill-reducing ordering (see :class:`PardisoBlocks`).
+        PARDISO: the fill-reducing ordering (see :class:`PardisoBlocks`); with
+        ``sparse_rows`` always nested dissection (``"md"`` is refused).
     sparse_rows : numpy.ndarray, optional
         The rows where the right-hand sides of :meth:`BlockSolver.solve_sparse` may be
         nonzero (PARDISO prunes its solves to them; the other solvers solve in full).

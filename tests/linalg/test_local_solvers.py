@@ -768,3 +768,41 @@ def test_pardiso_inertia_is_none_where_a_pivot_vanishes():
     K[5, 5] = 0.0
     assert local_solvers.pardiso_inertia(K.tocsr()) is None
 
+
+
+def test_pardiso_partial_solve_analysis_is_not_probed(monkeypatch):
+    """With the rows marked for partial solves PARDISO's analysis takes the same ordering
+    whatever ``iparm[1]`` asks (the factor's nonzeros agree, unlike plain analyses), so
+    ``"auto"`` makes no probe analyses and names the ordering nested dissection, another
+    ordering is refused, and a plain analysis still probes."""
+    need("pardiso")
+    rng = np.random.default_rng(2)
+    K = ddops.poisson_2d(30).tocsr()
+    offsets = np.array([0, K.shape[0]])
+    rows = np.sort(rng.choice(K.shape[0], size=60, replace=False))
+    upper = sp.triu(K, format="csr")
+    nnz = {}
+    for marked in (False, True):
+        for ordering in ("md", "nd"):
+            handle = local_solvers._PardisoHandle(upper, np.float64, ordering)
+            if marked:
+                handle.mark_sparse(rows)
+            assert handle.call(11)[1] == 0 and handle.call(22)[1] == 0
+            nnz[marked, ordering] = int(handle.iparm[17])
+            handle.free()
+    assert nnz[True, "md"] == nnz[True, "nd"]
+    assert nnz[False, "md"] != nnz[False, "nd"]  # (the orderings differ where they count)
+    probes = []
+    original = local_solvers.PardisoBlocks._cheaper_ordering
+
+    def spy(self, *args, **kwargs):
+        probes.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(local_solvers.PardisoBlocks, "_cheaper_ordering", spy)
+    f = factorize_blocks(K, offsets, "pardiso", sparse_rows=rows)
+    assert not probes and f.ordering == "nd" and f.nnz == nnz[True, "nd"]
+    with pytest.raises(ValueError, match="ordering='md' with sparse_rows"):
+        factorize_blocks(K, offsets, "pardiso", ordering="md", sparse_rows=rows)
+    factorize_blocks(K, offsets, "pardiso")
+    assert probes == [1]
