@@ -23,23 +23,23 @@ def int_at_least(minimum: int | None) -> Callable[[str], int]:
     return parse
 
 
-def positive_float(text: str) -> float:
-    """An argparse type: a finite number ``> 0``."""
+def _finite_float(text: str, zero: bool) -> float:
+    """A finite number ``> 0`` (``>= 0`` with ``zero``), or argparse's one-line error."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (0 < value < math.inf):
-        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
+    if not ((0 <= value if zero else 0 < value) and value < math.inf):
+        raise argparse.ArgumentTypeError(
+            f"expected a finite {'number >= 0' if zero else 'positive number'}, got {text}")
     return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number ``> 0``."""
+    return _finite_float(text, zero=False)
 
 
 def nonnegative_float(text: str) -> float:
     """An argparse type: a finite number ``>= 0``."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (0 <= value < math.inf):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
-    return value
+    return _finite_float(text, zero=True)
