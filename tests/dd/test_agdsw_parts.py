@@ -10,6 +10,7 @@ import pytest
 import ddops
 from ddops.dd.adaptive import agdsw_basis
 from ddops.problems import diffusion_2d, high_contrast_channels
+from tests.dd._elasticity import stiff_disks
 
 N = 31
 
@@ -55,21 +56,11 @@ def test_marked_components_get_the_whole_basis_functions(channels):
 
 
 def test_neumann_only_for_the_parts_around_marked_components():
-    pytest.importorskip("skfem")
-    from ddops.problems import (
-        element_centroids,
-        fem_elasticity_2d,
-        rigid_body_modes,
-        stiff_inclusions,
-        unit_square_mesh,
-    )
+    from ddops.problems import fem_elasticity_2d
 
-    m = unit_square_mesh(15)
-    E = stiff_inclusions(element_centroids(m), count=6, radius=0.08, contrast=1e6, seed=1)
-    A, X = fem_elasticity_2d(mesh=m, E=E)
-    d = ddops.Decomposition.from_matrix(A, 8, overlap=1, block_size=2)
+    A, d, Z, m, E = stiff_disks(15, 1e6, count=6, radius=0.08, seed=1, parts=8, mesh=True)
     _, _, Ns = fem_elasticity_2d(mesh=m, E=E, neumann=d)
-    kw = dict(null_space=rigid_body_modes(X), block_size=2, neumann_indices=d.subdomains,
+    kw = dict(null_space=Z, block_size=2, neumann_indices=d.subdomains,
               return_info=True, skip_contrast=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

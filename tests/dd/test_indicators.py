@@ -18,6 +18,7 @@ from ddops.dd.adaptive import agdsw_basis
 from ddops.dd.gdsw import gdsw_basis, interface_components
 from ddops.dd.indicators import component_contrast
 from ddops.problems import diffusion_2d
+from tests.dd._elasticity import stiff_disks
 from tests.dd.test_adaptive import in_span
 
 N = 31
@@ -66,18 +67,7 @@ def test_contrast_matches_the_explicit_closures(contrast):
 
 
 def test_contrast_of_nodes_uses_the_trace_of_their_blocks():
-    pytest.importorskip("skfem")
-    from ddops.problems import (
-        element_centroids,
-        fem_elasticity_2d,
-        stiff_inclusions,
-        unit_square_mesh,
-    )
-
-    m = unit_square_mesh(11)
-    E = stiff_inclusions(element_centroids(m), count=2, radius=0.1, contrast=1e4, seed=0)
-    A, _ = fem_elasticity_2d(mesh=m, E=E)
-    d = ddops.Decomposition.from_matrix(A, 6, overlap=1, block_size=2)
+    A, d, _ = stiff_disks(11, 1e4, count=2, radius=0.1, seed=0, parts=6)
     comps = interface_components(A, d.owner, block_size=2)
     np.testing.assert_allclose(component_contrast(A, comps, 2),
                                reference_contrast(A, comps, 2), rtol=1e-14)

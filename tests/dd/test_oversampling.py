@@ -25,6 +25,7 @@ from ddops.precond.schwarz import TwoLevelSchwarz
 from ddops.problems import diffusion_2d, high_contrast_channels
 from tests._optional import need
 
+from ._elasticity import stiff_disks as elasticity
 from .test_adaptive import condition, cut_neumann, in_span, schur
 
 
@@ -90,25 +91,6 @@ def unit_columns(X):
 
 
 # -- problems -------------------------------------------------------------------------------
-def elasticity(n, contrast, *, kind="structured", count=8, radius=0.12, seed=1, parts=8):
-    """2D P1 elasticity with stiff disks (clamped on the left), rigid body modes, METIS parts."""
-    pytest.importorskip("skfem")
-    from ddops.problems import (
-        element_centroids,
-        fem_elasticity_2d,
-        rigid_body_modes,
-        stiff_inclusions,
-        unit_square_mesh,
-    )
-
-    m = unit_square_mesh(n, kind=kind, seed=0)
-    E = stiff_inclusions(element_centroids(m), count=count, radius=radius, contrast=contrast,
-                         seed=seed)
-    A, X = fem_elasticity_2d(mesh=m, E=E)
-    d = ddops.Decomposition.from_matrix(A, parts, overlap=1, block_size=2)
-    return A, d, rigid_body_modes(X)
-
-
 @pytest.fixture(scope="module")
 def small_elasticity():
     """364 unknowns, 6 parts, contrast 1e6 (the unstructured mesh stores a few exact zeros)."""
