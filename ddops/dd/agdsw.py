@@ -308,12 +308,9 @@ def agdsw_basis(
     selected = np.zeros(C, dtype=np.int64)
     smallest = np.full(C, np.inf if need is None else np.where(need, np.inf, np.nan))
     capped = 0
-    # position of every interface unknown within its component
-    order = np.argsort(comp, kind="stable")
+    # the interface positions grouped by component, and where each component starts there
+    rows_of = np.argsort(comp, kind="stable")
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    local = np.empty(x.size, dtype=np.int64)
-    local[order] = np.arange(x.size) - offsets[comp[order]]
-    rows_of = order  # interface positions grouped by component
     for batch, (members, lam) in lam_all.items():  # a loop over a few batches
         V = vecs[batch]
         keep, count = select_eigenpairs(lam, tau, cap)
@@ -728,9 +725,8 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
     ``solver`` (an exact one; default :func:`default_exact_solver`) computes the Schur
     complements: SuperLU factorises the interiors and solves; PARDISO does so on narrow
     interfaces and takes the partial factorisations of :func:`_schur_blocks_pardiso` on
-    wide ones.  ``need`` (a
-    Boolean per component, default all) limits the eigenproblems to those components, and
-    the Schur complements to the parts around them.
+    wide ones.  ``need`` (a Boolean per component, default all) limits the eigenproblems to
+    those components, and the Schur complements to the parts around them.
     """
     solver = default_exact_solver() if solver is None else solver
     n = A.shape[0]
@@ -960,7 +956,7 @@ def _agdsw_eigenpairs(A, owner, comps, chunk_bytes, Zx, neumann=None, solver=Non
         """The eigenpairs of the components ``i0:i1`` of those padded to ``w`` unknowns."""
         members = group_members[w][i0:i1]
         check_memory(f"the AGDSW eigenproblems of {members.size} components of up to {w} "
-                     "unknowns", 4 * members.size * w * w * 8)
+                     "unknowns", EIGEN_STACKS * members.size * w * w * 8)
         sz = sizes[members]
         rep = np.repeat(np.arange(members.size), sz * sz)
         within = np.arange(rep.size) - np.repeat(np.cumsum(sz * sz) - sz * sz, sz * sz)

@@ -97,7 +97,10 @@ global matrix:
   components only (and the Schur complements of the parts around them), and
   keeps those components' functions (:func:`rank_local_agdsw`); with
   ``neumann=`` the matrices of the parts around them come from their ranks; the
-  preconditioner is the serial one to rounding;
+  preconditioner is the serial one to rounding where the dependent functions dropped
+  are the same (each rank drops them among its own columns: with many nearly
+  dependent ones, AGDSW from ``A`` alone on large elasticity problems, the choice can
+  differ, see the distributed guide);
 * bases without the matrix (Nicolaides, partition of unity, hats, a user
   Phi) are built from the replicated decomposition as before;
 * GDSW/RGDSW with ``local_basis=False`` or a decomposition without owner
