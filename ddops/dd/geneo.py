@@ -184,6 +184,14 @@ GENEO_RESIDUAL_RTOL = 1e-6
 #: so none is missing then), unless a subdomain fills its cap.
 GENEO_INERTIA = True
 
+#: The factorisation of ``N + sigma B`` for the subspace iteration takes the fill-reducing
+#: ordering of the inertia's factorisation of ``N - tau B`` (the same pattern), each
+#: subdomain's own rows in their order there, instead of ordering again and probing two
+#: orderings: about half of its analysis.  Measured (the factorisations of GenEO's chunks,
+#: 3D elasticity with finite-element Neumann matrices, 22,800 unknowns, 64 parts, one
+#: thread): 0.80 s -> 0.52 s, the same factor nonzeros; on the 2D channels 53 -> 43 ms.
+GENEO_SHARED_ORDERING = True
+
 #: A candidate kernel column ``z`` of ``N_i`` is in it when ``|N_i z| <= GENEO_KERNEL_RTOL
 #: max|diag N_i| |z|``.
 GENEO_KERNEL_RTOL = 1e-10
@@ -365,6 +373,11 @@ def geneo_basis(
     # the inertia of N - tau B counts the eigenvalues below the threshold exactly (PARDISO);
     # the null space, or the constants without one, are the candidates for the kernel of N_i
     inertia = GENEO_INERTIA and default_exact_solver() == "pardiso"
+    # each subdomain's rows of its grown set in the inertia's elimination order (chunks write
+    # their own subdomains' slices; the shifted factorisation reads them back)
+    order_off = np.concatenate([[0], np.cumsum(ext_sizes)])
+    orders = (np.empty(int(order_off[-1]), dtype=np.int64)
+              if inertia and GENEO_SHARED_ORDERING else None)
     candidates = Z if k else np.ones((n, 1))
     iterations = 0
     unconverged, worst_drift = [], 0.0  # subdomains whose iteration hit its limit
@@ -414,9 +427,13 @@ def geneo_basis(
         of ``N_i`` accounts for (as ``iterate_chunk`` returns them), the other
         subdomains and their counts (None where the inertia is not certain)."""
         Ns, Bs, real, ent, pos = assemble(members, width)
-        counts = _inertia_counts(Ns, Bs, below, members.size, width)
-        if counts is None:
+        out = _inertia_counts(Ns, Bs, below, members.size, width)
+        if out is None:
             return None, members, None
+        counts, order = out
+        if orders is not None:
+            ext = ext_sizes[members]
+            orders[_member_rows(order_off[members], ext)] = _block_orders(order, width, ext)
         Zk, gram, k0 = _kernel_columns(Ns, Bs, kernel_candidates(members, width, ent, pos),
                                        members.size, width)
         known = (counts == k0) & (k0 <= cap)
@@ -437,7 +454,10 @@ def geneo_basis(
             wanted = max(1, min(int(counts.max()), cap))
         try:
             # one factorisation of N + sigma B serves every size of the subspace
-            shifted = _shifted_factor(Ns, Bs, GENEO_SHIFT * tau, m, width)
+            shifted = _shifted_factor(Ns, Bs, GENEO_SHIFT * tau, m, width, None if (
+                orders is None or counts is None) else _chunk_order(
+                    orders[_member_rows(order_off[members], ext_sizes[members])],
+                    ext_sizes[members], width))
         except SingularBlockError as exc:
             i = int(members[exc.block])
             raise ValueError(f"neumann: the matrix of subdomain {i} is not positive "
@@ -665,14 +685,47 @@ def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndar
 
 
 def _inertia_counts(Ns: sp.csr_matrix, Bs: sp.csr_matrix, below: float, m: int,
-                    width: int) -> np.ndarray | None:
+                    width: int) -> tuple[np.ndarray, np.ndarray] | None:
     """The number of eigenvalues of ``N_i v = lambda B_i v`` below ``below`` for each of the
     ``m`` stacked blocks: the negative eigenvalues of ``N_i - below B_i`` (Sylvester's law
     of inertia, ``B_i`` positive semidefinite) from one symmetric indefinite factorisation
-    of the chunk (:func:`~ddops.linalg.local_solvers.pardiso_inertia`).  None when it is
-    not certain (a perturbed or vanishing pivot)."""
-    out = pardiso_inertia((Ns - Bs * below).tocsr(), np.arange(m + 1) * width)
-    return None if out is None else out[0]
+    of the chunk (:func:`~ddops.linalg.local_solvers.pardiso_inertia`), and that
+    factorisation's ordering of the chunk's rows.  None when it is not certain (a perturbed
+    or vanishing pivot)."""
+    out = pardiso_inertia((Ns - Bs * below).tocsr(), np.arange(m + 1) * width,
+                          return_order=True)
+    return None if out is None else (out[0], out[2])
+
+
+def _member_rows(first: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The positions ``first[j] + r``, ``r < sizes[j]``, for every ``j`` in turn."""
+    start = np.repeat(first - (np.cumsum(sizes) - sizes), sizes)
+    return start + np.arange(int(sizes.sum()))
+
+
+def _block_orders(order: np.ndarray, width: int, sizes: np.ndarray) -> np.ndarray:
+    """The elimination order of a stack of blocks of ``width`` rows split per block: block
+    ``j``'s real rows (the first ``sizes[j]``), numbered within it, in the order ``order``
+    eliminates them, for every block in turn.
+
+    On a block-diagonal matrix the fill of a block depends only on the order of its own rows
+    among themselves, so these orders serve any other stack of the same blocks.
+    """
+    block = order // width
+    row = order - block * width
+    real = row < sizes[block]
+    return row[real][np.argsort(block[real], kind="stable")]
+
+
+def _chunk_order(local: np.ndarray, sizes: np.ndarray, width: int) -> np.ndarray:
+    """The inverse of :func:`_block_orders`: an elimination order of a stack of blocks of
+    ``width`` rows that eliminates block ``j``'s real rows in the order given for it in
+    ``local`` (the blocks one after the other), then its padding rows (decoupled: no fill)."""
+    m = sizes.size
+    real = (np.arange(width)[None, :] < sizes[:, None]).ravel()
+    order = np.arange(m * width)
+    order[real] = local + np.repeat(np.arange(m) * width, sizes)
+    return order
 
 
 def _kernel_columns(Ns: sp.csr_matrix, Bs: sp.csr_matrix, Zg: np.ndarray, m: int,
@@ -720,8 +773,10 @@ def _kernel_selection(members: np.ndarray, sizes: np.ndarray, Zk: np.ndarray,
 
 
 def _shifted_factor(Ns: sp.csr_matrix, Bs: sp.csr_matrix, sigma: float, m: int,
-                    width: int) -> BlockSolver:
-    """The factorisation of ``N + sigma B`` on ``m`` stacked blocks of ``width`` rows.
+                    width: int, order: np.ndarray | None = None) -> BlockSolver:
+    """The factorisation of ``N + sigma B`` on ``m`` stacked blocks of ``width`` rows
+    (PARDISO: by the fill-reducing ``order`` where given, see
+    :data:`GENEO_SHARED_ORDERING`).
 
     By the exact solver of :func:`~ddops.linalg.local_solvers.default_exact_solver`
     (PARDISO when it is installed: on 3D elasticity its multi-column solves, which the
@@ -731,7 +786,7 @@ def _shifted_factor(Ns: sp.csr_matrix, Bs: sp.csr_matrix, sigma: float, m: int,
     """
     K = (Ns + Bs * sigma).tocsr()
     return factorize_blocks(K, np.arange(m + 1) * width, default_exact_solver(),
-                            chunk_rows=FACTOR_CHUNK_ROWS)
+                            chunk_rows=FACTOR_CHUNK_ROWS, order=order)
 
 
 def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int,

@@ -346,6 +346,18 @@ def diagonal_block(K: sp.csr_matrix, a: int, b: int) -> sp.csr_matrix:
                           K.indptr[a:b + 1] - start), shape=(b - a, b - a))
 
 
+def check_order(order: Any, m: int) -> np.ndarray:
+    """``order`` as an int64 array, checked to be a permutation of ``range(m)``."""
+    o = np.asarray(order)
+    if o.shape != (m,) or (m and o.dtype.kind not in "iu"):
+        raise ValueError(f"order must be an integer array of shape ({m},), got "
+                         f"{o.dtype} of shape {o.shape}")
+    o = o.astype(np.int64)
+    if m and (o.min() < 0 or o.max() >= m or np.bincount(o, minlength=m).max() > 1):
+        raise ValueError(f"order must be a permutation of range({m})")
+    return o
+
+
 def check_blocks_by_one_solve(K: sp.spmatrix, block: np.ndarray, x: np.ndarray,
                               z: np.ndarray) -> np.ndarray:
     """Labels of the blocks of ``K`` that fail the one-solve SPD test, sorted.
@@ -589,6 +601,7 @@ class _PardisoHandle:
         iparm[27] = 1 if dtype == np.float32 else 0  # single-precision factors
         iparm[34] = 1   # zero-based indices
         self.perm = None  # rows of sparse right-hand sides (mark_sparse)
+        self.order = None  # a given or returned fill-reducing ordering (use_order)
         self.mtype = 2  # real symmetric positive definite (-2: symmetric indefinite)
         self.live = False
 
@@ -604,6 +617,18 @@ class _PardisoHandle:
         self.perm = np.zeros(self.m, dtype=np.int64)
         self.perm[rows] = 1
         self.iparm[30] = 1
+
+    def use_order(self, order: np.ndarray | None) -> None:
+        """Before the analysis: take ``order`` as the fill-reducing ordering (position ``i``
+        of the factorisation eliminates row ``order[i]``; PARDISO's ``perm`` with
+        ``iparm[4] = 1``), or, with None, have the analysis return the ordering it computes
+        in :attr:`order` (``iparm[4] = 2``)."""
+        if self.perm is not None:
+            raise RuntimeError("a given ordering and the rows of sparse right-hand sides "
+                               "share PARDISO's perm argument")
+        self.iparm[4] = 2 if order is None else 1
+        self.order = (np.zeros(self.m, dtype=np.int64) if order is None
+                      else np.array(order, dtype=np.int64))
 
     def call(self, phase: int, B: np.ndarray | None = None,
              partial: int = 0) -> tuple[np.ndarray | None, int]:
@@ -631,6 +656,7 @@ class _PardisoHandle:
         def i64(value: int) -> Any:
             return ctypes.byref(ctypes.c_int64(value))
 
+        perm = self.perm if self.perm is not None else self.order
         self.live = phase != -1  # after any other phase pt may hold MKL's memory
         # every phase on one MKL thread, whatever the caller's limits.  PARDISO's solves are
         # no faster on two threads (3D Poisson blocks, 1 to 64 right-hand sides), and the
@@ -645,7 +671,7 @@ class _PardisoHandle:
                     i64(phase), i64(self.m),
                     self.data.ctypes.data, self.indptr.ctypes.data_as(_I64P),
                     self.indices.ctypes.data_as(_I64P),
-                    None if self.perm is None else self.perm.ctypes.data_as(_I64P), i64(nrhs),
+                    None if perm is None else perm.ctypes.data_as(_I64P), i64(nrhs),
                     self.iparm.ctypes.data_as(_I64P), i64(0), b, x, ctypes.byref(error))
         return X, int(error.value)
 
@@ -657,7 +683,7 @@ class _PardisoHandle:
                 self.call(-1)
             except Exception:  # pragma: no cover - interpreter shutdown
                 pass
-        self.data = self.indptr = self.indices = self.perm = None
+        self.data = self.indptr = self.indices = self.perm = self.order = None
 
     def __del__(self) -> None:
         self.free()
@@ -704,10 +730,16 @@ class PardisoBlocks(BlockSolver):
     harmonic extension, whose solutions are wanted everywhere, keeps plain analyses.
     :meth:`solve` stays a full solve.
 
+    With ``order`` (a permutation of the rows: position ``i`` of the factorisation
+    eliminates row ``order[i]``) the analysis takes that ordering instead of computing one,
+    and nothing is probed: a caller that factorised a matrix of the same pattern already
+    (GenEO's inertia of ``N - tau B`` before its factorisation of ``N + sigma B``, see
+    :func:`pardiso_inertia`) saves the ordering and the probes, about half of the analysis.
+
     Attributes
     ----------
     ordering : str
-        The ordering used, ``"nd"`` or ``"md"``.
+        The ordering used, ``"nd"``, ``"md"`` or ``"given"`` (``order``).
     ordering_flops : dict
         ``"auto"`` only: the factorisation's flops of the largest block under each
         ordering (PARDISO's estimate) and ``"entries"``, the stored entries of that block's
@@ -718,9 +750,15 @@ class PardisoBlocks(BlockSolver):
 
     def __init__(self, K: sp.csr_matrix, offsets: np.ndarray, block: np.ndarray, *,
                  dtype: Any = np.float64, ordering: str = "auto",
-                 sparse_rows: np.ndarray | None = None) -> None:
+                 sparse_rows: np.ndarray | None = None,
+                 order: np.ndarray | None = None) -> None:
         if ordering not in PARDISO_ORDERINGS:
             raise ValueError(f"ordering must be one of {PARDISO_ORDERINGS}, got {ordering!r}")
+        if order is not None:
+            if sparse_rows is not None:
+                raise ValueError("order and sparse_rows cannot be combined (PARDISO's "
+                                 "partial-solve analysis computes its own ordering)")
+            order = check_order(order, K.shape[0])
         self.shape = K.shape
         self.dtype = np.dtype(dtype)
         self._handle = None
@@ -740,7 +778,9 @@ class PardisoBlocks(BlockSolver):
                                  "partial-solve analysis orders by nested dissection "
                                  "(use 'auto' or 'nd')")
             ordering = "nd"
-        if ordering == "auto":
+        if order is not None:
+            ordering = "given"
+        elif ordering == "auto":
             # one block (a coarse matrix): the winning probe is the analysis itself
             ordering, analysed = self._cheaper_ordering(K, offsets,
                                                         keep=sparse_rows is None)
@@ -758,6 +798,8 @@ class PardisoBlocks(BlockSolver):
         upper.sort_indices()
         self._handle = handle = _PardisoHandle(upper, self.dtype, ordering)
         del upper
+        if order is not None:
+            handle.use_order(order)
         if sparse_rows is not None:
             self.sparse_rows = np.unique(np.asarray(sparse_rows, dtype=np.int64))
             if self.sparse_rows.size and not (0 <= self.sparse_rows[0]
@@ -1062,8 +1104,8 @@ def pardiso_schur_complement(K: sp.spmatrix, rows: np.ndarray) -> np.ndarray:
     return S.reshape(k, k)
 
 
-def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None
-                    ) -> tuple[np.ndarray, int] | None:
+def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None, *,
+                    return_order: bool = False) -> tuple | None:
     """The number of negative eigenvalues of the symmetric ``K``, or of each of its diagonal
     blocks, from PARDISO's symmetric indefinite factorisation.
 
@@ -1083,12 +1125,16 @@ def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None
     offsets : numpy.ndarray, optional
         Block boundaries ``0 = o_0 < ... < o_b = m`` of a block-diagonal ``K`` (default:
         one block).
+    return_order : bool
+        Also return the fill-reducing ordering of the factorisation (position ``i``
+        eliminates row ``order[i]``; the ``order`` of :class:`PardisoBlocks`, which a matrix of
+        the same pattern can then be factorised with, without ordering again).
 
     Returns
     -------
-    (negative, perturbed) or None
-        The negative eigenvalues of every block (an integer array) and the perturbed
-        pivots (0); None where not certain.
+    (negative, perturbed) or (negative, perturbed, order) or None
+        The negative eigenvalues of every block (an integer array), the perturbed pivots
+        (0) and, with ``return_order``, the ordering; None where not certain.
     """
     m = int(K.shape[0])
     offsets = np.array([0, m] if offsets is None else offsets, dtype=np.int64)
@@ -1098,6 +1144,8 @@ def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None
     handle = _PardisoHandle(upper, np.dtype(np.float64), "md")
     del upper
     handle.mtype = -2
+    if return_order:
+        handle.use_order(None)
     iparm = handle.iparm
     iparm[9] = 8    # perturb pivots below 1e-8 of the largest entry (counted in iparm[13])
     iparm[10] = 0   # no scaling and no matching: ...
@@ -1114,20 +1162,23 @@ def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None
         signs, error = handle.call(332, np.ones(m))
         if error != 0:
             raise _pardiso_error("diagonal substitution", error)
+        order = handle.order
     finally:
         handle.free()
     negative = signs < 0
     if not np.all(np.isfinite(signs)) or int(negative.sum()) != int(iparm[22]):
         return None
     block = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
-    return np.bincount(block[negative], minlength=offsets.size - 1), 0
+    counts = np.bincount(block[negative], minlength=offsets.size - 1)
+    return (counts, 0, order) if return_order else (counts, 0)
 
 
 def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu", *,
                      dtype: Any = np.float64, exact_check: bool = True,
                      near_null: np.ndarray | None = None, cycles: int = AMG_CYCLES,
                      chunk_rows: int = CHUNK_ROWS, ordering: str = "auto",
-                     sparse_rows: np.ndarray | None = None) -> BlockSolver:
+                     sparse_rows: np.ndarray | None = None,
+                     order: np.ndarray | None = None) -> BlockSolver:
     """A solver for the block-diagonal SPD matrix ``K`` with blocks at ``offsets``.
 
     Parameters
@@ -1156,6 +1207,9 @@ def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu
     sparse_rows : numpy.ndarray, optional
         The rows where the right-hand sides of :meth:`BlockSolver.solve_sparse` may be
         nonzero (PARDISO prunes its solves to them; the other solvers solve in full).
+    order : numpy.ndarray, optional
+        PARDISO: a fill-reducing ordering of the rows to use instead of computing one (see
+        :class:`PardisoBlocks`); the other solvers order by themselves.
 
     Raises
     ------
@@ -1169,7 +1223,7 @@ def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu
     block = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
     if solver == "pardiso" and K.shape[0] > 0:  # (PARDISO refuses an empty matrix)
         return PardisoBlocks(K, offsets, block, dtype=dtype, ordering=ordering,
-                             sparse_rows=sparse_rows)
+                             sparse_rows=sparse_rows, order=order)
     if solver in ("superlu", "pardiso"):
         out = SuperLUBlocks(K, offsets, block, dtype=dtype, exact_check=exact_check,
                             chunk_rows=chunk_rows)

@@ -142,3 +142,62 @@ def test_inertia_and_threads_give_the_same_basis(inertia, monkeypatch):
             warnings.simplefilter("error")
             bases.append(geneo_basis(A, d).toarray())
     np.testing.assert_array_equal(bases[0], bases[1])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_block_orders_carry_every_blocks_own_order_to_another_stack(seed):
+    """GenEO's shifted factorisation reuses the inertia's ordering on another stack of the
+    same blocks: split per block (``_block_orders``) and put together for a new stack
+    (``_chunk_order``), every block's real rows keep their order among themselves (all a
+    block-diagonal factorisation's fill depends on), checked row by row against the
+    original order."""
+    rng = np.random.default_rng(seed)
+    width, m = 7, 5
+    sizes = rng.integers(1, width + 1, size=m)
+    order = rng.permutation(m * width)
+    local = geneo._block_orders(order, width, sizes)
+    expected = [r % width for j in range(m) for r in order
+                if r // width == j and r % width < sizes[j]]
+    assert local.tolist() == expected
+    per_block = np.split(local, np.cumsum(sizes)[:-1])
+    pick = rng.permutation(m)[:3]
+    stacked = geneo._chunk_order(np.concatenate([per_block[j] for j in pick]), sizes[pick],
+                                 width)
+    assert sorted(stacked.tolist()) == list(range(3 * width))
+    for q, j in enumerate(pick):
+        rows = [r - q * width for r in stacked if r // width == q and r % width < sizes[j]]
+        assert rows == per_block[j].tolist()
+    # within a block the padding rows follow the real ones
+    assert all(stacked[q * width + r] == q * width + r
+               for q, j in enumerate(pick) for r in range(sizes[j], width))
+
+
+def test_the_shifted_factorisation_takes_the_inertia_ordering(monkeypatch):
+    """Every factorisation of ``N + sigma B`` after an inertia count uses the ordering of
+    that count (``GENEO_SHARED_ORDERING``), and the basis is the one with orderings of its
+    own: the same eigenvalues to rounding and the same span."""
+    need("pardiso")
+    A = half_channels()
+    d = ddops.Decomposition.from_grid((N, N), (4, 4), overlap=1)
+    monkeypatch.setattr(geneo, "GENEO_SHARED_ORDERING", False)
+    reference, ref_info = geneo_basis(A, d, return_info=True)
+    monkeypatch.setattr(geneo, "GENEO_SHARED_ORDERING", True)
+    orderings = []
+    factorize = geneo.factorize_blocks
+
+    def spy(*args, **kwargs):
+        out = factorize(*args, **kwargs)
+        orderings.append(out.ordering)
+        return out
+
+    monkeypatch.setattr(geneo, "factorize_blocks", spy)
+    shared, info = geneo_basis(A, d, return_info=True)
+    assert orderings and set(orderings) == {"given"}
+    assert shared.shape == reference.shape
+    np.testing.assert_array_equal(info.selected, ref_info.selected)
+    known = np.isfinite(ref_info.eigenvalues)
+    np.testing.assert_array_equal(np.isfinite(info.eigenvalues), known)
+    np.testing.assert_allclose(info.eigenvalues[known], ref_info.eigenvalues[known],
+                               rtol=1e-10, atol=1e-12 * info.threshold)
+    assert in_span(reference.toarray(), shared.toarray(), tol=1e-8)
+    assert in_span(shared.toarray(), reference.toarray(), tol=1e-8)

@@ -759,6 +759,67 @@ def test_pardiso_inertia_counts_every_block_against_dense_eigenvalues(seed):
     assert whole.tolist() == [sum(expected)]
 
 
+def arrow(m):
+    """A diagonally dominant arrow matrix: row and column 0 full.  Eliminated last, the hub
+    causes no fill (``2 m - 1`` stored factor entries); eliminated first, a dense factor."""
+    K = sp.lil_matrix((m, m))
+    K.setdiag(m + 1.0)
+    K[0, 1:] = 1.0
+    K[1:, 0] = 1.0
+    return K.tocsr()
+
+
+def test_pardiso_factorises_with_a_given_order():
+    """``order`` is the elimination order, used as given (no probe): the hub of an arrow
+    matrix last gives the factor without fill, first the dense one; both solve ``K x = b``
+    as the dense solve does."""
+    need("pardiso")
+    m = 60
+    K = arrow(m)
+    offsets, block = np.array([0, m]), np.zeros(m, dtype=np.int64)
+    hub_last = local_solvers.PardisoBlocks(K, offsets, block, order=np.r_[np.arange(1, m), 0])
+    hub_first = local_solvers.PardisoBlocks(K, offsets, block, order=np.arange(m))
+    assert hub_last.ordering == hub_first.ordering == "given"
+    assert hub_last.nnz <= 2 * m + 1 < m * (m + 1) // 2 <= hub_first.nnz
+    b = np.random.default_rng(0).standard_normal((m, 3))
+    x = np.linalg.solve(K.toarray(), b)
+    for solver in (hub_last, hub_first):
+        np.testing.assert_allclose(solver.solve(b), x, rtol=1e-12, atol=1e-14)
+    via = factorize_blocks(K, offsets, "pardiso", order=np.r_[np.arange(1, m), 0])
+    assert via.ordering == "given" and via.nnz == hub_last.nnz
+
+
+def test_pardiso_refuses_an_order_that_is_not_a_permutation():
+    need("pardiso")
+    K = arrow(8)
+    offsets, block = np.array([0, 8]), np.zeros(8, dtype=np.int64)
+    for bad in (np.arange(7), np.r_[np.arange(7), 6], np.r_[np.arange(7), 8],
+                np.arange(8.0)):
+        with pytest.raises(ValueError, match="order must be"):
+            local_solvers.PardisoBlocks(K, offsets, block, order=bad)
+    with pytest.raises(ValueError, match="order and sparse_rows"):
+        local_solvers.PardisoBlocks(K, offsets, block, order=np.arange(8),
+                                    sparse_rows=np.array([0]))
+
+
+def test_pardiso_inertia_returns_the_order_of_its_factorisation():
+    """The ordering the inertia's analysis computed (``return_order``) is a permutation, and
+    it is the one that eliminates the hub of an arrow matrix last: factorised with it, the
+    matrix has no fill, as with PARDISO's own minimum-degree analysis."""
+    need("pardiso")
+    m = 60
+    K = arrow(m)
+    negative, perturbed, order = local_solvers.pardiso_inertia(
+        (K - 2.0 * m * sp.eye(m)).tocsr(), return_order=True)
+    # K - 2m I: eigenvalues m + 1 - 2m +- sqrt(m - 1) and m + 1 - 2m, all negative
+    assert negative.tolist() == [m] and perturbed == 0
+    assert sorted(order.tolist()) == list(range(m))
+    offsets, block = np.array([0, m]), np.zeros(m, dtype=np.int64)
+    given = local_solvers.PardisoBlocks(K, offsets, block, order=order)
+    own = local_solvers.PardisoBlocks(K, offsets, block, ordering="md")
+    assert given.nnz == own.nnz <= 2 * m + 1
+
+
 def test_pardiso_inertia_is_none_where_a_pivot_vanishes():
     """A singular matrix (a zero row and column) has no certain inertia: None."""
     need("pardiso")
