@@ -345,7 +345,9 @@ def agdsw_basis(
     col_group, col_vec = np.nonzero(keep)
     if (col_vec >= k).any():
         # functions of different components can still depend on each other numerically
-        Phi, cols = drop_dependent_columns(A, Phi, first=col_vec < k)
+        # (A Phi vanishes off the interface where the extension is exact: A_0 from its rows)
+        Phi, cols = drop_dependent_columns(A, Phi, first=col_vec < k,
+                                           rows=None if extension_solver == "amg" else x)
     else:
         # GDSW's functions only (every eigenproblem skipped or selecting nothing): those of
         # different components differ on disjoint interface sets, so they are independent

@@ -121,10 +121,15 @@ def coarse_matrix_checked(A: Any, Phi: Any, *, rtol: float = SINGULAR_PIVOT_RTOL
     return A0
 
 
-def _scaled_coarse(A: sp.csr_matrix, Phi: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+def _scaled_coarse(A: sp.csr_matrix, Phi: sp.csr_matrix,
+                   rows: np.ndarray | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
     """``Phi^T A Phi`` scaled to unit diagonal (zero-energy columns: a unit diagonal), and
-    the mask of the columns of positive energy."""
-    A0 = (Phi.T @ A @ Phi).tocsr()
+    the mask of the columns of positive energy; with ``rows`` (where ``A Phi`` can be
+    nonzero) as ``Phi_rows^T (A Phi)_rows``."""
+    if rows is None:
+        A0 = (Phi.T @ A @ Phi).tocsr()
+    else:
+        A0 = (Phi[rows].T @ (A[rows] @ Phi)).tocsr()
     A0 = ((A0 + A0.T) * 0.5).tocsr()
     diag = A0.diagonal()
     pos = diag > 0
@@ -170,7 +175,8 @@ def _schur_on(K: sp.csr_matrix, kept: np.ndarray, rest: np.ndarray) -> np.ndarra
 
 
 def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
-                           first: Any = None) -> tuple[sp.csr_matrix, np.ndarray]:
+                           first: Any = None, rows: Any = None
+                           ) -> tuple[sp.csr_matrix, np.ndarray]:
     """Phi without its (numerically) linearly dependent columns, and the kept column indices.
 
     The Galerkin matrix ``Phi^T A Phi`` is scaled to unit diagonal and factorised by a
@@ -203,6 +209,12 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
         Columns to choose before all others (the null-space columns of the adaptive
         spaces, so that they stay whenever they are independent among themselves): the
         others are then chosen on the Schur complement of these.
+    rows : array of int, optional
+        The row indices outside which ``A Phi`` vanishes up to rounding (the
+        interface of discrete-harmonic columns, ``harmonic_interface`` of the builders):
+        ``Phi^T A Phi`` is then formed as ``Phi_rows^T (A Phi)_rows``, as
+        :class:`~ddops.precond.corrections.CoarseCorrection` forms ``A_0``, a product
+        with those rows only.
 
     Returns
     -------
@@ -218,9 +230,15 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
     if Phi.shape[0] != A.shape[0]:
         raise ValueError(f"Phi must have {A.shape[0]} rows, got shape {Phi.shape}")
     n0 = Phi.shape[1]
+    if rows is not None:
+        rows = np.asarray(rows)
+        if rows.ndim != 1 or (rows.size and (rows.dtype.kind not in "iu" or rows.min() < 0
+                                             or rows.max() >= A.shape[0])):
+            raise ValueError(f"rows must be row indices of A (0 to {A.shape[0] - 1})")
+        rows = np.unique(rows)
     if n0 == 0:
         return Phi, np.zeros(0, dtype=np.int64)
-    K, pos = _scaled_coarse(A, Phi)
+    K, pos = _scaled_coarse(A, Phi, rows)
     order = np.arange(n0)
     if first is not None:
         first = np.asarray(first, dtype=bool)

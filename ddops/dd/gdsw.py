@@ -288,7 +288,7 @@ def gdsw_basis(
     if variant == "rgdsw" and k > 1:
         # weighted pieces of several vectors on overlapping root supports can depend on the
         # functions of other roots (3D elasticity on METIS parts): drop those globally
-        Phi, kept = drop_dependent_columns(A, Phi)
+        Phi, kept = drop_dependent_columns(A, Phi, rows=None if solver == "amg" else x)
         dropped += col_group.size - kept.size
         col_group, col_vector = col_group[kept], col_vector[kept]
     if not return_info:

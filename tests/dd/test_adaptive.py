@@ -358,6 +358,37 @@ def test_drop_dependent_columns_keeps_the_span():
     assert np.array_equal(kept, np.arange(Phi.shape[1]))
 
 
+def test_drop_dependent_columns_from_the_interface_rows():
+    """Discrete-harmonic columns (GDSW's, and combinations of them) have ``A Phi = 0`` off
+    the interface, so ``rows=`` the interface forms the same scaled coarse matrix (to
+    rounding, against the full product) and keeps the same columns; the rows are what the
+    product uses (none: every column has zero energy, none is kept)."""
+    from ddops.dd import coarse_matrix
+
+    rng = np.random.default_rng(3)
+    n = 31
+    A = channels(n, 1e6)
+    d = ddops.Decomposition.from_grid((n, n), (4, 4))
+    G, info = gdsw_basis(A, d.owner, return_info=True)
+    rows = info.harmonic_interface
+    assert 0 < rows.size < n * n
+    G = G.toarray()
+    Phi = sp.csr_matrix(np.hstack([G, G @ rng.standard_normal((G.shape[1], 5))]))
+    first = np.arange(Phi.shape[1]) < G.shape[1]
+    K_full, _ = coarse_matrix._scaled_coarse(A, Phi)
+    K_rows, _ = coarse_matrix._scaled_coarse(A, Phi, rows)
+    assert abs(K_full - K_rows).max() <= 1e-13
+    _, kept_full = drop_dependent_columns(A, Phi, first=first)
+    _, kept_rows = drop_dependent_columns(A, Phi, first=first, rows=rows[::-1])
+    np.testing.assert_array_equal(kept_rows, kept_full)
+    assert kept_rows.size == G.shape[1]
+    _, none = drop_dependent_columns(A, Phi, rows=np.zeros(0, dtype=np.int64))
+    assert none.size == 0
+    for bad in (np.array([-1, 2]), np.array([0, n * n]), np.array([0.0, 1.0])):
+        with pytest.raises(ValueError, match="rows must be row indices"):
+            drop_dependent_columns(A, Phi, rows=bad)
+
+
 @pytest.mark.parametrize("pardiso", [True, False])
 def test_drop_dependent_columns_with_first_columns_matches_the_dense_reference(pardiso,
                                                                               monkeypatch):
