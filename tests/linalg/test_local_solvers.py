@@ -582,10 +582,13 @@ def _laplacian_blocks(shape, count):
 @pytest.mark.parametrize("shape,count,expected", [
     ((40, 40), 3, "md"), ((14, 14, 14), 3, "md"), ((26, 26, 26), 2, "nd")])
 def test_pardiso_auto_ordering_takes_nested_dissection_where_its_flops_pay(shape, count, expected):
-    """"auto" analyses the largest block both ways and takes nested dissection only when the
-    factorisation flops it saves exceed PARDISO_ND_FLOPS_PER_ENTRY per stored entry of the
-    block's upper triangle: minimum degree on 2D grids and small 3D blocks, nested dissection
-    on a 3D block of 17,576 unknowns (it halves the flops there)."""
+    """"auto" takes nested dissection only when the factorisation flops it saves exceed
+    PARDISO_ND_FLOPS_PER_ENTRY per stored entry of the largest block's upper triangle:
+    minimum degree on 2D grids and small 3D blocks, nested dissection on a 3D block of
+    17,576 unknowns (it halves the flops there).  Nested dissection is not analysed where
+    minimum degree's flops are below that bound (it could not save them): then the flops
+    the ordering reports have no "nd", and the nested-dissection factorisation's flops
+    would indeed not have saved enough."""
     need("pardiso")
     K, offsets = _laplacian_blocks(shape, count)
     nd = factorize_blocks(K, offsets, "pardiso", ordering="nd")
@@ -596,8 +599,17 @@ def test_pardiso_auto_ordering_takes_nested_dissection_where_its_flops_pay(shape
     flops = auto.ordering_flops
     one = offsets[1]
     assert flops["entries"] == sp.triu(K[:one, :one]).nnz
-    rule = "nd" if flops["md"] - flops["nd"] > \
-        local_solvers.PARDISO_ND_FLOPS_PER_ENTRY * flops["entries"] else "md"
+    limit = local_solvers.PARDISO_ND_FLOPS_PER_ENTRY * flops["entries"]
+    probed = "nd" in flops
+    assert probed == (flops["md"] > limit)
+    if not probed:  # the flops nested dissection would have saved, from its own analysis
+        upper = sp.triu(K[:one, :one], format="csr")
+        probe = local_solvers._PardisoHandle(upper, np.dtype(np.float64), "nd")
+        probe.iparm[18] = -1
+        assert probe.call(11)[1] == 0
+        flops = dict(flops, nd=1e6 * float(probe.iparm[18]))
+        probe.free()
+    rule = "nd" if flops["md"] - flops["nd"] > limit else "md"
     assert auto.ordering == rule == expected
     assert auto.nnz == {"nd": nd, "md": md}[expected].nnz
     b = np.random.default_rng(0).standard_normal(K.shape[0])
@@ -605,13 +617,17 @@ def test_pardiso_auto_ordering_takes_nested_dissection_where_its_flops_pay(shape
         assert np.linalg.norm(K @ f.solve(b) - b) <= 1e-10 * np.linalg.norm(b)
 
 
-@pytest.mark.parametrize("count,analyses", [(1, 2), (3, 3)])
-def test_pardiso_auto_ordering_keeps_the_probe_of_a_single_block(monkeypatch, count, analyses):
-    """A matrix of one block (a coarse matrix) is analysed twice, by the two probes, and the
-    winner's analysis is the factorisation's; several blocks take a third analysis.  Either
-    way the solves and a refactorisation with new values are exact."""
+@pytest.mark.parametrize("shape,count,analyses", [
+    ((20, 20), 1, 1), ((20, 20), 3, 2), ((16, 16, 16), 1, 2), ((16, 16, 16), 3, 3)])
+def test_pardiso_auto_ordering_keeps_the_probe_of_a_single_block(monkeypatch, shape, count,
+                                                                 analyses):
+    """A matrix of one block (a coarse matrix) is analysed by the probes only, and the
+    winner's analysis is the factorisation's; several blocks take one more analysis.  The
+    probes are minimum degree, and nested dissection where minimum degree's flops leave it
+    something to save (the 3D block, not the 2D one).  Either way the solves and a
+    refactorisation with new values are exact."""
     need("pardiso")
-    K, offsets = _laplacian_blocks((20, 20), count)
+    K, offsets = _laplacian_blocks(shape, count)
     calls = []
     original = local_solvers._PardisoHandle.call
 
