@@ -72,6 +72,7 @@ from .eigen import (
 from .extension import FACTOR_CHUNK_ROWS
 from .groups import DEPENDENCE_RTOL, columns_from_groups, independent_vectors
 from .oversampling import check_oversampling, default_oversampling, oversampled_sets
+from .set_entries import entries_within_sets
 from .validation import check_matrix, check_null_space
 
 __all__ = [
@@ -131,11 +132,6 @@ GENEO_EXTRA_VECTORS = 4
 #: to 40 eigenvalues 1 per subdomain (vectors on the unknowns of weight 1), which the
 #: rounding of their Ritz values would otherwise split at random.
 THRESHOLD_TIE_RTOL = 1e-8
-
-#: The (set, unknown) lookup of :func:`_local_matrices` holds about this many entries
-#: (128 MiB): the sets are taken in chunks of ``LOOKUP_TABLE_ENTRIES / n`` (at least one
-#: set, so ``n`` entries above it).
-LOOKUP_TABLE_ENTRIES = 1 << 24
 
 #: At most this many subspace iterations, counted in sparse solves with ``N_i + sigma D_i
 #: A_i D_i`` for all subdomains of a chunk at once (a step of the Chebyshev filter of
@@ -649,29 +645,9 @@ def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndar
     grp = np.concatenate([group, ring_grp]).astype(np.int64)
     pos = np.concatenate([within, sizes[ring_grp] + np.arange(ring_idx.size)
                           - ring_off[ring_grp]]).astype(np.int64)
-    # the members by set; a table of (set, unknown) -> position + 1 for a chunk of sets at a
-    # time finds the neighbours inside the set in one gather (a sort and a binary search of
-    # every (member, neighbour) pair took most of this function's time)
-    by_set = np.argsort(grp, kind="stable")
-    set_off = np.searchsorted(grp[by_set], np.arange(N + 1))
-    step = max(1, min(N, LOOKUP_TABLE_ENTRIES // max(n, 1)))
-    table = np.zeros(step * n, dtype=np.int64)
-    pairs = []
-    for g0 in range(0, N, step):
-        g1 = min(g0 + step, N)
-        e = by_set[set_off[g0]:set_off[g1]]
-        key = (grp[e] - g0) * n + idx[e]
-        table[key] = pos[e] + 1
-        rows = A[idx[e]]  # the members' rows of A, gathered in one call
-        counts = np.diff(rows.indptr)
-        rep = np.repeat(e, counts)
-        at = table[np.repeat(grp[e] - g0, counts) * n + rows.indices]
-        found = at > 0
-        rep = rep[found]
-        pairs.append((grp[rep], pos[rep], at[found] - 1, rows.data[found]))
-        table[key] = 0
-    del table
-    pairs = tuple(np.concatenate(x) for x in zip(*pairs, strict=True))
+    set_, row, col, source = entries_within_sets(A, idx, grp, pos, N)
+    pairs = (set_, row, col, A.data[source])
+    del source
     if dominant:  # the couplings that leave the grown set, cut from its diagonal
         leaving = outside_coupling(A, idx, grp, N)
         if outside is not None:  # (and those that leave the block A of a larger matrix)

@@ -35,6 +35,7 @@ from ..dd.coarse_matrix import coarse_matrix_checked
 from ..dd.decomposition import Decomposition
 from ..dd.extension import FACTOR_CHUNK_ROWS
 from ..dd.kernel import ground_basis
+from ..dd.set_entries import entries_within_sets
 from ..linalg.local_solvers import (
     BlockSolver,
     SingularBlockError,
@@ -121,20 +122,20 @@ _WEIGHTS = {"additive": ("none", "none"), "restricted": ("none", "full"),
 def entry_map(A: sp.csr_matrix, S: sp.csr_matrix, block_of_row: np.ndarray) -> sp.coo_matrix:
     """Where every entry of the subdomain matrices comes from in ``A.data``.
 
-    The diagonal blocks of ``S A S^T`` (``S`` a stacked 0/1 restriction, ``block_of_row``
-    the block of each of its rows) as a COO matrix whose values are positions in
-    ``A.data``: the product is taken with the positions ``1 .. nnz`` in place of the
-    values, and every entry of ``S A S^T`` is exactly one entry of ``A`` (``S`` has one 1
-    per row), so the positions come out exactly.  The symbolic part of the extraction:
-    the values of any matrix with the pattern of ``A`` are then ``A.data[positions]``.
+    The diagonal blocks of ``S A S^T`` (``S`` a stacked 0/1 restriction with at most one 1
+    per row, ``block_of_row`` the block of each of its rows) as a COO matrix whose values
+    are positions in ``A.data``: every entry of a diagonal block is exactly one entry of
+    ``A``.  Found by :func:`~ddops.dd.set_entries.entries_within_sets` (the blocks are the
+    sets, a row's position is its stacked row), without forming the couplings between
+    different blocks that the product forms (3D elasticity, 64 parts with overlap: 0.067 s
+    -> 0.03 s).  The symbolic part of the extraction: the values of any matrix with the
+    pattern of ``A`` are then ``A.data[positions]``.
     """
-    positions = sp.csr_matrix((np.arange(1, A.nnz + 1, dtype=np.float64), A.indices,
-                               A.indptr), shape=A.shape)
-    C = (S @ positions @ S.T).tocoo()
-    keep = block_of_row[C.row] == block_of_row[C.col]
+    S = sp.coo_matrix(S)
+    blocks = int(block_of_row.max()) + 1 if block_of_row.size else 0
+    _, row, col, source = entries_within_sets(A, S.col, block_of_row[S.row], S.row, blocks)
     index = np.int32 if A.nnz < 2**31 - 1 else np.int64
-    source = (C.data[keep] - 1).astype(index)
-    return sp.coo_matrix((source, (C.row[keep], C.col[keep])), shape=C.shape)
+    return sp.coo_matrix((source.astype(index), (row, col)), shape=(S.shape[0], S.shape[0]))
 
 
 class OverlappingCorrection:

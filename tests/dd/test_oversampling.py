@@ -13,6 +13,7 @@ import scipy.linalg as sla
 
 import ddops
 from ddops.dd import geneo as geneo_module
+from ddops.dd import set_entries
 from ddops.dd.eigen import local_neumann_matrices
 from ddops.dd.geneo import GENEO_OVERSAMPLED_THRESHOLD, geneo_basis
 from ddops.dd.oversampling import (
@@ -240,7 +241,7 @@ def test_geneo_local_matrices_in_chunks_of_sets(small_elasticity, monkeypatch, w
     else:
         A, d, Z = small_elasticity
     whole = geneo_basis(A, d, null_space=Z, oversampling=2).toarray()
-    monkeypatch.setattr(geneo_module, "LOOKUP_TABLE_ENTRIES", 2 * A.shape[0])
+    monkeypatch.setattr(set_entries, "LOOKUP_TABLE_ENTRIES", 2 * A.shape[0])
     np.testing.assert_array_equal(geneo_basis(A, d, null_space=Z, oversampling=2).toarray(),
                                   whole)
 

@@ -1,0 +1,77 @@
+"""The entries of a sparse matrix inside sets of its unknowns, for all the sets at once.
+
+The subdomain matrices ``A(w_i, w_i)`` of the local solvers and GenEO's matrices on the
+grown subdomains are the entries of ``A`` whose row and column both lie in one set.  For
+every member row of every set, the row's entries whose column is a member of the same set
+are found by one gather of the rows and one lookup in a table of ``(set, unknown) ->
+position + 1``, filled for a chunk of sets at a time: work linear in the entries met,
+without the couplings between different sets that the product ``S A S^T`` of a stacked
+restriction forms and then throws away, and without sorting every pair.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["LOOKUP_TABLE_ENTRIES", "entries_within_sets"]
+
+#: The lookup table of :func:`entries_within_sets` holds at most this many entries (8 bytes
+#: each, 8 MiB): ``max(1, LOOKUP_TABLE_ENTRIES // n)`` sets are looked up at a time.  A
+#: table that stays in the cache: the subdomain matrices' entry map of 3D Poisson (125,000
+#: unknowns, 62 parts, overlap 1) took 62 ms with one table of all the sets (62 MB), 26 ms
+#: with this one and 20 ms with a quarter of it (39 ms by the product ``S A S^T``).
+LOOKUP_TABLE_ENTRIES = 1 << 20
+
+
+def entries_within_sets(A: sp.csr_matrix, members: np.ndarray, set_of: np.ndarray,
+                        position: np.ndarray, num_sets: int
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of ``A`` whose row and column lie in the same set.
+
+    Parameters
+    ----------
+    A : scipy.sparse.csr_matrix
+        ``n x n``, canonical (sorted indices, no duplicates).
+    members, set_of, position : numpy.ndarray
+        One entry per (set, member): the member unknown, its set (``0 .. num_sets - 1``)
+        and its position there (distinct within a set).  An unknown may lie in several sets.
+    num_sets : int
+        The number of sets.
+
+    Returns
+    -------
+    set, row, col, source : numpy.ndarray
+        One entry per stored entry ``A[u, v]`` with ``u`` and ``v`` members of one set:
+        that set, the positions of ``u`` and ``v`` there, and the entry's index in
+        ``A.data``.  Sets in chunks of increasing set numbers, rows in the order of the
+        members within a set.
+    """
+    n = A.shape[0]
+    members = np.asarray(members, dtype=np.int64)
+    set_of = np.asarray(set_of, dtype=np.int64)
+    position = np.asarray(position, dtype=np.int64)
+    by_set = np.argsort(set_of, kind="stable")
+    set_off = np.searchsorted(set_of[by_set], np.arange(num_sets + 1))
+    step = max(1, min(num_sets, LOOKUP_TABLE_ENTRIES // max(n, 1)))
+    table = np.zeros(step * n, dtype=np.int64)
+    indptr = A.indptr.astype(np.int64, copy=False)
+    out = []
+    for g0 in range(0, num_sets, step):  # a loop over chunks of sets, not over sets
+        e = by_set[set_off[g0]:set_off[min(g0 + step, num_sets)]]
+        key = (set_of[e] - g0) * n + members[e]
+        table[key] = position[e] + 1
+        start = indptr[members[e]]
+        counts = indptr[members[e] + 1] - start
+        rep = np.repeat(np.arange(e.size), counts)
+        source = start[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(counts) - counts,
+                                                                counts))
+        at = table[(set_of[e] - g0)[rep] * n + A.indices[source]]
+        found = at > 0
+        rep = e[rep[found]]
+        out.append((set_of[rep], position[rep], at[found] - 1, source[found]))
+        table[key] = 0
+    if not out:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, empty
+    return tuple(np.concatenate(x) for x in zip(*out, strict=True))
