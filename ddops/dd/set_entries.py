@@ -47,10 +47,17 @@ def entries_within_sets(A: sp.csr_matrix, members: np.ndarray, set_of: np.ndarra
         ``A.data``.  Sets in chunks of increasing set numbers, rows in the order of the
         members within a set.
     """
+    if not sp.issparse(A) or A.format != "csr" or A.shape[0] != A.shape[1]:
+        raise TypeError("A must be a square scipy.sparse CSR matrix")
     n = A.shape[0]
-    members = np.asarray(members, dtype=np.int64)
-    set_of = np.asarray(set_of, dtype=np.int64)
-    position = np.asarray(position, dtype=np.int64)
+    members, set_of, position = (_indices(name, x) for name, x in (
+        ("members", members), ("set_of", set_of), ("position", position)))
+    if not members.shape == set_of.shape == position.shape:
+        raise ValueError("members, set_of and position must have one shape, got "
+                         f"{members.shape}, {set_of.shape} and {position.shape}")
+    if members.size and (members.max() >= n or set_of.max() >= num_sets):
+        raise ValueError(f"members must be below {n} (A's size) and set_of below "
+                         f"num_sets={num_sets}")
     by_set = np.argsort(set_of, kind="stable")
     set_off = np.searchsorted(set_of[by_set], np.arange(num_sets + 1))
     step = max(1, min(num_sets, LOOKUP_TABLE_ENTRIES // max(n, 1)))
@@ -75,3 +82,11 @@ def entries_within_sets(A: sp.csr_matrix, members: np.ndarray, set_of: np.ndarra
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, empty
     return tuple(np.concatenate(x) for x in zip(*out, strict=True))
+
+
+def _indices(name: str, x) -> np.ndarray:
+    """``x`` as a 1-D int64 array of nonnegative integers (a ValueError naming ``name``)."""
+    a = np.asarray(x)
+    if a.ndim != 1 or (a.size and (a.dtype.kind not in "iu" or a.min() < 0)):
+        raise ValueError(f"{name} must be a 1-D array of nonnegative integers")
+    return a.astype(np.int64, copy=False)

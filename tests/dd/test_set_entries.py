@@ -56,3 +56,20 @@ def test_entries_within_sets_of_no_set():
     A = sp.identity(4, format="csr")
     out = entries_within_sets(A, np.zeros(0, int), np.zeros(0, int), np.zeros(0, int), 0)
     assert all(x.size == 0 for x in out)
+
+
+def test_entries_within_sets_refuses_bad_input():
+    A = sp.identity(4, format="csr")
+    ok = np.array([0, 1])
+    with pytest.raises(TypeError, match="CSR"):
+        entries_within_sets(A.tocoo(), ok, ok, ok, 2)
+    with pytest.raises(ValueError, match="members must be a 1-D array"):
+        entries_within_sets(A, np.array([0.0, 1.0]), ok, ok, 2)
+    with pytest.raises(ValueError, match="position must be a 1-D array"):
+        entries_within_sets(A, ok, ok, np.array([-1, 0]), 2)
+    with pytest.raises(ValueError, match="one shape"):
+        entries_within_sets(A, ok, ok, np.array([0]), 2)
+    with pytest.raises(ValueError, match="below num_sets"):
+        entries_within_sets(A, ok, np.array([0, 2]), ok, 2)
+    with pytest.raises(ValueError, match="below 4"):
+        entries_within_sets(A, np.array([0, 4]), ok, ok, 2)
