@@ -45,7 +45,7 @@ def entries_within_sets(A: sp.csr_matrix, members: np.ndarray, set_of: np.ndarra
         One entry per stored entry ``A[u, v]`` with ``u`` and ``v`` members of one set:
         that set, the positions of ``u`` and ``v`` there, and the entry's index in
         ``A.data``.  Sets in chunks of increasing set numbers, rows in the order of the
-        members within a set.
+        members within a set.  32-bit integers where every value fits, else 64-bit.
     """
     if not sp.issparse(A) or A.format != "csr" or A.shape[0] != A.shape[1]:
         raise TypeError("A must be a square scipy.sparse CSR matrix")
@@ -63,7 +63,10 @@ def entries_within_sets(A: sp.csr_matrix, members: np.ndarray, set_of: np.ndarra
     step = max(1, min(num_sets, LOOKUP_TABLE_ENTRIES // max(n, 1)))
     table = np.zeros(step * n, dtype=np.int64)
     indptr = A.indptr.astype(np.int64, copy=False)
-    out = []
+    # the results in 32-bit integers where they fit (half the memory of the entries kept)
+    small = max(num_sets, int(position.max(initial=0)) + 1, A.nnz) < 2**31 - 1
+    kind = np.int32 if small else np.int64
+    out: tuple[list, list, list, list] = ([], [], [], [])
     for g0 in range(0, num_sets, step):  # a loop over chunks of sets, not over sets
         e = by_set[set_off[g0]:set_off[min(g0 + step, num_sets)]]
         key = (set_of[e] - g0) * n + members[e]
@@ -76,12 +79,16 @@ def entries_within_sets(A: sp.csr_matrix, members: np.ndarray, set_of: np.ndarra
         at = table[(set_of[e] - g0)[rep] * n + A.indices[source]]
         found = at > 0
         rep = e[rep[found]]
-        out.append((set_of[rep], position[rep], at[found] - 1, source[found]))
+        for field, values in zip(out, (set_of[rep], position[rep], at[found] - 1,
+                                       source[found]), strict=True):
+            field.append(values.astype(kind))
         table[key] = 0
-    if not out:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty, empty
-    return tuple(np.concatenate(x) for x in zip(*out, strict=True))
+    del table
+    result = []
+    for field in out:  # one field at a time, its chunks released as it is joined
+        result.append(np.concatenate(field) if field else np.zeros(0, dtype=kind))
+        field.clear()
+    return tuple(result)
 
 
 def _indices(name: str, x) -> np.ndarray:
