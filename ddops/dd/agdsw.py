@@ -342,12 +342,12 @@ def agdsw_basis(
     Phi = harmonic_extension(A, owner, x, PhiG, chunk_bytes=chunk_bytes, solver=extension_solver,
                              null_space=Z, analysis=analysis)
     ext_seconds = time.perf_counter() - ext_start
+    # where A Phi vanishes off the interface (an exact extension): A_0 from its rows
+    harmonic = None if extension_solver == "amg" else x
     col_group, col_vec = np.nonzero(keep)
     if (col_vec >= k).any():
         # functions of different components can still depend on each other numerically
-        # (A Phi vanishes off the interface where the extension is exact: A_0 from its rows)
-        Phi, cols = drop_dependent_columns(A, Phi, first=col_vec < k,
-                                           rows=None if extension_solver == "amg" else x)
+        Phi, cols = drop_dependent_columns(A, Phi, first=col_vec < k, rows=harmonic)
     else:
         # GDSW's functions only (every eigenproblem skipped or selecting nothing): those of
         # different components differ on disjoint interface sets, so they are independent
@@ -362,7 +362,7 @@ def agdsw_basis(
         method="agdsw", threshold=tau, column_group=col_group,
         column_kind=np.where(col_vec < k, "null_space", "eigenvector"),
         selected=selected, kept=kept, eigenvalues=smallest, components=comps,
-        harmonic_interface=None if extension_solver == "amg" else x,
+        harmonic_interface=harmonic,
         stats={"coarse_dim": int(Phi.shape[1]), "null_space_functions": int((col_vec < k).sum()),
                "eigen_functions": int(kept.sum()), "dropped_dependent": dropped,
                "capped": capped, "kept_per_component": kept,

@@ -281,6 +281,7 @@ def gdsw_basis(
     Phi = harmonic_extension(A, owner, x, Phi_G, chunk_bytes=chunk_bytes, solver=solver,
                              rtol=extension_rtol, null_space=Z, analysis=analysis)
     extension_seconds = time.perf_counter() - extension_start
+    harmonic = None if solver == "amg" else x  # A Phi vanishes off x (an exact extension)
     Phi.eliminate_zeros()
     Phi.sort_indices()
     col_group, col_vector = np.nonzero(keep)
@@ -288,7 +289,7 @@ def gdsw_basis(
     if variant == "rgdsw" and k > 1:
         # weighted pieces of several vectors on overlapping root supports can depend on the
         # functions of other roots (3D elasticity on METIS parts): drop those globally
-        Phi, kept = drop_dependent_columns(A, Phi, rows=None if solver == "amg" else x)
+        Phi, kept = drop_dependent_columns(A, Phi, rows=harmonic)
         dropped += col_group.size - kept.size
         col_group, col_vector = col_group[kept], col_vector[kept]
     if not return_info:
@@ -296,7 +297,7 @@ def gdsw_basis(
     info = GDSWInfo(variant=variant, components=comps,
                     column_component=group_component[col_group], column_vector=col_vector,
                     dropped=dropped, seconds=time.perf_counter() - start,
-                    harmonic_interface=None if solver == "amg" else x,
+                    harmonic_interface=harmonic,
                     stats={"interface_seconds": interface_seconds,
                            "extension_seconds": extension_seconds})
     info.stats["seconds"] = info.seconds

@@ -783,8 +783,7 @@ class PardisoBlocks(BlockSolver):
             ordering = "given"
         elif ordering == "auto":
             # one block (a coarse matrix): the winning probe is the analysis itself
-            ordering, analysed = self._cheaper_ordering(K, offsets,
-                                                        keep=sparse_rows is None)
+            ordering, analysed = self._cheaper_ordering(K, offsets)
         self.ordering = ordering
         # where the upper triangle's values sit in K.data, for refactor(): the same
         # triangle of a matrix with K's pattern, without forming it again
@@ -882,12 +881,12 @@ class PardisoBlocks(BlockSolver):
             raise _pardiso_error("release", error)
         self._released = True
 
-    def _cheaper_ordering(self, K: sp.csr_matrix, offsets: np.ndarray,
-                          keep: bool) -> tuple[str, _PardisoHandle | None]:
+    def _cheaper_ordering(self, K: sp.csr_matrix,
+                          offsets: np.ndarray) -> tuple[str, _PardisoHandle | None]:
         """Nested dissection when it saves :data:`PARDISO_ND_FLOPS_PER_ENTRY` flops per
-        stored entry on the largest block, else minimum degree (two analyses of one block:
-        a few milliseconds).  Returns the ordering and, when ``keep`` and that block is all
-        of ``K``, the winner's analysed handle (else None).
+        stored entry on the largest block, else minimum degree (one or two analyses of one
+        block: a few milliseconds).  Returns the ordering and, when that block is all of
+        ``K``, the winner's analysed handle (else None).
 
         Minimum degree is analysed first: when its flops are at most that many per entry,
         nested dissection cannot save them and is not analysed (the same choice for less:
@@ -898,7 +897,7 @@ class PardisoBlocks(BlockSolver):
         i = int(np.argmax(sizes))
         if sizes[i] < 2:
             return "md", None
-        whole = keep and int(sizes[i]) == K.shape[0]
+        whole = int(sizes[i]) == K.shape[0]
         s = slice(int(offsets[i]), int(offsets[i + 1]))
         upper = sp.triu(K if whole else K[s, s], format="csr")
         upper.sum_duplicates()

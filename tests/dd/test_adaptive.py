@@ -389,6 +389,33 @@ def test_drop_dependent_columns_from_the_interface_rows():
             drop_dependent_columns(A, Phi, rows=bad)
 
 
+@pytest.mark.parametrize("extension_solver", ["auto", "amg"])
+def test_agdsw_checks_its_columns_on_the_interface_rows_of_an_exact_extension(
+        monkeypatch, extension_solver):
+    """AGDSW hands its dependence check the interface rows when its extension is exact
+    (the rows of its harmonic_interface) and all rows after the inexact one (None)."""
+    if extension_solver == "amg":
+        need("amg")
+    n = 23
+    A = channels(n, 1e4, period=4)
+    d = ddops.Decomposition.from_grid((n, n), (3, 3))
+    seen = []
+    original = agdsw.drop_dependent_columns
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("rows"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(agdsw, "drop_dependent_columns", spy)
+    _, info = agdsw_basis(A, d.owner, return_info=True, extension_solver=extension_solver)
+    assert info.stats["eigen_functions"] > 0 and len(seen) == 1
+    if extension_solver == "amg":
+        assert seen[0] is None and info.harmonic_interface is None
+    else:
+        np.testing.assert_array_equal(seen[0], info.harmonic_interface)
+        np.testing.assert_array_equal(seen[0], info.components.interface)
+
+
 @pytest.mark.parametrize("pardiso", [True, False])
 def test_drop_dependent_columns_with_first_columns_matches_the_dense_reference(pardiso,
                                                                               monkeypatch):

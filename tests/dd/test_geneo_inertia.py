@@ -179,9 +179,10 @@ def test_the_shifted_factorisation_takes_the_inertia_ordering(monkeypatch):
     need("pardiso")
     A = half_channels()
     d = ddops.Decomposition.from_grid((N, N), (4, 4), overlap=1)
-    monkeypatch.setattr(geneo, "GENEO_SHARED_ORDERING", False)
-    reference, ref_info = geneo_basis(A, d, return_info=True)
-    monkeypatch.setattr(geneo, "GENEO_SHARED_ORDERING", True)
+    with monkeypatch.context() as m:
+        m.setattr(geneo, "GENEO_SHARED_ORDERING", False)
+        reference, ref_info = geneo_basis(A, d, return_info=True)
+    # (the default, not set here)
     orderings = []
     factorize = geneo.factorize_blocks
 

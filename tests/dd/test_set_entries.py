@@ -37,6 +37,7 @@ def test_entries_within_sets_are_the_dense_submatrices(seed, table, monkeypatch)
         monkeypatch.setattr(set_entries, "LOOKUP_TABLE_ENTRIES", table * n)
     members, set_of, position = random_sets(rng, n, num_sets)
     got_set, row, col, source = entries_within_sets(A, members, set_of, position, num_sets)
+    assert all(x.dtype == np.int32 for x in (got_set, row, col, source))  # they fit
     np.testing.assert_array_equal(A.data[source], source + 1.0)
     dense = A.toarray()
     for s in range(num_sets):
