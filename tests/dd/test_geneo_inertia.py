@@ -202,3 +202,6 @@ def test_the_shifted_factorisation_takes_the_inertia_ordering(monkeypatch):
                                rtol=1e-10, atol=1e-12 * info.threshold)
     assert in_span(reference.toarray(), shared.toarray(), tol=1e-8)
     assert in_span(shared.toarray(), reference.toarray(), tol=1e-8)
+    # the same coarse space to 1e-10: the orthogonal projectors onto the two spans (dense)
+    R, S = reference.toarray(), shared.toarray()
+    np.testing.assert_allclose(S @ np.linalg.pinv(S), R @ np.linalg.pinv(R), atol=1e-10)
