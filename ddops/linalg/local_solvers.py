@@ -67,6 +67,7 @@ __all__ = [
     "BlockSolver",
     "pardiso_schur_complement",
     "pardiso_inertia",
+    "pardiso_ordering",
     "SuperLUBlocks",
     "PardisoBlocks",
     "AMGBlocks",
@@ -883,42 +884,9 @@ class PardisoBlocks(BlockSolver):
 
     def _cheaper_ordering(self, K: sp.csr_matrix,
                           offsets: np.ndarray) -> tuple[str, _PardisoHandle | None]:
-        """Nested dissection when it saves :data:`PARDISO_ND_FLOPS_PER_ENTRY` flops per
-        stored entry on the largest block, else minimum degree (one or two analyses of one
-        block: a few milliseconds).  Returns the ordering and, when that block is all of
-        ``K``, the winner's analysed handle (else None).
-
-        Minimum degree is analysed first: when its flops are at most that many per entry,
-        nested dissection cannot save them and is not analysed (the same choice for less:
-        the coarse matrix of GDSW on 3D elasticity, 4,151 functions, 170 -> 76 ms for its
-        factorisation, of which the nested-dissection analysis was 95 ms).  Then
-        ``ordering_flops`` has no ``"nd"``."""
-        sizes = np.diff(offsets)
-        i = int(np.argmax(sizes))
-        if sizes[i] < 2:
-            return "md", None
-        whole = int(sizes[i]) == K.shape[0]
-        s = slice(int(offsets[i]), int(offsets[i + 1]))
-        upper = sp.triu(K if whole else K[s, s], format="csr")
-        upper.sum_duplicates()
-        upper.sort_indices()
-        flops = {"entries": int(upper.nnz)}
-        probes = {}
-        try:
-            limit = PARDISO_ND_FLOPS_PER_ENTRY * flops["entries"]
-            for ordering in ("md", "nd"):
-                if ordering == "nd" and not flops["md"] > limit:
-                    break  # (nested dissection's flops are not negative)
-                probes[ordering] = probe = _PardisoHandle(upper, self.dtype, ordering)
-                probe.iparm[18] = -1  # report the factorisation's MFlop
-                error = probe.call(11)[1]
-                flops[ordering] = 1e6 * float(probe.iparm[18]) if error == 0 else np.inf
-            self.ordering_flops = flops
-            best = "nd" if "nd" in flops and flops["md"] - flops["nd"] > limit else "md"
-            kept = probes.pop(best) if whole and np.isfinite(flops[best]) else None
-        finally:
-            for probe in probes.values():
-                probe.free()
+        """:func:`pardiso_ordering` of ``K``; also returns, when the largest block is all of
+        ``K``, the winner's analysed handle (else None), and sets ``ordering_flops``."""
+        best, kept, self.ordering_flops = _probe_orderings(K, offsets, self.dtype, keep=True)
         return best, kept
 
     def solve(self, X: np.ndarray, trans: str = "N") -> np.ndarray:
@@ -1180,6 +1148,62 @@ def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None, *,
     counts = np.bincount(block[negative], minlength=offsets.size - 1)
     return (counts, 0, order) if return_order else (counts, 0)
 
+
+
+def pardiso_ordering(K: sp.spmatrix, offsets: np.ndarray,
+                     dtype: Any = np.float64) -> tuple[str, dict]:
+    """The fill-reducing ordering ``ordering="auto"`` takes for the block-diagonal ``K``.
+
+    Nested dissection when it saves :data:`PARDISO_ND_FLOPS_PER_ENTRY` flops per stored
+    entry on the largest block, else minimum degree (one or two analyses of one block: a
+    few milliseconds).  Minimum degree is analysed first: when its flops are at most that
+    many per entry, nested dissection cannot save them and is not analysed (the same choice
+    for less: the coarse matrix of GDSW on 3D elasticity, 4,151 functions, 170 -> 76 ms for
+    its factorisation, of which the nested-dissection analysis was 95 ms).
+
+    Returns
+    -------
+    ordering : {"md", "nd"}
+    flops : dict
+        The factorisation's flops of the largest block under each ordering analysed
+        (PARDISO's estimate; no ``"nd"`` when it was not analysed) and ``"entries"``, the
+        stored entries of that block's upper triangle; empty for blocks of one row.
+    """
+    best, _, flops = _probe_orderings(sp.csr_matrix(K), np.asarray(offsets, dtype=np.int64),
+                                      np.dtype(dtype), keep=False)
+    return best, flops
+
+
+def _probe_orderings(K: sp.csr_matrix, offsets: np.ndarray, dtype: np.dtype,
+                     keep: bool) -> tuple[str, _PardisoHandle | None, dict]:
+    """:func:`pardiso_ordering`, and with ``keep`` the winner's analysed handle when the
+    largest block is all of ``K`` (else None)."""
+    sizes = np.diff(offsets)
+    i = int(np.argmax(sizes))
+    if sizes[i] < 2:
+        return "md", None, {}
+    whole = int(sizes[i]) == K.shape[0]
+    s = slice(int(offsets[i]), int(offsets[i + 1]))
+    upper = sp.triu(K if whole else K[s, s], format="csr")
+    upper.sum_duplicates()
+    upper.sort_indices()
+    flops = {"entries": int(upper.nnz)}
+    probes = {}
+    try:
+        limit = PARDISO_ND_FLOPS_PER_ENTRY * flops["entries"]
+        for ordering in ("md", "nd"):
+            if ordering == "nd" and not flops["md"] > limit:
+                break  # (nested dissection's flops are not negative)
+            probes[ordering] = probe = _PardisoHandle(upper, dtype, ordering)
+            probe.iparm[18] = -1  # report the factorisation's MFlop
+            error = probe.call(11)[1]
+            flops[ordering] = 1e6 * float(probe.iparm[18]) if error == 0 else np.inf
+        best = "nd" if "nd" in flops and flops["md"] - flops["nd"] > limit else "md"
+        kept = probes.pop(best) if keep and whole and np.isfinite(flops[best]) else None
+    finally:
+        for probe in probes.values():
+            probe.free()
+    return best, kept, flops
 
 def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu", *,
                      dtype: Any = np.float64, exact_check: bool = True,

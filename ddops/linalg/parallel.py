@@ -33,6 +33,7 @@ from .local_solvers import (
     SingularBlockError,
     diagonal_block,
     limit_mkl_threads_here,
+    pardiso_ordering,
     thread_limit,
 )
 
@@ -197,6 +198,12 @@ class ThreadedBlocks(BlockSolver):
         At least 1: group ``k`` starts at the block boundary nearest to row
         ``k m / groups`` (about equal rows; blocks larger than ``m / groups`` can leave
         two cuts on one boundary, so there may be fewer groups).
+    workers : int, optional
+        Threads that factorise and solve the groups (default: one per group).  With one,
+        the groups are factorised and solved in turn on the calling thread: more groups
+        than threads still pay, since PARDISO's analysis of a stack of blocks grows faster
+        than its rows (see :data:`~ddops.precond.corrections.LOCAL_GROUP_ROWS`).  With
+        ``1 < workers < groups`` each thread solves a run of consecutive groups.
 
     Attributes
     ----------
@@ -205,17 +212,28 @@ class ThreadedBlocks(BlockSolver):
     bounds : numpy.ndarray
         ``len(parts) + 1`` row offsets of the groups.
     ordering : str
-        The first group's ordering.
+        The groups' ordering (``"auto"`` probes the largest block of all once, see
+        :func:`~ddops.linalg.local_solvers.pardiso_ordering`, and every group takes its
+        choice).
+    ordering_flops : dict
+        That probe's flops (see :class:`~ddops.linalg.local_solvers.PardisoBlocks`).
+    workers : int
+        The threads that factorise and solve the groups.
     """
 
     name = "pardiso"
 
     def __init__(self, K: sp.spmatrix, offsets: np.ndarray, *, groups: int,
-                 dtype: Any = np.float64, ordering: str = "auto") -> None:
+                 workers: int | None = None, dtype: Any = np.float64,
+                 ordering: str = "auto") -> None:
         K = sp.csr_matrix(K)
         offsets = np.asarray(offsets, dtype=np.int64)
         if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
             raise ValueError(f"groups must be an int >= 1, got {groups!r}")
+        if workers is not None and (isinstance(workers, bool)
+                                    or not isinstance(workers, (int, np.integer))
+                                    or workers < 1):
+            raise ValueError(f"workers must be None or an int >= 1, got {workers!r}")
         if K.shape[0] == 0:
             raise ValueError("ThreadedBlocks needs a nonempty matrix")
         block = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
@@ -230,11 +248,19 @@ class ThreadedBlocks(BlockSolver):
         cuts = np.where(nearer, offsets[before], offsets[after])
         self.bounds = np.unique(np.concatenate([[0], cuts[cuts < m], [m]])).astype(np.int64)
         self._first_block = np.searchsorted(offsets, self.bounds[:-1])
+        count = self.bounds.size - 1
+        self.workers = count if workers is None else min(int(workers), count)
 
+        self.ordering_flops: dict = {}
+        if ordering == "auto" and count > 1:
+            # one probe of the largest block for every group, instead of one per group
+            ordering, self.ordering_flops = pardiso_ordering(K, offsets, dtype)
         self.parts = self._on_groups(lambda k, a, b: PardisoBlocks(
             diagonal_block(K, a, b), offsets[(offsets >= a) & (offsets <= b)] - a,
             block[a:b] - self._first_block[k], dtype=dtype, ordering=ordering))
         self.ordering = self.parts[0].ordering
+        if not self.ordering_flops:
+            self.ordering_flops = self.parts[0].ordering_flops
 
     @property
     def nnz(self) -> int:
@@ -252,17 +278,24 @@ class ThreadedBlocks(BlockSolver):
         if X.ndim == 2 and X.shape[1] == 0:
             return np.zeros(X.shape)
         b, out = self.bounds, np.empty(X.shape)
-        if getattr(_in_pool, "flag", False):  # on a pool thread: waiting on it could deadlock
-            for k, part in enumerate(self.parts):
-                out[b[k]:b[k + 1]] = part.solve(X[b[k]:b[k + 1]])
+
+        def run(k0: int, k1: int) -> None:  # groups k0:k1 in turn, each into its own rows
+            for k in range(k0, k1):
+                out[b[k]:b[k + 1]] = self.parts[k].solve(X[b[k]:b[k + 1]])
+
+        # on a pool thread (waiting on the pool could deadlock) or with one worker: in turn
+        if self.workers <= 1 or getattr(_in_pool, "flag", False):
+            run(0, len(self.parts))
             return out
+        # a run of consecutive groups per worker; the calling thread takes the first
+        runs = np.linspace(0, len(self.parts), self.workers + 1).round().astype(int)
         pool = solve_pool()
-        rest = [pool.submit(part.solve, X[b[k]:b[k + 1]])
-                for k, part in enumerate(self.parts) if k]
+        rest = [pool.submit(run, int(runs[i]), int(runs[i + 1]))
+                for i in range(1, self.workers)]
         try:
-            out[b[0]:b[1]] = self.parts[0].solve(X[b[0]:b[1]])
-            for k, future in enumerate(rest, start=1):
-                out[b[k]:b[k + 1]] = future.result()
+            run(int(runs[0]), int(runs[1]))
+            for future in rest:
+                future.result()
         finally:  # no group still solving once this returns or raises
             wait(rest)
         return out
@@ -292,7 +325,7 @@ class ThreadedBlocks(BlockSolver):
 
         groups = self.bounds.size - 1
         try:
-            return list(map_chunks(one, [(k,) for k in range(groups)], workers=groups))
+            return list(map_chunks(one, [(k,) for k in range(groups)], workers=self.workers))
         except BaseException:
             self.free()
             raise

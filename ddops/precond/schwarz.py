@@ -392,9 +392,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
         set-up (the harmonic extension, AGDSW's and GenEO's eigenproblems) run on as
         many threads (at most the CPUs and 8), one BLAS thread each, and a PARDISO
         local solver of at least
-        :data:`~ddops.precond.corrections.THREADED_SOLVE_MIN_ROWS` rows is as many
-        groups of subdomains, factorised and solved side by side
-        (:mod:`ddops.linalg.parallel`).  None
+        :data:`~ddops.precond.corrections.THREADED_SOLVE_MIN_ROWS` rows is factorised
+        and solved on as many, in groups of subdomains of about
+        :data:`~ddops.precond.corrections.LOCAL_GROUP_ROWS` rows (a multiple of the
+        threads; groups on one thread too, :mod:`ddops.linalg.parallel`).  None
         (default) leaves the process's settings, including a
         :func:`threadpoolctl.threadpool_limits` the caller entered (the chunks then
         take the BLAS limit in force).

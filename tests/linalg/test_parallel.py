@@ -246,6 +246,63 @@ def test_more_groups_than_blocks_give_at_most_one_group_per_nonempty_block():
     assert np.abs(f.solve(b) - np.linalg.solve(K.toarray(), b)).max() <= 1e-11
 
 
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_fewer_workers_than_groups_solve_every_group_once(workers, monkeypatch):
+    """``workers`` threads solve runs of consecutive groups (one thread: in turn, on the
+    calling thread): every row is solved once, as the dense inverse solves it."""
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    f = ThreadedBlocks(K, offsets, groups=5, workers=workers)
+    assert f.workers == min(workers, len(f.parts)) and len(f.parts) == 5
+    calls = []
+    for part in f.parts:
+        solve = part.solve
+        monkeypatch.setattr(part, "solve", lambda X, solve=solve: calls.append(1) or solve(X))
+    X = np.random.default_rng(1).standard_normal((K.shape[0], 2))
+    assert np.abs(f.solve(X) - np.linalg.solve(K.toarray(), X)).max() <= 1e-11
+    assert len(calls) == 5
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_threaded_groups_refuse_a_bad_worker_count(bad):
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    with pytest.raises(ValueError, match="workers must be None or an int >= 1"):
+        ThreadedBlocks(K, offsets, groups=2, workers=bad)
+
+
+def test_auto_ordering_is_probed_once_for_every_group(monkeypatch):
+    """``ordering="auto"`` probes the largest block of the whole matrix once
+    (:func:`pardiso_ordering`), not each group's own largest block, and every group takes
+    that choice: nested dissection, which the largest block (3D Poisson, 8,000 rows) wins,
+    also for the groups of small chains, where a probe of their own would take minimum
+    degree."""
+    need("pardiso")
+    from ddops.linalg import local_solvers
+
+    big = ddops.poisson_3d(20)
+    chains = [sp.diags([-np.ones(m - 1), 2.0 * np.ones(m), -np.ones(m - 1)], [-1, 0, 1])
+              for m in (50, 60, 70, 80)]
+    K = sp.block_diag([*chains[:2], big, *chains[2:]], format="csr")
+    offsets = np.concatenate([[0], np.cumsum([50, 60, big.shape[0], 70, 80])])
+    ordering, flops = local_solvers.pardiso_ordering(K, offsets)
+    assert ordering == "nd" and flops["md"] > flops["nd"]
+    assert local_solvers.pardiso_ordering(K[:110, :110], offsets[:3])[0] == "md"
+    whole = local_solvers.PardisoBlocks(K, offsets, np.repeat(np.arange(5), np.diff(offsets)))
+    assert (whole.ordering, whole.ordering_flops) == (ordering, flops)
+    probes = []
+    original = local_solvers.PardisoBlocks._cheaper_ordering
+    monkeypatch.setattr(local_solvers.PardisoBlocks, "_cheaper_ordering",
+                        lambda self, *a: probes.append(1) or original(self, *a))
+    f = ThreadedBlocks(K, offsets, groups=5, workers=1)
+    assert len(f.parts) >= 3 and not probes
+    assert f.ordering == "nd" and f.ordering_flops == flops
+    assert all(part.ordering == "nd" for part in f.parts)
+    b = np.random.default_rng(3).standard_normal(K.shape[0])
+    x = sp.linalg.spsolve(K.tocsc(), b)
+    assert np.abs(f.solve(b) - x).max() <= 1e-10 * np.abs(x).max()
+
+
 @pytest.mark.parametrize("total,chunk,workers,expected", [
     (20_000, 16_384, 2, 10_000),   # split so that both threads get a chunk
     (20_000, 16_384, 1, 16_384),   # one thread: the memory bound alone

@@ -71,3 +71,25 @@ def test_a_singular_subdomain_in_a_later_group_is_named(problem):
     with pytest.raises(ValueError, match=f"subdomain {d.num_subdomains - 1}\\b"):
         ddops.TwoLevelSchwarz(sp.csr_matrix(bad), d, coarse=False, local_solver="pardiso",
                               threads=2)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_long_stacks_are_factorised_in_groups_of_about_the_group_rows(problem, monkeypatch,
+                                                                       threads):
+    """Above ``LOCAL_GROUP_ROWS`` rows the subdomains are factorised in groups of about
+    that many rows, on one thread too (in turn); the groups are a multiple of the threads,
+    and the operator is the one of a single factorisation and of the dense solver."""
+    A, d = problem
+    one = ddops.TwoLevelSchwarz(A, d, "gdsw", local_solver="pardiso", threads=1)
+    assert isinstance(one._local_solver, PardisoBlocks)  # 1,140 rows: one group
+    rows = int(d.offsets[-1])
+    monkeypatch.setattr(corrections, "LOCAL_GROUP_ROWS", 300)
+    M = ddops.TwoLevelSchwarz(A, d, "gdsw", local_solver="pardiso", threads=threads)
+    solver = M._local_solver
+    assert isinstance(solver, ThreadedBlocks) and solver.workers == threads
+    wanted = threads * -(-rows // (300 * threads))
+    assert len(solver.parts) == wanted and np.diff(solver.bounds).max() <= 2 * 300
+    dense = ddops.TwoLevelSchwarz(A, d, "gdsw", local_solver="dense")
+    X = np.random.default_rng(2).standard_normal((A.shape[0], 2))
+    assert rel(M @ X, one @ X) <= 1e-12
+    assert rel(M @ X, dense @ X) <= 1e-10
