@@ -188,6 +188,17 @@ GENEO_INERTIA = True
 #: thread): 0.80 s -> 0.52 s, the same factor nonzeros; on the 2D channels 53 -> 43 ms.
 GENEO_SHARED_ORDERING = True
 
+#: Rows (padded) per chunk of subdomains of GenEO's eigenproblems: one inertia, one
+#: shifted factorisation and one subspace iteration each.  PARDISO's analysis of a stack
+#: grows faster than its rows (see :data:`ddops.precond.corrections.LOCAL_GROUP_ROWS`):
+#: measured against chunks of four times as many rows (process CPU seconds of the set-up,
+#: one thread), 3D elasticity with finite-element Neumann matrices (22,800 unknowns, 64
+#: parts) 2.73 / 2.76 -> 2.31 / 2.28 s, from A alone 3.77 / 3.65 -> 3.22 / 3.22 s, the 2D
+#: log-normal field 2.09 / 2.17 -> 1.88 / 2.02 s, the channels 0.58 / 0.60 -> 0.54 / 0.56 s;
+#: the same coarse dimensions and CG iterations within one (the subspace iteration stops on
+#: its tolerance per chunk, so the chunks move the basis within it, as threads do).
+GENEO_CHUNK_ROWS = FACTOR_CHUNK_ROWS
+
 #: A candidate kernel column ``z`` of ``N_i`` is in it when ``|N_i z| <= GENEO_KERNEL_RTOL
 #: max|diag N_i| |z|``.
 GENEO_KERNEL_RTOL = 1e-10
@@ -508,7 +519,7 @@ def geneo_basis(
     for width in ladder:
         members_all = np.flatnonzero(padded == width)
         largest = max(largest, int(ext_sizes[members_all].max()))
-        steps[int(width)] = step = max(1, FACTOR_CHUNK_ROWS * 4 // int(width))
+        steps[int(width)] = step = max(1, GENEO_CHUNK_ROWS // int(width))
         chunks += [(members_all[c0:c0 + step], int(width))
                    for c0 in range(0, members_all.size, step)]
     results = []  # (members, their results)

@@ -124,11 +124,11 @@ def channels(n=47):
 
 
 def test_geneo_basis_is_the_same_on_one_and_on_two_threads(monkeypatch):
-    # chunks of a few subdomains each (a small FACTOR_CHUNK_ROWS), so that there are several
+    # chunks of a few subdomains each (a small GENEO_CHUNK_ROWS), so that there are several
     from ddops.dd import geneo
 
     A, d = channels()
-    monkeypatch.setattr(geneo, "FACTOR_CHUNK_ROWS", 200)
+    monkeypatch.setattr(geneo, "GENEO_CHUNK_ROWS", 800)
     threads = []
     solve = geneo._subspace_eigh
 
