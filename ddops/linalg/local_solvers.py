@@ -1149,7 +1149,6 @@ def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None, *,
     return (counts, 0, order) if return_order else (counts, 0)
 
 
-
 def pardiso_ordering(K: sp.spmatrix, offsets: np.ndarray,
                      dtype: Any = np.float64) -> tuple[str, dict]:
     """The fill-reducing ordering ``ordering="auto"`` takes for the block-diagonal ``K``.
@@ -1204,6 +1203,7 @@ def _probe_orderings(K: sp.csr_matrix, offsets: np.ndarray, dtype: np.dtype,
         for probe in probes.values():
             probe.free()
     return best, kept, flops
+
 
 def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu", *,
                      dtype: Any = np.float64, exact_check: bool = True,
