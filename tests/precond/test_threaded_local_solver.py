@@ -93,3 +93,8 @@ def test_long_stacks_are_factorised_in_groups_of_about_the_group_rows(problem, m
     X = np.random.default_rng(2).standard_normal((A.shape[0], 2))
     assert rel(M @ X, one @ X) <= 1e-12
     assert rel(M @ X, dense @ X) <= 1e-10
+    # an update refactorises the same groups in place
+    A2 = (A + sp.diags(np.linspace(0.0, 1.0, A.shape[0]))).tocsr()
+    M.update(A2)
+    assert M._local_solver is solver and len(solver.parts) == wanted
+    assert rel(M @ X, ddops.TwoLevelSchwarz(A2, d, "gdsw", local_solver="dense") @ X) <= 1e-10
