@@ -121,11 +121,11 @@ def coarse_matrix_checked(A: Any, Phi: Any, *, rtol: float = SINGULAR_PIVOT_RTOL
     return A0
 
 
-def _scaled_coarse(A: sp.csr_matrix, Phi: sp.csr_matrix,
-                   rows: np.ndarray | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
-    """``Phi^T A Phi`` scaled to unit diagonal (zero-energy columns: a unit diagonal), and
-    the mask of the columns of positive energy; with ``rows`` (where ``A Phi`` can be
-    nonzero) as ``Phi_rows^T (A Phi)_rows``."""
+def _scaled_coarse(A: sp.csr_matrix, Phi: sp.csr_matrix, rows: np.ndarray | None = None
+                   ) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix]:
+    """``Phi^T A Phi`` scaled to unit diagonal (zero-energy columns: a unit diagonal), the
+    mask of the columns of positive energy and the unscaled (symmetrised) ``Phi^T A Phi``;
+    with ``rows`` (where ``A Phi`` can be nonzero) as ``Phi_rows^T (A Phi)_rows``."""
     if rows is None:
         A0 = (Phi.T @ A @ Phi).tocsr()
     else:
@@ -134,7 +134,7 @@ def _scaled_coarse(A: sp.csr_matrix, Phi: sp.csr_matrix,
     diag = A0.diagonal()
     pos = diag > 0
     s = sp.diags(np.where(pos, 1.0 / np.sqrt(np.where(pos, diag, 1.0)), 0.0))
-    return (s @ A0 @ s + sp.diags((~pos).astype(np.float64))).tocsr(), pos
+    return (s @ A0 @ s + sp.diags((~pos).astype(np.float64))).tocsr(), pos, A0
 
 
 def _dense_block(K: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -175,8 +175,8 @@ def _schur_on(K: sp.csr_matrix, kept: np.ndarray, rest: np.ndarray) -> np.ndarra
 
 
 def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
-                           first: Any = None, rows: Any = None
-                           ) -> tuple[sp.csr_matrix, np.ndarray]:
+                           first: Any = None, rows: Any = None, return_matrix: bool = False
+                           ) -> tuple:
     """Phi without its (numerically) linearly dependent columns, and the kept column indices.
 
     The Galerkin matrix ``Phi^T A Phi`` is scaled to unit diagonal and factorised by a
@@ -215,6 +215,9 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
         ``Phi^T A Phi`` is then formed as ``Phi_rows^T (A Phi)_rows``, as
         :class:`~ddops.precond.corrections.CoarseCorrection` forms ``A_0``, a product
         with those rows only.
+    return_matrix : bool
+        Also return ``Phi^T A Phi`` of the kept columns, the product this check forms
+        anyway (the coarse matrix, which the caller then need not form again).
 
     Returns
     -------
@@ -222,6 +225,9 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
         The kept columns, in their order.
     kept : numpy.ndarray
         Their indices in the given Phi (increasing).
+    A0 : scipy.sparse.csr_matrix
+        With ``return_matrix``: ``Phi^T A Phi`` of the kept columns, symmetrised, sorted
+        indices.
     """
 
     rtol = check_positive_float("rtol", rtol)
@@ -236,9 +242,14 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
                                              or rows.max() >= A.shape[0])):
             raise ValueError(f"rows must be row indices of A (0 to {A.shape[0] - 1})")
         rows = np.unique(rows)
+    if not isinstance(return_matrix, (bool, np.bool_)):
+        raise TypeError(f"return_matrix must be a bool, got {type(return_matrix).__name__}")
     if n0 == 0:
-        return Phi, np.zeros(0, dtype=np.int64)
-    K, pos = _scaled_coarse(A, Phi, rows)
+        none = np.zeros(0, dtype=np.int64)
+        return (Phi, none, sp.csr_matrix((0, 0))) if return_matrix else (Phi, none)
+    K, pos, A0 = _scaled_coarse(A, Phi, rows)
+    if not return_matrix:
+        A0 = None  # (not held through the rest)
     order = np.arange(n0)
     if first is not None:
         first = np.asarray(first, dtype=bool)
@@ -297,7 +308,13 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
     if kept.size < n0:
         Phi = Phi[:, kept].tocsr()
     Phi.sort_indices()
-    return Phi, kept.astype(np.int64)
+    if not return_matrix:
+        return Phi, kept.astype(np.int64)
+    if kept.size < n0:
+        A0 = A0[kept][:, kept].tocsr()
+    A0.sum_duplicates()
+    A0.sort_indices()
+    return Phi, kept.astype(np.int64), A0
 
 
 def _schur_rounding(pivots: np.ndarray, floor: float) -> float:

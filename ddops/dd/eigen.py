@@ -94,6 +94,10 @@ class AdaptiveInfo:
     harmonic_interface : numpy.ndarray or None
         AGDSW with an exact extension: the interface unknowns, off which every column is
         discrete harmonic (see :class:`ddops.dd.gdsw.GDSWInfo`); else None.
+    coarse_matrix : scipy.sparse.csr_matrix or None
+        GenEO: ``Phi^T A Phi`` of the returned basis, which its dependence check forms
+        (:func:`~ddops.dd.coarse_matrix.drop_dependent_columns`); the coarse correction
+        takes it (and releases it here) instead of forming it again.  None otherwise.
     stats : dict
         Counts and timings: ``coarse_dim``, ``null_space_functions``,
         ``eigen_functions``, ``dropped_dependent``, ``capped`` (groups where the
@@ -118,6 +122,7 @@ class AdaptiveInfo:
     components: InterfaceComponents | None = None
     stats: dict = field(default_factory=dict)
     harmonic_interface: np.ndarray | None = None
+    coarse_matrix: Any = None
 
 
 def size_groups(sizes: np.ndarray, ratio: float = 1.25) -> tuple[np.ndarray, np.ndarray]:

@@ -601,9 +601,10 @@ def geneo_basis(
     col_group, col_vec = np.nonzero(keep)
     if keep.any():
         Phi, _ = columns_from_groups(d.indices, group, values, keep, n)
-        Phi, cols = drop_dependent_columns(A, Phi, first=col_vec < k)
+        Phi, cols, A0 = drop_dependent_columns(A, Phi, first=col_vec < k, return_matrix=True)
     else:  # no eigenvalue below the threshold anywhere (and no null space)
         Phi, cols = sp.csr_matrix((n, 0)), np.zeros(0, dtype=np.int64)
+        A0 = None
     dropped = int(nonzero.sum() - cols.size)
     col_group, col_vec = col_group[cols], col_vec[cols]
     if not return_info:
@@ -616,7 +617,7 @@ def geneo_basis(
     info = AdaptiveInfo(
         method="geneo", threshold=tau, column_group=col_group,
         column_kind=np.where(col_vec < k, "null_space", "eigenvector"),
-        selected=selected, kept=kept, eigenvalues=smallest,
+        selected=selected, kept=kept, eigenvalues=smallest, coarse_matrix=A0,
         stats={"coarse_dim": int(Phi.shape[1]), "null_space_functions": int((col_vec < k).sum()),
                "eigen_functions": int(kept.sum()), "dropped_dependent": dropped,
                "capped": capped, "kept_per_subdomain": kept,

@@ -1104,7 +1104,7 @@ class DistributedTwoLevelSchwarz:
             self._known = None
             self.coarse_info = info
             self.coarse_stats = dict(getattr(info, "stats", None) or {}, kernel_dropped=0)
-            self.coarse.Phi = None
+            self.coarse.release_basis()
             self._ground_rank_local()
             return None
         if self.matrix_input == "local rows":
@@ -1134,7 +1134,7 @@ class DistributedTwoLevelSchwarz:
                 Phi = self.coarse.build_basis(A)
             Phi_ext = None if Phi is None else sp.csr_matrix(Phi, dtype=np.float64)[
                 layout.ext_indices]
-        self.coarse.Phi = None  # the global Phi is not kept: each rank holds its rows
+        self.coarse.release_basis()  # the global Phi is not kept: each rank holds its rows
         self.coarse_info = self.coarse.info
         self.coarse_stats = dict(self.coarse.stats)
         self._Phi_ext = None if Phi_ext is None else sp.csr_matrix(Phi_ext, dtype=np.float64)

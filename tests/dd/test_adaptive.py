@@ -358,6 +358,30 @@ def test_drop_dependent_columns_keeps_the_span():
     assert np.array_equal(kept, np.arange(Phi.shape[1]))
 
 
+def test_drop_dependent_columns_returns_the_coarse_matrix_of_the_kept_columns():
+    """``return_matrix=True`` also returns ``Phi^T A Phi`` of the kept columns (the product
+    the check forms), against the dense product of the kept columns; nothing else changes."""
+    rng = np.random.default_rng(7)
+    n = 31
+    A = channels(n, 1e6)
+    d = ddops.Decomposition.from_grid((n, n), (4, 4))
+    G = gdsw_basis(A, d.owner).toarray()
+    mixed = sp.csr_matrix(np.hstack([G, G @ rng.standard_normal((G.shape[1], 6))]))
+    first = np.arange(mixed.shape[1]) < G.shape[1]
+    Phi, kept = drop_dependent_columns(A, mixed, first=first)
+    Phi2, kept2, A0 = drop_dependent_columns(A, mixed, first=first, return_matrix=True)
+    np.testing.assert_array_equal(kept2, kept)
+    assert kept.size < mixed.shape[1] and (Phi2 != Phi).nnz == 0
+    dense = Phi.toarray().T @ A.toarray() @ Phi.toarray()
+    assert sp.isspmatrix_csr(A0) and A0.has_sorted_indices and A0.shape == dense.shape
+    assert abs(A0 - A0.T).max() == 0.0
+    np.testing.assert_allclose(A0.toarray(), dense, rtol=0, atol=1e-12 * np.abs(dense).max())
+    empty = drop_dependent_columns(A, sp.csr_matrix((n * n, 0)), return_matrix=True)
+    assert empty[0].shape == (n * n, 0) and empty[1].size == 0 and empty[2].shape == (0, 0)
+    with pytest.raises(TypeError, match="return_matrix must be a bool"):
+        drop_dependent_columns(A, mixed, return_matrix=1)
+
+
 def test_drop_dependent_columns_from_the_interface_rows():
     """Discrete-harmonic columns (GDSW's, and combinations of them) have ``A Phi = 0`` off
     the interface, so ``rows=`` the interface forms the same scaled coarse matrix (to
@@ -375,8 +399,8 @@ def test_drop_dependent_columns_from_the_interface_rows():
     G = G.toarray()
     Phi = sp.csr_matrix(np.hstack([G, G @ rng.standard_normal((G.shape[1], 5))]))
     first = np.arange(Phi.shape[1]) < G.shape[1]
-    K_full, _ = coarse_matrix._scaled_coarse(A, Phi)
-    K_rows, _ = coarse_matrix._scaled_coarse(A, Phi, rows)
+    K_full, _, _ = coarse_matrix._scaled_coarse(A, Phi)
+    K_rows, _, _ = coarse_matrix._scaled_coarse(A, Phi, rows)
     assert abs(K_full - K_rows).max() <= 1e-13
     _, kept_full = drop_dependent_columns(A, Phi, first=first)
     _, kept_rows = drop_dependent_columns(A, Phi, first=first, rows=rows[::-1])

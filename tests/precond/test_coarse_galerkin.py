@@ -115,3 +115,34 @@ def test_the_dense_coarse_factor_is_kept_in_lapack_layout():
     A0 = M.coarse.A0.toarray()
     B = np.random.default_rng(0).standard_normal((A0.shape[0], 2))
     np.testing.assert_allclose(M.coarse.solve(B), np.linalg.solve(A0, B), rtol=1e-10)
+
+
+@pytest.mark.parametrize("variant", ["additive", "hybrid"])
+def test_geneo_hands_its_dependence_checks_product_to_the_coarse_correction(variant,
+                                                                             monkeypatch):
+    """GenEO's dependence check forms ``Phi^T A Phi``; the coarse correction takes that
+    matrix (marked here by a perturbation of 1e-3, which A_0 then carries) instead of
+    forming it again, releases it from the info, and without the mark A_0 is the dense
+    Galerkin product."""
+    from ddops.dd import geneo
+
+    A = diffusion_2d(high_contrast_channels(30, 1e4, period=4, margin=2))
+    d = ddops.Decomposition.from_grid((30, 30), (3, 3), 1)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="geneo", variant=variant)
+    A0 = dense_galerkin(A, M.coarse_matrix)
+    assert np.abs(M.coarse.A0.toarray() - A0).max() <= 1e-12 * np.abs(A0).max()
+    assert M.coarse_info.coarse_matrix is None
+    # update(reuse_coarse=True) keeps Phi for a new matrix: A_0 follows that matrix
+    M.update((A * 2.0).tocsr(), reuse_coarse=True)
+    np.testing.assert_allclose(M.coarse.A0.toarray(), 2.0 * A0, rtol=0,
+                               atol=1e-12 * np.abs(A0).max())
+    original = geneo.drop_dependent_columns
+
+    def marked(*args, **kwargs):
+        Phi, kept, B = original(*args, **kwargs)
+        return Phi, kept, B * (1 + 1e-3)
+
+    monkeypatch.setattr(geneo, "drop_dependent_columns", marked)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="geneo", variant=variant)
+    np.testing.assert_allclose(M.coarse.A0.toarray(), A0 * (1 + 1e-3), rtol=1e-12,
+                               atol=1e-12 * np.abs(A0).max())
