@@ -95,9 +95,10 @@ class AdaptiveInfo:
         AGDSW with an exact extension: the interface unknowns, off which every column is
         discrete harmonic (see :class:`ddops.dd.gdsw.GDSWInfo`); else None.
     coarse_matrix : scipy.sparse.csr_matrix or None
-        GenEO: ``Phi^T A Phi`` of the returned basis, which its dependence check forms
-        (:func:`~ddops.dd.coarse_matrix.drop_dependent_columns`); the coarse correction
-        takes it (and releases it here) instead of forming it again.  None otherwise.
+        ``Phi^T A Phi`` of the returned basis where the dependence check formed it
+        (:func:`~ddops.dd.coarse_matrix.drop_dependent_columns`: GenEO, and AGDSW when it
+        has eigenvectors); the coarse correction takes it (and releases it here) instead
+        of forming it again.  None otherwise.
     stats : dict
         Counts and timings: ``coarse_dim``, ``null_space_functions``,
         ``eigen_functions``, ``dropped_dependent``, ``capped`` (groups where the

@@ -557,6 +557,8 @@ def rank_local_agdsw(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
         own = (x[at] == first_unknown) & mine[g] & (sizes_b == sizes_g[g])
         cols = np.flatnonzero(own[info.column_group])
         Phi = sp.csr_matrix(Phi)[:, cols].tocoo()
+    if info is not None:
+        info.coarse_matrix = None  # the block's Phi^T A Phi, not the global A_0's
     return _routed_columns(layout, known, Phi), info
 
 
@@ -723,6 +725,7 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
                             oversampling=(None if (dominant or neumann is not None)
                                           and not layers else layers),
                             return_info=True, _block=(outside, median))
+    info.coarse_matrix = None  # the block's Phi^T A Phi, not the global A_0's
     Phi_ext = _routed_columns(layout, known, Phi.tocoo())
     if Phi_ext is None and layout.rank == 0:
         warn("coarse_basis='geneo' selected no coarse function (no eigenvalue below the "

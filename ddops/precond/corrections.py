@@ -528,6 +528,8 @@ class CoarseCorrection:
         self._previous_lu = self._lu if getattr(self._lu, "refactor", None) else None
         self.A0 = None
         self.dim = 0 if Phi is None else int(Phi.shape[1])
+        if not basis_of_A or given is None or given.shape != (self.dim, self.dim):
+            given = None  # (another matrix, or another basis: A_0 is formed here)
         self.solver = None
         self._cho = self._lu = self._inv = None
         self._Phi = self._PhiT = self._AP = self._APT = None
@@ -554,20 +556,24 @@ class CoarseCorrection:
             A0 = (A0_old + (dA0 + dA0.T) * 0.5).tocsr()
             AP = None if not self.hybrid else (
                 (A @ Phi).tocsr() if AP_old is None else (AP_old + dAP).tocsr())
-        elif basis_of_A and given is not None and given.shape == (self.dim, self.dim):
+        elif rows is not None and np.all(np.diff(rows) > 0):
+            # discrete-harmonic columns: A Phi vanishes off the interface up to rounding, so
+            # A_0 = Phi_G^T (A Phi)_G, a product with the few interface rows of Phi instead
+            # of all of them (3D elasticity: 13 x faster), and A Phi is kept on those rows;
+            # A_0 as the builder's dependence check formed it, where it did (AGDSW)
+            APG = (A[rows] @ Phi).tocsr() if self.hybrid or given is None else None
+            if given is None:
+                A0 = (Phi[rows].T @ APG).tocsr()
+                A0 = (A0 + A0.T) * 0.5
+            else:
+                A0 = given
+            AP = None if APG is None else _rows_to_full(APG, rows, Phi.shape)
+            del APG
+        elif given is not None:
             # the builder's dependence check formed Phi^T A Phi already (GenEO): 0.15 s of
             # a 2.3 s set-up on 3D elasticity; A Phi only for the hybrid form
             A0 = given
             AP = (A @ Phi).tocsr() if self.hybrid else None
-        elif rows is not None and np.all(np.diff(rows) > 0):
-            # discrete-harmonic columns: A Phi vanishes off the interface up to rounding, so
-            # A_0 = Phi_G^T (A Phi)_G, a product with the few interface rows of Phi instead
-            # of all of them (3D elasticity: 13 x faster), and A Phi is kept on those rows
-            APG = (A[rows] @ Phi).tocsr()
-            A0 = (Phi[rows].T @ APG).tocsr()
-            AP = _rows_to_full(APG, rows, Phi.shape)
-            del APG
-            A0 = (A0 + A0.T) * 0.5
         else:
             AP = (A @ Phi).tocsr()
             A0 = (Phi.T @ AP).tocsr()

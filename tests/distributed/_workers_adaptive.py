@@ -121,6 +121,9 @@ def run(comm) -> dict:
             "serial_iterations": ref_its[1], "info": info, "serial_info": ref_its[0],
             # the set-up exchanged rows and Phi's entries, and gathered no rows
             "setup_exchanges": int(comm.allreduce(L.stats["setup_exchanges"])),
+            # no rank keeps its block's Phi^T A Phi (the serial builder's, not A_0's)
+            "block_coarse_matrix": int(comm.allreduce(
+                int(getattr(M.coarse_info, "coarse_matrix", None) is not None))),
             "oversampling": int(M.coarse_stats.get("oversampling", -1)),
             "fetch_rows_equal": fetched,
             "selected": selected,

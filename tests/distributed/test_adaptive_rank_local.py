@@ -29,6 +29,7 @@ def test_geneo_from_local_rows_equals_the_serial_basis(results, case):
     r = results["cases"][case]
     assert r["construction"] == "rank-local" and not r["gathered"]
     assert r["setup_exchanges"] > 0  # ghost rows and Phi's entries travelled
+    assert r["block_coarse_matrix"] == 0  # no rank keeps its block's Phi^T A Phi
     assert r["coarse_dim"] == r["serial_coarse_dim"] > 0
     # the same local matrices: every subdomain has as many eigenvalues below the threshold
     # (with PARDISO an exact count, the inertia of N_i - tau B_i)

@@ -118,17 +118,20 @@ def test_the_dense_coarse_factor_is_kept_in_lapack_layout():
 
 
 @pytest.mark.parametrize("variant", ["additive", "hybrid"])
-def test_geneo_hands_its_dependence_checks_product_to_the_coarse_correction(variant,
-                                                                             monkeypatch):
-    """GenEO's dependence check forms ``Phi^T A Phi``; the coarse correction takes that
-    matrix (marked here by a perturbation of 1e-3, which A_0 then carries) instead of
-    forming it again, releases it from the info, and without the mark A_0 is the dense
-    Galerkin product."""
-    from ddops.dd import geneo
+@pytest.mark.parametrize("basis", ["geneo", "agdsw"])
+def test_the_dependence_checks_product_goes_to_the_coarse_correction(basis, variant,
+                                                                     monkeypatch):
+    """GenEO's and AGDSW's dependence check forms ``Phi^T A Phi`` (AGDSW's from the
+    interface rows); the coarse correction takes that matrix (marked here by a
+    perturbation of 1e-3, which A_0 then carries) instead of forming it again, releases it
+    from the info, and without the mark A_0 is the dense Galerkin product."""
+    from ddops.dd import agdsw, geneo
 
+    builder = geneo if basis == "geneo" else agdsw
     A = diffusion_2d(high_contrast_channels(30, 1e4, period=4, margin=2))
     d = ddops.Decomposition.from_grid((30, 30), (3, 3), 1)
-    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="geneo", variant=variant)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis=basis, variant=variant)
+    assert M.coarse_info.stats["eigen_functions"] > 0
     A0 = dense_galerkin(A, M.coarse_matrix)
     assert np.abs(M.coarse.A0.toarray() - A0).max() <= 1e-12 * np.abs(A0).max()
     assert M.coarse_info.coarse_matrix is None
@@ -136,13 +139,26 @@ def test_geneo_hands_its_dependence_checks_product_to_the_coarse_correction(vari
     M.update((A * 2.0).tocsr(), reuse_coarse=True)
     np.testing.assert_allclose(M.coarse.A0.toarray(), 2.0 * A0, rtol=0,
                                atol=1e-12 * np.abs(A0).max())
-    original = geneo.drop_dependent_columns
+    original = builder.drop_dependent_columns
 
     def marked(*args, **kwargs):
         Phi, kept, B = original(*args, **kwargs)
         return Phi, kept, B * (1 + 1e-3)
 
-    monkeypatch.setattr(geneo, "drop_dependent_columns", marked)
-    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="geneo", variant=variant)
+    monkeypatch.setattr(builder, "drop_dependent_columns", marked)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis=basis, variant=variant)
     np.testing.assert_allclose(M.coarse.A0.toarray(), A0 * (1 + 1e-3), rtol=1e-12,
                                atol=1e-12 * np.abs(A0).max())
+
+
+def test_release_basis_drops_the_handed_matrix_too():
+    """A caller that assembles A_0 itself (the distributed preconditioner) releases the
+    basis, and the matrix handed with it goes too: nothing of the serial A_0 is held."""
+    A = diffusion_2d(high_contrast_channels(30, 1e4, period=4, margin=2))
+    d = ddops.Decomposition.from_grid((30, 30), (3, 3), 1)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="geneo")
+    coarse = M.coarse
+    Phi = coarse.build_basis(A)
+    assert Phi is not None and coarse._given_A0 is not None
+    coarse.release_basis()
+    assert coarse.Phi is None and coarse._given_A0 is None
