@@ -67,6 +67,7 @@ __all__ = [
     "BlockSolver",
     "pardiso_schur_complement",
     "pardiso_inertia",
+    "pardiso_pivots",
     "pardiso_ordering",
     "SuperLUBlocks",
     "PardisoBlocks",
@@ -1078,6 +1079,59 @@ def pardiso_schur_complement(K: sp.spmatrix, rows: np.ndarray) -> np.ndarray:
     finally:
         handle.free()
     return S.reshape(k, k)
+
+
+def pardiso_pivots(K: sp.spmatrix) -> np.ndarray | None:
+    """The pivots of a symmetric ``L D L^T`` factorisation of ``K``, in ``K``'s numbering,
+    by PARDISO, or None when PARDISO perturbed a pivot or failed.
+
+    ``K = P L D L^T P^T`` (matrix type -2, minimum-degree ordering, 1 x 1 pivots only, so
+    that ``D`` is diagonal), with pivots below ``1e-20`` of the largest entry perturbed;
+    ``D`` comes from the diagonal substitution alone (phase 332 on a vector of ones), in
+    ``K``'s own numbering.  Within a supernode PARDISO may pivot (symmetrically, larger
+    diagonal first), so ``P`` need not be the fill-reducing ordering; the pivots are still
+    those of an elimination of ``K`` in some symmetric order, each at the row it
+    eliminated: what :func:`ddops.linalg.spd.superlu_pivots` gives of SuperLU's factor.
+    Several times faster than SuperLU on a coarse matrix of thousands of rows.
+
+    Parameters
+    ----------
+    K : sparse matrix
+        Symmetric, ``m x m``, every diagonal entry stored (only the upper triangle is read).
+
+    Returns
+    -------
+    numpy.ndarray or None
+        ``(m,)``: the pivot that eliminated each row.
+    """
+    m = int(K.shape[0])
+    upper = sp.triu(sp.csr_matrix(K), format="csr")
+    upper.sum_duplicates()
+    upper.sort_indices()
+    handle = _PardisoHandle(upper, np.dtype(np.float64), "md")
+    del upper
+    handle.mtype = -2
+    iparm = handle.iparm
+    iparm[9] = 20   # perturb only pivots below 1e-20 of the largest entry (iparm[13])
+    iparm[10] = 0   # no scaling and no matching: ...
+    iparm[12] = 0
+    iparm[20] = 0   # ... 1 x 1 pivots only, D diagonal
+    try:
+        _, error = handle.call(12)
+        if error in _PARDISO_SINGULAR:
+            return None
+        if error != 0:
+            raise _pardiso_error("symmetric indefinite factorisation", error)
+        if iparm[13] != 0:
+            return None
+        inverse, error = handle.call(332, np.ones(m))
+        if error != 0:
+            raise _pardiso_error("diagonal substitution", error)
+    finally:
+        handle.free()
+    with np.errstate(divide="ignore"):
+        pivots = 1.0 / inverse
+    return pivots if np.all(np.isfinite(pivots)) else None
 
 
 def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None, *,

@@ -358,6 +358,40 @@ def test_drop_dependent_columns_keeps_the_span():
     assert np.array_equal(kept, np.arange(Phi.shape[1]))
 
 
+@pytest.mark.parametrize("pardiso", [True, False])
+def test_sparse_dependence_check_drops_the_same_columns_with_either_factorisation(
+        pardiso, monkeypatch):
+    """The sparse path of ``drop_dependent_columns`` (beyond ``DENSE_DROP_MAX`` columns)
+    on PARDISO's ``L D L^T`` pivots and on SuperLU's: GDSW functions of the channels with
+    random combinations of them mixed in, so that every combination is dependent; each
+    factorisation keeps exactly as many columns as the rank (dense SVD), a set whose span
+    is all columns' and whose Galerkin matrix is positive definite."""
+    from ddops.dd import coarse_matrix
+
+    if pardiso:
+        need("pardiso")
+    else:
+        monkeypatch.setattr(coarse_matrix, "pardiso_available", lambda: False)
+    monkeypatch.setattr(coarse_matrix, "DENSE_DROP_MAX", 1)
+    called = []
+    original = coarse_matrix.pardiso_pivots
+    monkeypatch.setattr(coarse_matrix, "pardiso_pivots",
+                        lambda K: called.append(K.shape) or original(K))
+    rng = np.random.default_rng(3)
+    n = 31
+    A = channels(n, 1e2)
+    Phi = gdsw_basis(A, ddops.Decomposition.from_grid((n, n), (4, 4)).owner).toarray()
+    local = Phi[:, :6] @ rng.standard_normal((6, 4))  # combinations of nearby functions
+    mixed = np.hstack([Phi, local])[:, rng.permutation(Phi.shape[1] + 4)]
+    rank = np.linalg.matrix_rank(mixed)
+    assert rank == Phi.shape[1]
+    kept_Phi, kept = coarse_matrix.drop_dependent_columns(A, sp.csr_matrix(mixed))
+    assert bool(called) == pardiso
+    assert kept.size == rank
+    assert in_span(kept_Phi.toarray(), mixed)
+    np.linalg.cholesky((kept_Phi.T @ A @ kept_Phi).toarray())
+
+
 def test_drop_dependent_columns_returns_the_coarse_matrix_of_the_kept_columns():
     """``return_matrix=True`` also returns ``Phi^T A Phi`` of the kept columns (the product
     the check forms), against the dense product of the kept columns; nothing else changes."""

@@ -846,6 +846,42 @@ def test_pardiso_inertia_is_none_where_a_pivot_vanishes():
     assert local_solvers.pardiso_inertia(K.tocsr()) is None
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_pardiso_pivots_are_an_eliminations_at_their_rows(seed):
+    """``pardiso_pivots`` against closed forms: on a matrix of 2 x 2 SPD blocks and 1 x 1
+    entries whose rows are scattered by a random permutation, each 1 x 1 row gets its entry
+    and each pair gets ``(a, c - b^2 / a)`` at its rows or ``(a - b^2 / c, c)`` (whichever
+    row went first); so the pivots sit at the rows they eliminated, and their product is the
+    determinant.  A singular matrix (a zero pivot, perturbed) gives None."""
+    need("pardiso")
+    rng = np.random.default_rng(seed)
+    pairs, singles = 20, 15
+    m = 2 * pairs + singles
+    where = rng.permutation(m)
+    K = sp.lil_matrix((m, m))
+    expected = []
+    for j in range(pairs):
+        i, k = int(where[2 * j]), int(where[2 * j + 1])
+        a, c = rng.uniform(1.0, 3.0, size=2)
+        b = rng.uniform(-0.9, 0.9) * np.sqrt(a * c)
+        K[i, i], K[k, k], K[i, k], K[k, i] = a, c, b, b
+        expected.append((i, k, a, c, b))
+    for i in where[2 * pairs:]:
+        K[int(i), int(i)] = rng.uniform(0.5, 2.0)
+    K = K.tocsr()
+    pivots = local_solvers.pardiso_pivots(K)
+    for i, k, a, c, b in expected:
+        options = [(a, c - b * b / a), (a - b * b / c, c)]
+        assert min(np.abs(np.array(o) - pivots[[i, k]]).max() for o in options) < 1e-12
+    singles_at = where[2 * pairs:]
+    np.testing.assert_allclose(pivots[singles_at], K.diagonal()[singles_at], rtol=1e-14)
+    sign, logdet = np.linalg.slogdet(K.toarray())
+    assert sign > 0 and abs(np.log(pivots).sum() - logdet) < 1e-10 * abs(logdet) + 1e-12
+    # a dependent row: [[1, 1], [1, 1]] inside, its second pivot vanishes
+    S = sp.block_diag([K, sp.csr_matrix(np.ones((2, 2)))], "csr")
+    assert local_solvers.pardiso_pivots(S) is None
+
+
 
 def test_pardiso_partial_solve_analysis_is_not_probed(monkeypatch):
     """With the rows marked for partial solves PARDISO's analysis takes the same ordering
