@@ -1081,7 +1081,7 @@ def pardiso_schur_complement(K: sp.spmatrix, rows: np.ndarray) -> np.ndarray:
     return S.reshape(k, k)
 
 
-def pardiso_pivots(K: sp.spmatrix) -> np.ndarray | None:
+def pardiso_pivots(K: sp.spmatrix, rhs: np.ndarray | None = None) -> Any:
     """The pivots of a symmetric ``L D L^T`` factorisation of ``K``, in ``K``'s numbering,
     by PARDISO, or None when PARDISO perturbed a pivot or failed.
 
@@ -1098,11 +1098,13 @@ def pardiso_pivots(K: sp.spmatrix) -> np.ndarray | None:
     ----------
     K : sparse matrix
         Symmetric, ``m x m``, every diagonal entry stored (only the upper triangle is read).
+    rhs : numpy.ndarray, optional
+        ``(m,)`` or ``(m, k)``: also solve ``K X = rhs`` with the same factorisation.
 
     Returns
     -------
-    numpy.ndarray or None
-        ``(m,)``: the pivot that eliminated each row.
+    numpy.ndarray or (numpy.ndarray, numpy.ndarray) or None
+        ``(m,)``: the pivot that eliminated each row; with ``rhs`` also ``X``.
     """
     m = int(K.shape[0])
     upper = sp.triu(sp.csr_matrix(K), format="csr")
@@ -1127,11 +1129,17 @@ def pardiso_pivots(K: sp.spmatrix) -> np.ndarray | None:
         inverse, error = handle.call(332, np.ones(m))
         if error != 0:
             raise _pardiso_error("diagonal substitution", error)
+        if rhs is not None:
+            X, error = handle.call(33, rhs)
+            if error != 0:
+                raise _pardiso_error("solve", error)
     finally:
         handle.free()
     with np.errstate(divide="ignore"):
         pivots = 1.0 / inverse
-    return pivots if np.all(np.isfinite(pivots)) else None
+    if not np.all(np.isfinite(pivots)):
+        return None
+    return pivots if rhs is None else (pivots, X)
 
 
 def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None, *,

@@ -392,6 +392,44 @@ def test_sparse_dependence_check_drops_the_same_columns_with_either_factorisatio
     np.linalg.cholesky((kept_Phi.T @ A @ kept_Phi).toarray())
 
 
+@pytest.mark.parametrize("solves", [True, False])
+def test_euclidean_check_keeps_exactly_the_independent_candidates(solves, monkeypatch):
+    """The Euclidean rescue of ``drop_dependent_columns`` by one factorisation of the base
+    columns' Gram matrix and solves (few candidates, PARDISO) and by the Schur complement
+    (otherwise): against closed forms, a candidate that is a combination of base columns
+    (also one off by 1e-7 of its norm, a squared sine of 1e-14) is dropped, one with a
+    component outside their span of 1e-2 is kept, and of two equal independent candidates
+    one is kept."""
+    from ddops.dd import coarse_matrix
+
+    if solves:
+        need("pardiso")
+        called = []
+        original = coarse_matrix.pardiso_pivots
+        monkeypatch.setattr(coarse_matrix, "pardiso_pivots",
+                            lambda K, rhs=None: called.append(rhs is not None) or original(K, rhs))
+    else:
+        monkeypatch.setattr(coarse_matrix, "SCHUR_BY_SOLVES_MAX", -1)
+    rng = np.random.default_rng(4)
+    n, nb = 400, 60
+    base = sp.vstack([sp.random(n // 2, nb, density=0.05, random_state=5) + sp.eye(n // 2, nb),
+                      sp.csr_matrix((n // 2, nb))], format="csr")  # on the first half
+    outside, other = np.zeros(n), np.zeros(n)  # on the second half, where no base column is
+    outside[n // 2:n // 2 + 40] = rng.standard_normal(40)
+    other[n // 2 + 50:n // 2 + 90] = rng.standard_normal(40)
+    combo = base @ rng.standard_normal(nb)
+    near = combo + 1e-7 * np.linalg.norm(combo) * outside / np.linalg.norm(outside)
+    kept_one = combo + 1e-2 * np.linalg.norm(combo) * outside / np.linalg.norm(outside)
+    twin = base[:, :5] @ rng.standard_normal(5) + other
+    cand = np.column_stack([combo, near, kept_one, twin, twin])
+    Phi = sp.hstack([base, sp.csr_matrix(cand)], format="csr")
+    chosen = coarse_matrix._euclidean_independent(Phi, np.arange(nb), nb + np.arange(5))
+    assert sorted(chosen.tolist())[:1] == [nb + 2] and len(chosen) == 2
+    assert {nb + 3, nb + 4} & set(chosen.tolist())
+    if solves:
+        assert called == [True]
+
+
 def test_drop_dependent_columns_returns_the_coarse_matrix_of_the_kept_columns():
     """``return_matrix=True`` also returns ``Phi^T A Phi`` of the kept columns (the product
     the check forms), against the dense product of the kept columns; nothing else changes."""
