@@ -24,7 +24,7 @@ MATRIX_COARSE_BASES = ("gdsw", "rgdsw", "agdsw", "geneo")
 #: Options of the matrix coarse bases (keyword arguments of :func:`coarse_basis`).
 ADAPTIVE_OPTIONS = {
     "agdsw": ("threshold", "max_per_component", "neumann", "extension_solver", "skip_contrast"),
-    "geneo": ("threshold", "max_per_subdomain", "neumann", "oversampling"),
+    "geneo": ("threshold", "max_per_subdomain", "neumann", "oversampling", "skip_contrast"),
     "gdsw": ("extension_solver",), "rgdsw": ("extension_solver",)}
 
 #: Every name accepted by :func:`coarse_basis` (and ``"auto"``, see :func:`auto_coarse_basis`).
@@ -212,7 +212,8 @@ def coarse_basis(
         ``"auto"``: PARDISO when installed, else SuperLU; ``"amg"`` is inexact.
     skip_contrast : float, optional
         ``"agdsw"``: no eigenproblem on the components around which the diagonal of ``A``
-        varies by at most this factor (see :func:`ddops.dd.agdsw.agdsw_basis`).
+        varies by at most this factor (see :func:`ddops.dd.agdsw.agdsw_basis`);
+        ``"geneo"``: none on such subdomains (see :func:`ddops.dd.geneo.geneo_basis`).
     analysis : ddops.dd.analysis.GDSWAnalysis, optional
         ``"gdsw"``, ``"rgdsw"``, ``"agdsw"``: keeps the interface components and the
         extension's PARDISO analyses for a later call on a matrix with the same pattern, and

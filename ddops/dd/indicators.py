@@ -25,11 +25,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._validation import check_positive_float
 from .interface import InterfaceComponents
 
-__all__ = ["check_skip_contrast", "component_contrast"]
+__all__ = ["check_skip_contrast", "component_contrast", "subdomain_contrast"]
 
 
 def check_skip_contrast(value: Any, default: float) -> float:
@@ -83,3 +84,49 @@ def component_contrast(A, comps: InterfaceComponents, block_size: int = 1) -> np
     np.minimum.at(bottom, pairs.row, low[pairs.col])
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(bottom > 0, top / bottom, np.inf)
+
+
+def subdomain_contrast(diagonal: np.ndarray, decomposition, block_size: int = 1) -> np.ndarray:
+    """The spread of the diagonal of ``A`` around every (overlapping) subdomain.
+
+    The spread (``max / min`` of the node diagonals, as :func:`component_contrast`) over
+    the subdomain and every subdomain that overlaps it: a subdomain inside a homogeneous
+    region whose neighbour has another coefficient (a jump along its boundary, or a smooth
+    field that changes from one subdomain to the next) is not homogeneous for the
+    coarse space, whose functions on it must match those of its neighbours.
+
+    Parameters
+    ----------
+    diagonal : numpy.ndarray
+        The diagonal of ``A`` (``n`` entries).
+    decomposition : Decomposition
+        Its overlapping subdomains (``indices``, ``sizes``).
+    block_size : int
+        Unknowns per node: the diagonal of a node is the trace of its diagonal block.
+
+    Returns
+    -------
+    numpy.ndarray
+        One entry per subdomain; ``inf`` where a diagonal entry there is not positive.
+    """
+    d = np.asarray(diagonal, dtype=np.float64)
+    if block_size > 1:
+        d = np.repeat(d.reshape(-1, block_size).sum(axis=1), block_size)
+    d = np.where(d > 0, d, 0.0)  # a non-positive entry never counts as homogeneous
+    sizes = np.asarray(decomposition.sizes, dtype=np.int64)
+    N = sizes.size
+    group = np.repeat(np.arange(N), sizes)
+    values = d[decomposition.indices]
+    top = np.zeros(N)
+    bottom = np.full(N, np.inf)
+    np.maximum.at(top, group, values)
+    np.minimum.at(bottom, group, values)
+    # over the overlapping neighbours (and itself): the pattern of inc inc^T
+    inc = sp.csr_matrix((np.ones(group.size), (group, decomposition.indices)),
+                        shape=(N, d.size))
+    adj = (inc @ inc.T).tocoo()
+    high, low = top.copy(), bottom.copy()
+    np.maximum.at(high, adj.row, top[adj.col])
+    np.minimum.at(low, adj.row, bottom[adj.col])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(low > 0, high / low, np.inf)

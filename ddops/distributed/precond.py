@@ -675,7 +675,8 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
         on rank 0), and this rank's :class:`~ddops.dd.eigen.AdaptiveInfo` (its
         subdomains only).
     """
-    from ..dd.geneo import geneo_basis
+    from ..dd.geneo import GENEO_SKIP_CONTRAST, geneo_basis
+    from ..dd.indicators import check_skip_contrast, subdomain_contrast
     from ..dd.oversampling import MAX_GROWTH, STIFF_RATIO, default_oversampling, oversampled_sets
 
     d = layout.decomposition
@@ -694,14 +695,20 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
     sizes = d.sizes[mine]
     group = np.repeat(np.arange(mine.size), sizes)
     known, full = layout.region, _region_rows(layout, rows)
-    median = None
-    if layers:
-        # the stiff growth's measure: the median of the whole diagonal (replicated)
+    median = contrast = None
+    skip = check_skip_contrast(keywords.get("skip_contrast"), GENEO_SKIP_CONTRAST)
+    if layers or skip > 0:
+        # the whole diagonal, replicated (n floats): the stiff growth's measure is its
+        # median, and the indicator reads it around every subdomain, neighbours on other
+        # ranks included
         diagonal = np.concatenate(layout.comm.allgather(
             np.asarray(owned_rows[np.arange(layout.num_owned), layout.owned]).ravel()))
+        diagonal = diagonal[np.argsort(np.concatenate(layout.comm.allgather(layout.owned)))]
+        if skip > 0:
+            contrast = subdomain_contrast(diagonal, d, int(d.block_size))[mine]
+    if layers:
         median = float(np.median(diagonal))
-        stiff = diagonal[np.argsort(np.concatenate(layout.comm.allgather(layout.owned)))]
-        stiff = stiff >= STIFF_RATIO * median
+        stiff = diagonal >= STIFF_RATIO * median
         known, full = _prefetch_growth(layout, rows, known, full, members, layers, stiff,
                                        int(MAX_GROWTH * sizes.sum()))
     while True:  # the exact growth on the rows known; more rows while it reaches beyond them
@@ -724,7 +731,8 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
                             neumann=neumann,
                             oversampling=(None if (dominant or neumann is not None)
                                           and not layers else layers),
-                            return_info=True, _block=(outside, median))
+                            skip_contrast=skip, return_info=True, _block=(outside, median),
+                            _contrast=contrast)
     info.coarse_matrix = None  # the block's Phi^T A Phi, not the global A_0's
     Phi_ext = _routed_columns(layout, known, Phi.tocoo())
     if Phi_ext is None and layout.rank == 0:

@@ -17,7 +17,8 @@ objects: the same names, choices and defaults), plus what only PETSc has
   ``-ddops_agdsw_threshold``, ``-ddops_agdsw_max_per_component``,
   ``-ddops_agdsw_extension_solver``, ``-ddops_agdsw_skip_contrast``,
   ``-ddops_geneo_threshold``,
-  ``-ddops_geneo_max_per_subdomain``, ``-ddops_geneo_oversampling`` (the Neumann
+  ``-ddops_geneo_max_per_subdomain``, ``-ddops_geneo_oversampling``,
+  ``-ddops_geneo_skip_contrast`` (the Neumann
   matrices cannot come from the options database);
 * ``-ddops_null_space`` takes ``auto`` (the default: the near-null space attached
   with ``MatSetNearNullSpace`` when there is one, else the constants) and ``near``

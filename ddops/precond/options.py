@@ -164,9 +164,9 @@ COARSE_OPTION_SPECS = {s.name: s for s in (
           "harmonic extension (amg: inexact)", choices=EXTENSION_SOLVERS, petsc=False),
     _spec("threshold", "float", "eigenvalue threshold of the adaptive coarse spaces: a "
           "larger one keeps more eigenvectors", petsc=False),
-    _spec("skip_contrast", "float", "AGDSW solves no eigenproblem on an interface component "
-          "around which the diagonal of A varies by at most this factor (0: every one)",
-          minimum=0, petsc=False),
+    _spec("skip_contrast", "float", "AGDSW solves no eigenproblem on an interface component, "
+          "GenEO none on a subdomain, around which the diagonal of A varies by at most this "
+          "factor (0: every one)", minimum=0, petsc=False),
     _spec("max_per_component", "int", "at most this many eigenvectors per interface "
           "component", minimum=0, petsc=False),
     _spec("max_per_subdomain", "int", "at most this many eigenvectors per subdomain",
@@ -338,16 +338,25 @@ class GenEOOptions(_CoarseOptions):
         (:mod:`ddops.dd.oversampling`).  Default: 0 for a diagonally dominant ``A``,
         otherwise 2, or 1 for ``block_size >= 3``
         (:func:`~ddops.dd.oversampling.default_oversampling`).
+    skip_contrast : float, optional
+        No eigenproblem on a subdomain around which the diagonal of ``A`` varies by at most
+        this factor (:func:`~ddops.dd.indicators.subdomain_contrast`): its Nicolaides
+        functions only.  Default :data:`~ddops.dd.geneo.GENEO_SKIP_CONTRAST` (0: every
+        subdomain solves its own).
     """
 
     threshold: float | None = None
     max_per_subdomain: int = MAX_PER_SUBDOMAIN
     neumann: Any = None
     oversampling: int | None = None
+    skip_contrast: float | None = None
 
     def __post_init__(self) -> None:
         if self.threshold is not None:
             object.__setattr__(self, "threshold", _positive("threshold", self.threshold))
+        if self.skip_contrast is not None:
+            object.__setattr__(self, "skip_contrast",
+                               check_skip_contrast(self.skip_contrast, None))
         if self.oversampling is not None:
             object.__setattr__(self, "oversampling", check_oversampling(self.oversampling))
         object.__setattr__(self, "max_per_subdomain",

@@ -1,9 +1,11 @@
-"""AGDSW's contrast indicator (``skip_contrast``): which eigenproblems run.
+"""The contrast indicators (``skip_contrast``) of AGDSW and GenEO: which eigenproblems run.
 
-The indicator is the spread of the diagonal of ``A`` over the closures of the parts around
-a component, checked against a construction from explicit sets; the skipped components are
-checked against the full AGDSW space: on these problems none of them selects anything in
-the full space, and the components that still run give the full space's eigenpairs.
+AGDSW's is the spread of the diagonal of ``A`` over the closures of the parts around a
+component, GenEO's over a subdomain and the subdomains overlapping it; both are checked
+against constructions from explicit sets.  AGDSW's skipped components are checked against
+the full AGDSW space: on these problems none of them selects anything in the full space,
+and the components that still run give the full space's eigenpairs.  GenEO's skipped
+subdomains keep their Nicolaides functions, and the others the full space's eigenpairs.
 """
 
 import warnings
@@ -14,9 +16,9 @@ import scipy.sparse as sp
 
 import ddops
 from ddops.dd import agdsw
-from ddops.dd.adaptive import agdsw_basis
+from ddops.dd.adaptive import agdsw_basis, geneo_basis
 from ddops.dd.gdsw import gdsw_basis, interface_components
-from ddops.dd.indicators import component_contrast
+from ddops.dd.indicators import component_contrast, subdomain_contrast
 from ddops.problems import diffusion_2d
 from tests.dd._elasticity import stiff_disks
 from tests.dd.test_adaptive import in_span
@@ -199,3 +201,114 @@ def test_bad_skip_contrast_names_the_argument(bad, error):
         agdsw_basis(A, owner, skip_contrast=bad)
     with pytest.raises(error, match="skip_contrast"):
         ddops.AGDSWOptions(skip_contrast=bad)
+
+
+# -- GenEO's indicator ----------------------------------------------------------------------
+def reference_subdomain_contrast(A, d, block_size=1):
+    """The spread of the node diagonals over every subdomain and the subdomains sharing an
+    unknown with it, from explicit sets (a loop over pairs of subdomains)."""
+    diag = A.diagonal()
+    node = np.arange(A.shape[0]) // block_size
+    trace = np.bincount(node, weights=diag)[node]
+    sets = [set(s.tolist()) for s in d.subdomains]
+    out = []
+    for own in sets:
+        around = set().union(*(other for other in sets if other & own))
+        values = trace[sorted(around)]
+        out.append(values.max() / values.min() if values.min() > 0 else np.inf)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("contrast", [1.0, 1e3])
+def test_subdomain_contrast_matches_the_explicit_neighbourhoods(contrast):
+    A = half_channels(contrast)
+    d = ddops.Decomposition.from_grid((N, N), (4, 4), overlap=1)
+    got = subdomain_contrast(A.diagonal(), d)
+    np.testing.assert_allclose(got, reference_subdomain_contrast(A, d), rtol=1e-14)
+    if contrast == 1.0:
+        np.testing.assert_array_equal(got, 1.0)
+    else:  # the lower boxes are homogeneous with their neighbours, the rest are not
+        assert got.max() > 0.1 * contrast and got.min() == 1.0
+    E, de, _ = stiff_disks(11, 1e4, count=2, radius=0.1, seed=0, parts=6)
+    np.testing.assert_allclose(subdomain_contrast(E.diagonal(), de, 2),
+                               reference_subdomain_contrast(E, de, 2), rtol=1e-14)
+
+
+@pytest.mark.parametrize("null_space", [False, True])
+def test_geneo_skipped_subdomains_keep_their_nicolaides_functions(null_space):
+    """Half the boxes see the channels: the indicator skips the others (their eigenvalues
+    unknown, nan, no eigenvector kept), which keep ``D_i 1`` (the constants are the null
+    space here, given or not); the subdomains that still run keep the full space's
+    eigenpairs, and the skipped subdomains' Nicolaides functions with them span the basis."""
+    A = half_channels(1e6)
+    d = ddops.Decomposition.from_grid((N, N), (4, 4), overlap=1)
+    Z = np.ones((N * N, 1)) if null_space else None
+    full, info = geneo_basis(A, d, null_space=Z, return_info=True)
+    Phi, skip = geneo_basis(A, d, null_space=Z, return_info=True, skip_contrast=10)
+    skipped = reference_subdomain_contrast(A, d) <= 10
+    assert 0 < skipped.sum() == skip.stats["skipped_by_contrast"] < skipped.size
+    assert info.stats["skipped_by_contrast"] == 0
+    assert np.isnan(skip.eigenvalues[skipped]).all()  # not computed
+    ran = ~skipped
+    np.testing.assert_array_equal(skip.selected[ran], info.selected[ran])
+    np.testing.assert_array_equal(skip.kept[ran], info.kept[ran])
+    np.testing.assert_allclose(skip.eigenvalues[ran], info.eigenvalues[ran], rtol=1e-6)
+    assert skip.kept[skipped].sum() == 0 and skip.kept[ran].sum() > 0
+    # the span: the full space's functions of the subdomains that ran, D_i 1 of the rest
+    # (dense, from the decomposition's weights)
+    weights = 1.0 / d.multiplicity  # the "full" partition of unity
+    nic = np.zeros((N * N, int(skipped.sum())))
+    for c, i in enumerate(np.flatnonzero(skipped)):
+        nic[d.subdomains[i], c] = weights[d.subdomains[i]]
+    ran_cols = np.isin(info.column_group, np.flatnonzero(ran))
+    expected = np.hstack([full.toarray()[:, ran_cols], nic])
+    assert Phi.shape[1] == np.linalg.matrix_rank(expected)
+    # (to the subspace iteration's accuracy: the chunks hold other subdomains, measured 1e-6)
+    assert in_span(Phi.toarray(), expected, 1e-5) and in_span(expected, Phi.toarray(), 1e-5)
+    kinds = skip.column_kind[np.isin(skip.column_group, np.flatnonzero(skipped))]
+    assert kinds.size == skipped.sum() and set(kinds.tolist()) == {"null_space"}
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_geneo_never_skips_subdomains_with_channels(k):
+    """``k`` channels through three boxes: every subdomain sees them, none is skipped, and
+    the basis is the full space's (``k`` functions per subdomain or more)."""
+    c = np.ones((N + 1, N + 1))
+    c[3 + 5 * np.arange(k), 3:N - 2] = 1e6
+    A = diffusion_2d(c)
+    d = ddops.Decomposition.from_grid((N, N), (3, 1), overlap=1)
+    full, info = geneo_basis(A, d, return_info=True)
+    Phi, skip = geneo_basis(A, d, return_info=True, skip_contrast=10)
+    assert skip.stats["skipped_by_contrast"] == 0
+    np.testing.assert_array_equal(skip.kept, info.kept)
+    assert (skip.kept >= k).all()
+    assert (Phi != full).nnz == 0
+
+
+def test_geneo_on_a_homogeneous_problem_skips_everything_into_nicolaides(monkeypatch):
+    """3 x 3 boxes of the Laplacian: no eigenproblem at all (no chunk is factorised), and
+    the basis spans the Nicolaides space of the same decomposition."""
+    A = ddops.poisson_2d(N)
+    d = ddops.Decomposition.from_grid((N, N), (3, 3), overlap=1)
+    from ddops.dd import geneo
+
+    def no_solve(*args, **kwargs):
+        raise AssertionError("an eigenproblem ran")
+
+    monkeypatch.setattr(geneo, "_shifted_factor", no_solve)
+    monkeypatch.setattr(geneo, "_inertia_counts", no_solve)
+    Phi = geneo_basis(A, d, skip_contrast=10).toarray()
+    nic = ddops.dd.coarse.coarse_basis(d, "nicolaides").toarray()
+    assert Phi.shape == nic.shape
+    assert in_span(Phi, nic) and in_span(nic, Phi)
+
+
+@pytest.mark.parametrize("bad, error", [(-1.0, ValueError), (np.inf, ValueError),
+                                        ("10", TypeError), (True, TypeError)])
+def test_bad_geneo_skip_contrast_names_the_argument(bad, error):
+    A = ddops.poisson_2d(8)
+    d = ddops.Decomposition.from_grid((8, 8), (2, 2), overlap=1)
+    with pytest.raises(error, match="skip_contrast"):
+        geneo_basis(A, d, skip_contrast=bad)
+    with pytest.raises(error, match="skip_contrast"):
+        ddops.GenEOOptions(skip_contrast=bad)

@@ -58,6 +58,10 @@ def _cases(P):
            np.random.default_rng(2).permutation(np.arange(12) % P), None, None)
     yield ("channels-constants", A, ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1),
            None, np.ones(n * n), None)
+    # GenEO's contrast indicator (skip_contrast): the lower boxes, homogeneous with their
+    # neighbours, solve no eigenproblem; their neighbours may live on other ranks
+    yield ("half-channels-skip", _half_channels(n, 1e6),
+           ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1), None, None, None)
     # not diagonally dominant: oversampled local matrices, whose grown sets (two layers and
     # the stiff growth) reach beyond a rank's region
     from ddops.experiments.precond import PrecondConfig, build_problem, decompose
@@ -76,10 +80,13 @@ def run(comm) -> dict:
     for name, A, d, ranks, Z, neumann in _cases(P):
         n = A.shape[0]
         b = np.random.default_rng(3).standard_normal(n)
-        ref_phi, ref_info = geneo_basis(A, d, null_space=Z, neumann=neumann, return_info=True)
+        skip = 10.0 if name.endswith("-skip") else None
+        ref_phi, ref_info = geneo_basis(A, d, null_space=Z, neumann=neumann, return_info=True,
+                                        skip_contrast=skip)
         ref_phi = ref_phi.toarray()
         options = ddops.SchwarzOptions(coarse="geneo", null_space=Z,
-                                       geneo=ddops.GenEOOptions(neumann=neumann))
+                                       geneo=ddops.GenEOOptions(neumann=neumann,
+                                                                skip_contrast=skip))
         S = TwoLevelSchwarz(A, d, options=options)
         ref_its = count_iterations(spla.cg, A, b, rtol=1e-8, M=S)
         owned = DistributedLayout(d, comm, subdomain_ranks=ranks).owned
@@ -125,6 +132,8 @@ def run(comm) -> dict:
             "block_coarse_matrix": int(comm.allreduce(
                 int(getattr(M.coarse_info, "coarse_matrix", None) is not None))),
             "oversampling": int(M.coarse_stats.get("oversampling", -1)),
+            "skipped": int(comm.allreduce(M.coarse_info.stats["skipped_by_contrast"])),
+            "serial_skipped": int(ref_info.stats["skipped_by_contrast"]),
             "fetch_rows_equal": fetched,
             "selected": selected,
             # exact counts with PARDISO's inertia only (else the iteration's, to its accuracy)

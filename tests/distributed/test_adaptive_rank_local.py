@@ -14,8 +14,8 @@ import pytest
 from ._mpi import HERE, run_json
 from .conftest import RANKS
 
-CASES = ("channels-grid", "channels-metis", "channels-constants", "elasticity-metis",
-         "elasticity-neumann")
+CASES = ("channels-grid", "channels-metis", "channels-constants", "half-channels-skip",
+         "elasticity-metis", "elasticity-neumann")
 
 
 @pytest.fixture(scope="module", params=RANKS, ids=lambda p: f"np{p}")
@@ -45,6 +45,9 @@ def test_geneo_from_local_rows_equals_the_serial_basis(results, case):
     # the cut local matrices on the diagonally dominant channels, oversampled on elasticity
     # from A, the user's (finite-element) ones with neumann=
     assert r["oversampling"] == (2 if case == "elasticity-metis" else 0)
+    # the contrast indicator skips the serial build's subdomains, neighbours on other ranks
+    # included in each one's measure
+    assert r["skipped"] == r["serial_skipped"] == (4 if case == "half-channels-skip" else 0)
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -1,4 +1,5 @@
-"""``ddops precond --skip-contrast``: AGDSW's contrast indicator from the command line."""
+"""``ddops precond --skip-contrast``: the contrast indicators of AGDSW and GenEO from the
+command line."""
 
 from __future__ import annotations
 
@@ -41,10 +42,25 @@ def test_bad_skip_contrast_is_one_line(capsys, tmp_path, argv, message):
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
-def test_skip_contrast_without_an_agdsw_row_is_refused(capsys, tmp_path):
-    argv = ["precond", "--problem", "poisson2d", "--n", "16", "--coarse", "geneo",
+def test_skip_contrast_without_an_adaptive_row_is_refused(capsys, tmp_path):
+    argv = ["precond", "--problem", "poisson2d", "--n", "16", "--coarse", "gdsw",
             "--skip-contrast", "3", "--save-prefix", str(tmp_path / "x"), *QUIET]
     assert main(argv) != 0
     err = capsys.readouterr().err.strip()
-    assert "--skip-contrast: only used with --coarse='agdsw' or 'all'" in err
+    assert "--skip-contrast: only used with --coarse='agdsw', 'geneo' or 'all'" in err
     assert len(err.splitlines()) == 1
+
+
+def test_the_flag_reaches_the_geneo_row(tmp_path):
+    """GenEO's indicator is off by default: with the flag every box of the homogeneous
+    problem keeps its Nicolaides function only (one per box)."""
+    flags = ("--problem", "poisson2d", "--n", "63", "--subdomains", "16", "--coarse", "geneo",
+             "--no-memory")
+    for flag, dim in ((("--skip-contrast", "10"), 16), ((), None)):
+        _, rows, _ = run(tmp_path, f"g{bool(flag)}", *flags, *flag)
+        stats = rows["two_level"]["coarse_stats"]
+        assert stats["skipped_by_contrast"] == (16 if flag else 0)
+        if dim is not None:
+            assert rows["two_level"]["coarse_dim"] == dim
+        else:
+            assert rows["two_level"]["coarse_dim"] > 16

@@ -114,7 +114,8 @@ _VALUES = {"subdomains": ("6", 6), "overlap": ("2", 2), "partitioner": ("contigu
            "agdsw_max_per_component": ("4", 4), "agdsw_extension_solver": ("superlu",
            "superlu"), "agdsw_skip_contrast": ("0", 0.0), "geneo_threshold": ("0.5", 0.5),
            "geneo_max_per_subdomain": ("7", 7),
-           "geneo_oversampling": ("3", 3), "reuse_coarse": ("true", True)}
+           "geneo_oversampling": ("3", 3), "geneo_skip_contrast": ("10", 10.0),
+           "reuse_coarse": ("true", True)}
 
 
 def test_schwarz_pc_reads_every_option(PETSc):

@@ -145,10 +145,11 @@ class PrecondConfig:
         :data:`ddops.dd.adaptive.MAX_PER_COMPONENT`); only with ``coarse`` ``"agdsw"`` or
         ``"all"``.
     skip_contrast : float, optional
-        ``"agdsw"`` solves no eigenproblem on a component around which the diagonal of
-        ``A`` varies by at most this factor (default
-        :data:`ddops.dd.agdsw.AGDSW_SKIP_CONTRAST` with the default threshold or a smaller
-        one, else 0; 0: every one); only with ``coarse`` ``"agdsw"`` or ``"all"``.
+        ``"agdsw"`` solves no eigenproblem on a component, ``"geneo"`` none on a subdomain,
+        around which the diagonal of ``A`` varies by at most this factor (default: for
+        ``"agdsw"`` :data:`ddops.dd.agdsw.AGDSW_SKIP_CONTRAST` with the default threshold or
+        a smaller one, else 0; for ``"geneo"`` :data:`ddops.dd.geneo.GENEO_SKIP_CONTRAST`;
+        0: every one); only with ``coarse`` ``"agdsw"``, ``"geneo"`` or ``"all"``.
     max_per_subdomain : int, optional
         Cap on the eigenvectors per subdomain of ``"geneo"`` (default
         :data:`ddops.dd.adaptive.MAX_PER_SUBDOMAIN`); only with ``coarse`` ``"geneo"`` or

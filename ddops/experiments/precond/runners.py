@@ -207,7 +207,7 @@ def _coarse_options(c: PrecondConfig, coarse: str) -> dict[str, Any]:
         options["threshold"] = c.threshold
     if coarse == "agdsw" and c.max_per_component is not None:
         options["max_per_component"] = c.max_per_component
-    if coarse == "agdsw" and c.skip_contrast is not None:
+    if coarse in ("agdsw", "geneo") and c.skip_contrast is not None:
         options["skip_contrast"] = c.skip_contrast
     if coarse == "geneo" and c.max_per_subdomain is not None:
         options["max_per_subdomain"] = c.max_per_subdomain
