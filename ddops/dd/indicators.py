@@ -6,7 +6,8 @@ crosses it).  Where the coefficient hardly varies around a component, its eigenp
 selects what the geometry of the parts selects, not what the contrast does, and GDSW's
 functions on that component are already stable with a constant that depends on that
 variation only.  :func:`component_contrast` measures the variation from the matrix
-alone, before any Schur complement is formed.
+alone, before any Schur complement is formed; :func:`subdomain_contrast` measures it over
+an overlapping subdomain and its neighbours, for GenEO's optional indicator.
 
 The measure is the spread of the diagonal of ``A`` (per node, the trace of its
 ``block_size x block_size`` diagonal block, which does not depend on the axes) over the
