@@ -342,6 +342,8 @@ def _euclidean_independent(Phi: sp.csr_matrix, base: np.ndarray,
     d = np.sqrt(G.diagonal())
     G = (sp.diags(1.0 / d) @ G @ sp.diags(1.0 / d)).tocsr()
     nb = base.size
+    if nb == 0:  # nothing chosen before them: their own complete pivoting
+        return candidates[_pivoted_cholesky(G.toarray(), EUCLIDEAN_DROP_RTOL)[0]]
     if pardiso_available() and candidates.size <= SCHUR_BY_SOLVES_MAX:
         # few candidates (after AGDSW on 3D elasticity: 1 to 6 beside 4,000 to 7,000 base
         # columns): one factorisation of the base block gives its pivots and the solves,

@@ -428,6 +428,11 @@ def test_euclidean_check_keeps_exactly_the_independent_candidates(solves, monkey
     assert {nb + 3, nb + 4} & set(chosen.tolist())
     if solves:
         assert called == [True]
+    # no base columns: the candidates among themselves (one of combo and near, one twin)
+    alone = set(coarse_matrix._euclidean_independent(Phi, nb + np.arange(0),
+                                                     nb + np.arange(5)).tolist())
+    assert len(alone) == 3 and nb + 2 in alone
+    assert len(alone & {nb, nb + 1}) == 1 and len(alone & {nb + 3, nb + 4}) == 1
 
 
 def test_drop_dependent_columns_returns_the_coarse_matrix_of_the_kept_columns():
