@@ -1,4 +1,4 @@
-"""AGDSW with and without its contrast indicator, in one process, interleaved.
+"""AGDSW (or GenEO) with and without its contrast indicator, in one process, interleaved.
 
 For every problem of ``setup_profile.py`` (the set-up issue's), ``ddops.TwoLevelSchwarz``
 with GDSW, with AGDSW solving every eigenproblem (``skip_contrast=0``, the full space) and
@@ -14,7 +14,13 @@ default and of pyamg's smoothed aggregation (rigid body modes on elasticity) and
 Ruge-Stuben AMG, the peers installed here (PETSc GAMG and hypre BoomerAMG are in
 ``setup_profile.py --petsc-python``).
 
+``--space geneo`` measures GenEO instead: its default solves every eigenproblem (the full
+space), and its optional indicator (``skip_contrast=10``: the subdomains around which,
+neighbours included, the diagonal varies by at most 10 keep their Nicolaides functions
+only) is the other row; it changes the iterations where it skips anything.
+
     python benchmarks/agdsw_indicator.py              # the five problems (a few minutes)
+    python benchmarks/agdsw_indicator.py --space geneo
     python benchmarks/agdsw_indicator.py --quick      # small sizes
     python benchmarks/agdsw_indicator.py --problems 4 --repeat 3
 """
@@ -52,7 +58,7 @@ def build(flags: list[str]):
 
 
 def measure(prob, d, kind: str, skip: float | None) -> dict:
-    """One set-up and CG solve (``kind``: gdsw, agdsw, sa or rs)."""
+    """One set-up and CG solve (``kind``: gdsw, agdsw, geneo, sa or rs)."""
     import scipy.sparse.linalg as spla
 
     import ddops
@@ -79,9 +85,10 @@ def measure(prob, d, kind: str, skip: float | None) -> dict:
         options = ddops.SchwarzOptions(coarse="gdsw", null_space=prob.null_space)
     else:
         neumann = prob.neumann(d) if prob.neumann is not None else None
-        options = ddops.SchwarzOptions(coarse="agdsw", null_space=prob.null_space,
-                                       agdsw=ddops.AGDSWOptions(neumann=neumann,
-                                                                skip_contrast=skip))
+        space = (ddops.AGDSWOptions if kind == "agdsw" else ddops.GenEOOptions)(
+            neumann=neumann, skip_contrast=skip)
+        options = ddops.SchwarzOptions(coarse=kind, null_space=prob.null_space,
+                                       **{kind: space})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # elasticity: not dominant
         M = ddops.TwoLevelSchwarz(A, d, options=options)
@@ -93,9 +100,11 @@ def measure(prob, d, kind: str, skip: float | None) -> dict:
     return {"setup": setup, "setup_cpu": setup_cpu, "iterations": its[0], "info": int(info),
             "total": time.perf_counter() - wall,
             "coarse_dim": int(M.coarse_dim),
-            "skipped": int(stats.get("skipped_eigenproblems", 0)),
-            "components": int(stats.get("eigenproblems", 0))
-            + int(stats.get("skipped_eigenproblems", 0))}
+            # AGDSW: components, its indicator's skipped ones; GenEO: subdomains
+            "skipped": int(stats.get("skipped_by_contrast",
+                                     stats.get("skipped_eigenproblems", 0))),
+            "components": int(stats.get("eigenproblems", 0)) + (
+                0 if kind == "geneo" else int(stats.get("skipped_eigenproblems", 0)))}
 
 
 def main(argv=None) -> int:
@@ -107,14 +116,24 @@ def main(argv=None) -> int:
     parser.add_argument("--problems", type=int, nargs="*",
                         help="indices into setup_profile.py's problem list (default: all)")
     parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds (best of)")
+    parser.add_argument("--space", choices=("agdsw", "geneo"), default="agdsw",
+                        help="the adaptive space (default agdsw)")
     args = parser.parse_args(argv)
+    space = args.space
+    name = {"agdsw": "AGDSW", "geneo": "GenEO"}[space]
+    # the full space (every eigenproblem) and the one with the indicator: AGDSW's default,
+    # GenEO's option
+    indicator = None if space == "agdsw" else 10.0
+    units = "components" if space == "agdsw" else "subdomains"
     print(machine_summary(memory=True, ddops=True))
     print("one BLAS/MKL thread; set-up wall / CPU seconds, best of "
           f"{args.repeat} interleaved rounds by set-up + solve; the decomposition is not "
           "timed\n")
-    print("| problem | skipped / components | iterations (full, default, GDSW) | coarse dim "
-          "(full, default) | AGDSW full set-up s | AGDSW default set-up s | GDSW set-up s | "
-          "full / default | set-up + solve s: AGDSW default, pyamg SA, pyamg RS |")
+    other = "default" if space == "agdsw" else "skip_contrast=10"
+    print(f"| problem | skipped / {units} | iterations (full, {other}, GDSW) | coarse dim "
+          f"(full, {other}) | {name} full set-up s | {name} {other} set-up s | GDSW set-up s | "
+          f"full / {other} | set-up + solve s: {name} full, {name} {other}, pyamg SA, "
+          "pyamg RS |")
     print("|---|---:|---|---|---:|---:|---:|---:|---|")
     chosen = args.problems if args.problems else range(len(PROBLEMS))
     out = []
@@ -122,8 +141,8 @@ def main(argv=None) -> int:
         for i in chosen:
             label, full_flags, quick_flags = PROBLEMS[i]
             prob, d = build(quick_flags if args.quick else full_flags)
-            runs = {"full": ("agdsw", 0.0), "default": ("agdsw", None), "gdsw": ("gdsw", None),
-                    "sa": ("sa", None), "rs": ("rs", None)}
+            runs = {"full": (space, 0.0), "default": (space, indicator),
+                    "gdsw": ("gdsw", None), "sa": ("sa", None), "rs": ("rs", None)}
             best: dict = {}
             for _ in range(max(args.repeat, 1)):  # interleaved rounds
                 for name, (kind, skip) in runs.items():
@@ -142,8 +161,8 @@ def main(argv=None) -> int:
                   f"{s['iterations']} | {f['coarse_dim']}, {g['coarse_dim']} | "
                   f"{f['setup']:.2f} / {f['setup_cpu']:.2f} | {g['setup']:.2f} / "
                   f"{g['setup_cpu']:.2f} | {s['setup']:.2f} / {s['setup_cpu']:.2f} | "
-                  f"{f['setup'] / g['setup']:.2f} | {g['total']:.2f}, {peer(best['sa'])}, "
-                  f"{peer(best['rs'])} |", flush=True)
+                  f"{f['setup'] / g['setup']:.2f} | {f['total']:.2f}, {g['total']:.2f}, "
+                  f"{peer(best['sa'])}, {peer(best['rs'])} |", flush=True)
             out.append({"problem": label, **{k: v for k, v in best.items()}})
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

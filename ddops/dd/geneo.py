@@ -226,11 +226,11 @@ GENEO_BOUNDARY_RTOL = 1e-2
 #: :func:`ddops.dd.indicators.subdomain_contrast`) solves none and keeps its Nicolaides
 #: functions (``D_i Z``, the constants without a null space) only.  Unlike AGDSW's
 #: indicator this is not free: on a homogeneous region GenEO selects geometric modes that
-#: Nicolaides lacks.  Measured with 10 (one thread, CG to 1e-8, ``docs/adaptive.md``): 3D
-#: Poisson 50^3, 62 parts, every subdomain skipped, set-up + solve 2.08 -> 1.13 s for 32 ->
-#: 45 iterations; on 3D elasticity with stiff balls one subdomain of 64 skipped (46 -> 47
-#: iterations with finite-element Neumann matrices), none on the channels, the log-normal
-#: field and 2D elasticity.  A win on one problem of six, so it is off by default.
+#: Nicolaides lacks.  Measured with 10 (``benchmarks/agdsw_indicator.py --space geneo``,
+#: one thread): 3D Poisson 50^3, 62 parts, every subdomain skipped, set-up + solve 2.27 ->
+#: 1.25 s for 32 -> 45 iterations; 3D elasticity with stiff balls, one subdomain of 64
+#: skipped, the same iterations; none on 2D elasticity, the channels and the log-normal
+#: field.  A win on one problem of five, so it is off by default.
 GENEO_SKIP_CONTRAST = 0.0
 
 
