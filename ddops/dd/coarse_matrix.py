@@ -348,7 +348,7 @@ def _euclidean_independent(Phi: sp.csr_matrix, base: np.ndarray,
         # few candidates (after AGDSW on 3D elasticity: 1 to 6 beside 4,000 to 7,000 base
         # columns): one factorisation of the base block gives its pivots and the solves,
         # where PARDISO's Schur complement and a second factorisation for the pivots took
-        # 3x as long (7,299 base columns, 1 candidate: 0.84 -> 0.25 s)
+        # 2.6x as long (7,299 base columns, 1 candidate: 0.84 -> 0.32 s)
         Gb = G[:nb, :nb]
         Gbc = G[:nb, nb:].toarray()
         out = pardiso_pivots(Gb, rhs=Gbc)

@@ -1088,8 +1088,9 @@ def pardiso_pivots(K: sp.spmatrix, rhs: np.ndarray | None = None) -> Any:
     ``K = P L D L^T P^T`` (matrix type -2, minimum-degree ordering, 1 x 1 pivots only, so
     that ``D`` is diagonal), with pivots below ``1e-20`` of the largest entry perturbed;
     ``D`` comes from the diagonal substitution alone (phase 332 on a vector of ones), in
-    ``K``'s own numbering.  Within a supernode PARDISO may pivot (symmetrically, larger
-    diagonal first), so ``P`` need not be the fill-reducing ordering; the pivots are still
+    ``K``'s own numbering.  Within a supernode PARDISO may pivot (symmetrically: its
+    supernode pivoting, 1 x 1 only), so ``P`` need not be the fill-reducing ordering (the
+    test checks the pivots at their rows, not an order); the pivots are still
     those of an elimination of ``K`` in some symmetric order, each at the row it
     eliminated: what :func:`ddops.linalg.spd.superlu_pivots` gives of SuperLU's factor.
     Several times faster than SuperLU on a coarse matrix of thousands of rows.
