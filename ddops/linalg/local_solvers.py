@@ -1081,6 +1081,43 @@ def pardiso_schur_complement(K: sp.spmatrix, rows: np.ndarray) -> np.ndarray:
     return S.reshape(k, k)
 
 
+def _ldl_handle(K: sp.spmatrix, perturb: int) -> _PardisoHandle:
+    """A PARDISO handle for ``K = P L D L^T P^T`` (matrix type -2, minimum degree, 1 x 1
+    pivots only, so that ``D`` is diagonal; no scaling or matching), pivots below
+    ``10^-perturb`` of the largest entry perturbed (counted in ``iparm[13]``)."""
+    upper = sp.triu(sp.csr_matrix(K), format="csr")
+    upper.sum_duplicates()
+    upper.sort_indices()
+    handle = _PardisoHandle(upper, np.dtype(np.float64), "md")
+    handle.mtype = -2
+    iparm = handle.iparm
+    iparm[9] = perturb
+    iparm[10] = 0   # no scaling and no matching: ...
+    iparm[12] = 0
+    iparm[20] = 0   # ... 1 x 1 pivots only, D diagonal
+    return handle
+
+
+def _ldl_factorised(handle: _PardisoHandle) -> bool:
+    """Analyse and factorise (phases 1 and 2); False where a pivot vanished or was
+    perturbed (then ``D`` is not ``K``'s), an error otherwise raised."""
+    _, error = handle.call(12)
+    if error in _PARDISO_SINGULAR:
+        return False
+    if error != 0:
+        raise _pardiso_error("symmetric indefinite factorisation", error)
+    return int(handle.iparm[13]) == 0
+
+
+def _ldl_inverse_diagonal(handle: _PardisoHandle) -> np.ndarray:
+    """``D^{-1}`` in the matrix's own numbering: the diagonal substitution alone (phase 332)
+    on a vector of ones."""
+    inverse, error = handle.call(332, np.ones(handle.m))
+    if error != 0:
+        raise _pardiso_error("diagonal substitution", error)
+    return inverse
+
+
 def pardiso_pivots(K: sp.spmatrix, rhs: np.ndarray | None = None) -> Any:
     """The pivots of a symmetric ``L D L^T`` factorisation of ``K``, in ``K``'s numbering,
     by PARDISO, or None when PARDISO perturbed a pivot or failed.
@@ -1107,29 +1144,11 @@ def pardiso_pivots(K: sp.spmatrix, rhs: np.ndarray | None = None) -> Any:
     numpy.ndarray or (numpy.ndarray, numpy.ndarray) or None
         ``(m,)``: the pivot that eliminated each row; with ``rhs`` also ``X``.
     """
-    m = int(K.shape[0])
-    upper = sp.triu(sp.csr_matrix(K), format="csr")
-    upper.sum_duplicates()
-    upper.sort_indices()
-    handle = _PardisoHandle(upper, np.dtype(np.float64), "md")
-    del upper
-    handle.mtype = -2
-    iparm = handle.iparm
-    iparm[9] = 20   # perturb only pivots below 1e-20 of the largest entry (iparm[13])
-    iparm[10] = 0   # no scaling and no matching: ...
-    iparm[12] = 0
-    iparm[20] = 0   # ... 1 x 1 pivots only, D diagonal
+    handle = _ldl_handle(K, perturb=20)  # only pivots below 1e-20 of the largest entry
     try:
-        _, error = handle.call(12)
-        if error in _PARDISO_SINGULAR:
+        if not _ldl_factorised(handle):
             return None
-        if error != 0:
-            raise _pardiso_error("symmetric indefinite factorisation", error)
-        if iparm[13] != 0:
-            return None
-        inverse, error = handle.call(332, np.ones(m))
-        if error != 0:
-            raise _pardiso_error("diagonal substitution", error)
+        inverse = _ldl_inverse_diagonal(handle)
         if rhs is not None:
             X, error = handle.call(33, rhs)
             if error != 0:
@@ -1177,30 +1196,14 @@ def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None, *,
     """
     m = int(K.shape[0])
     offsets = np.array([0, m] if offsets is None else offsets, dtype=np.int64)
-    upper = sp.triu(sp.csr_matrix(K), format="csr")
-    upper.sum_duplicates()
-    upper.sort_indices()
-    handle = _PardisoHandle(upper, np.dtype(np.float64), "md")
-    del upper
-    handle.mtype = -2
+    handle = _ldl_handle(K, perturb=8)  # pivots below 1e-8 of the largest entry
     if return_order:
         handle.use_order(None)
     iparm = handle.iparm
-    iparm[9] = 8    # perturb pivots below 1e-8 of the largest entry (counted in iparm[13])
-    iparm[10] = 0   # no scaling and no matching: ...
-    iparm[12] = 0
-    iparm[20] = 0   # ... 1 x 1 pivots only, D diagonal
     try:
-        _, error = handle.call(12)
-        if error in _PARDISO_SINGULAR:
+        if not _ldl_factorised(handle) or iparm[21] + iparm[22] != m:
             return None
-        if error != 0:
-            raise _pardiso_error("symmetric indefinite factorisation", error)
-        if iparm[13] != 0 or iparm[21] + iparm[22] != m:
-            return None
-        signs, error = handle.call(332, np.ones(m))
-        if error != 0:
-            raise _pardiso_error("diagonal substitution", error)
+        signs = _ldl_inverse_diagonal(handle)
         order = handle.order
     finally:
         handle.free()

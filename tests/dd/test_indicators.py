@@ -35,12 +35,21 @@ def half_channels(contrast):
     return diffusion_2d(c)
 
 
+def node_traces(A, block_size):
+    """Every unknown's node diagonal: the trace of its node's diagonal block."""
+    node = np.arange(A.shape[0]) // block_size
+    return np.bincount(node, weights=A.diagonal())[node]
+
+
+def spread(values):
+    """``max / min``, or inf where an entry is not positive."""
+    return values.max() / values.min() if values.min() > 0 else np.inf
+
+
 def reference_contrast(A, comps, block_size=1):
     """The spread of the node diagonals over the closures of the parts around every
     component, from explicit sets (a loop over components and parts)."""
-    d = A.diagonal()
-    node = np.arange(A.shape[0]) // block_size
-    trace = np.bincount(node, weights=d)[node]
+    trace = node_traces(A, block_size)
     x, comp = comps.interface, comps.component
     part_sets = comps.part_sets()
     out = []
@@ -49,8 +58,7 @@ def reference_contrast(A, comps, block_size=1):
         for p in part_sets[c]:
             closure |= set(np.flatnonzero(comps.owner == p).tolist())
             closure |= {int(x[j]) for j in range(x.size) if p in part_sets[comp[j]]}
-        values = trace[sorted(closure)]
-        out.append(values.max() / values.min() if values.min() > 0 else np.inf)
+        out.append(spread(trace[sorted(closure)]))
     return np.array(out)
 
 
@@ -207,16 +215,11 @@ def test_bad_skip_contrast_names_the_argument(bad, error):
 def reference_subdomain_contrast(A, d, block_size=1):
     """The spread of the node diagonals over every subdomain and the subdomains sharing an
     unknown with it, from explicit sets (a loop over pairs of subdomains)."""
-    diag = A.diagonal()
-    node = np.arange(A.shape[0]) // block_size
-    trace = np.bincount(node, weights=diag)[node]
+    trace = node_traces(A, block_size)
     sets = [set(s.tolist()) for s in d.subdomains]
-    out = []
-    for own in sets:
-        around = set().union(*(other for other in sets if other & own))
-        values = trace[sorted(around)]
-        out.append(values.max() / values.min() if values.min() > 0 else np.inf)
-    return np.array(out)
+    return np.array([spread(trace[sorted(set().union(*(other for other in sets
+                                                        if other & own)))])
+                     for own in sets])
 
 
 @pytest.mark.parametrize("contrast", [1.0, 1e3])
