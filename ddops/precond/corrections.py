@@ -452,7 +452,7 @@ class CoarseCorrection:
         self.analysis = (GDSWAnalysis() if self.kind in ("auto", "gdsw", "rgdsw", "agdsw")
                          else None)
         self._kept = self._previous_lu = None
-        self._given_A0 = None  # Phi^T A Phi that the basis's builder formed (GenEO)
+        self._given_A0 = None  # Phi^T A Phi that the basis's builder formed (GenEO, AGDSW)
         self.stats: dict = {}
         self.dim = 0
         self.solver = None
