@@ -265,8 +265,8 @@ def section_targets(args, directory: str, results: dict) -> list[str]:
 
 
 SIZE_PROBLEMS = {
-    "poisson3d": ("poisson3d", {"n": 60}, {"n": 30}, [27, 64, 125, 216, 343]),
-    "poisson2d": ("poisson2d", {"n": 500}, {"n": 200}, [32, 64, 125, 250, 500]),
+    "poisson3d": ("poisson3d", {"n": 60}, {"n": 30}, [27, 64, 125, 216, 432, 864]),
+    "poisson2d": ("poisson2d", {"n": 500}, {"n": 200}, [32, 64, 125, 250, 500, 1000]),
     "elasticity3d": ("elasticity3d", {"n": 12, "length": 3.0}, {"n": 8, "length": 2.0},
                      [4, 8, 16, 32, 64]),
 }

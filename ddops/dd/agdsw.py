@@ -340,7 +340,7 @@ def agdsw_basis(
     ext_start = time.perf_counter()
     PhiG, _ = columns_from_groups(x, comp, values, keep, n)
     Phi = harmonic_extension(A, owner, x, PhiG, chunk_bytes=chunk_bytes, solver=extension_solver,
-                             null_space=Z, analysis=analysis)
+                             null_space=Z, analysis=analysis, block_size=block_size)
     ext_seconds = time.perf_counter() - ext_start
     # where A Phi vanishes off the interface (an exact extension): A_0 from its rows
     harmonic = None if extension_solver == "amg" else x

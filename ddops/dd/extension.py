@@ -73,6 +73,7 @@ def harmonic_extension(
     rtol: float = EXTENSION_RTOL,
     null_space: np.ndarray | None = None,
     analysis: GDSWAnalysis | None = None,
+    block_size: int = 1,
 ) -> sp.csr_matrix:
     """Extend interface values into the interiors: ``Phi_I = -A_II^{-1} A_IG Phi_G``.
 
@@ -121,6 +122,10 @@ def harmonic_extension(
     analysis : ddops.dd.analysis.GDSWAnalysis, optional
         Keep PARDISO's analyses of the chunks there, and reuse those it holds for a matrix
         with the same pattern (the result is the same to rounding).
+    block_size : int
+        Unknowns per node, consecutive in ``A``'s numbering (the interface holds whole
+        nodes): PARDISO's nested dissection then orders the interiors' node graph
+        (:func:`~ddops.linalg.local_solvers.node_nested_dissection`).
 
     Returns
     -------
@@ -187,7 +192,7 @@ def harmonic_extension(
         p0, p1 = np.searchsorted(part_offsets, [r0, r1])
         try:
             near = None if null_space is None else null_space[interior[r0:r1]]
-            options = dict(exact_check=False, near_null=near)
+            options = dict(exact_check=False, near_null=near, block_size=block_size)
             lu = (factorize_blocks(K, part_offsets[p0:p1 + 1] - r0, solver, **options)
                   if analysis is None else
                   analysis.factor((c, r0, r1), K, part_offsets[p0:p1 + 1] - r0, solver,

@@ -279,7 +279,8 @@ def gdsw_basis(
     # values solves with as few columns as there are functions next to a part
     extension_start = time.perf_counter()
     Phi = harmonic_extension(A, owner, x, Phi_G, chunk_bytes=chunk_bytes, solver=solver,
-                             rtol=extension_rtol, null_space=Z, analysis=analysis)
+                             rtol=extension_rtol, null_space=Z, analysis=analysis,
+                             block_size=block_size)
     extension_seconds = time.perf_counter() - extension_start
     harmonic = None if solver == "amg" else x  # A Phi vanishes off x (an exact extension)
     Phi.eliminate_zeros()

@@ -360,6 +360,41 @@ def check_order(order: Any, m: int) -> np.ndarray:
     return o
 
 
+def node_nested_dissection(K: sp.spmatrix, block_size: int) -> np.ndarray:
+    """A nested-dissection ordering of ``K`` computed by METIS on its node graph.
+
+    Node ``j`` is rows ``j b : (j + 1) b`` (``b = block_size``, which must divide the
+    rows); two nodes are adjacent when any of their entries couple.  METIS orders the
+    ``m / b`` nodes and every node's rows stay together, in order.  On the stiffness matrix
+    of 3D elasticity (``b = 3``) this is PARDISO's own nested dissection at a fraction of
+    its analysis (a graph with 3 times fewer vertices and 9 times fewer edges) and with no
+    more fill: a block-diagonal chunk of five 3,100-unknown subdomains analysed and
+    factorised in 0.09 s against 0.13 s, 2.70 M factor nonzeros against 2.79 M.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``order``: position ``i`` of the factorisation eliminates row ``order[i]`` (as
+        the ``order`` argument of :func:`factorize_blocks`).
+    """
+    import pymetis
+
+    K = sp.csr_matrix(K)
+    m, b = K.shape[0], int(block_size)
+    if b < 1 or m % b:
+        raise ValueError(f"block_size {block_size} must divide the {m} rows of K")
+    nodes = m // b
+    rows = np.repeat(np.arange(m, dtype=np.int64) // b, np.diff(K.indptr))
+    G = sp.csr_matrix((np.ones(rows.size, dtype=np.int32), (rows, K.indices // b)),
+                      shape=(nodes, nodes))
+    G.setdiag(0)  # METIS takes no self-loops
+    G.eliminate_zeros()
+    dtype = pymetis.zero_copy_dtype()
+    adjacency = pymetis.CSRAdjacency(G.indptr.astype(dtype), G.indices.astype(dtype))
+    perm = np.asarray(pymetis.nested_dissection(adjacency=adjacency)[0], dtype=np.int64)
+    return (perm[:, None] * b + np.arange(b)).ravel()
+
+
 def check_blocks_by_one_solve(K: sp.spmatrix, block: np.ndarray, x: np.ndarray,
                               z: np.ndarray) -> np.ndarray:
     """Labels of the blocks of ``K`` that fail the one-solve SPD test, sorted.
@@ -739,8 +774,17 @@ class PardisoBlocks(BlockSolver):
     (GenEO's inertia of ``N - tau B`` before its factorisation of ``N + sigma B``, see
     :func:`pardiso_inertia`) saves the ordering and the probes, about half of the analysis.
 
+    With ``block_size = b > 1`` (every block of whole nodes of ``b`` consecutive rows),
+    nested dissection, probed or chosen, is METIS's on the node graph
+    (:func:`node_nested_dissection`) handed to PARDISO as the ordering, instead of
+    PARDISO's own on the unknowns' graph: on 3D elasticity that analysis costs about
+    three times the numeric factorisation (a set-up of the 227,448-unknown beam: 3.6 s of
+    analyses for 1.3 s of factorisations).  Not with ``sparse_rows``.
+
     Attributes
     ----------
+    block_size : int
+        ``block_size``, or 1 where it does not divide every offset.
     ordering : str
         The ordering used, ``"nd"``, ``"md"`` or ``"given"`` (``order``).
     ordering_flops : dict
@@ -754,7 +798,7 @@ class PardisoBlocks(BlockSolver):
     def __init__(self, K: sp.csr_matrix, offsets: np.ndarray, block: np.ndarray, *,
                  dtype: Any = np.float64, ordering: str = "auto",
                  sparse_rows: np.ndarray | None = None,
-                 order: np.ndarray | None = None) -> None:
+                 order: np.ndarray | None = None, block_size: int = 1) -> None:
         if ordering not in PARDISO_ORDERINGS:
             raise ValueError(f"ordering must be one of {PARDISO_ORDERINGS}, got {ordering!r}")
         if order is not None:
@@ -781,11 +825,15 @@ class PardisoBlocks(BlockSolver):
                                  "partial-solve analysis orders by nested dissection "
                                  "(use 'auto' or 'nd')")
             ordering = "nd"
+        self.block_size = _node_block_size(block_size, offsets)
         if order is not None:
             ordering = "given"
         elif ordering == "auto":
             # one block (a coarse matrix): the winning probe is the analysis itself
             ordering, analysed = self._cheaper_ordering(K, offsets)
+        if ordering == "nd" and self.block_size > 1 and sparse_rows is None:
+            # METIS on the node graph instead of PARDISO's on the unknowns' graph
+            order = node_nested_dissection(K, self.block_size) if analysed is None else None
         self.ordering = ordering
         # where the upper triangle's values sit in K.data, for refactor(): the same
         # triangle of a matrix with K's pattern, without forming it again
@@ -887,7 +935,8 @@ class PardisoBlocks(BlockSolver):
                           offsets: np.ndarray) -> tuple[str, _PardisoHandle | None]:
         """:func:`pardiso_ordering` of ``K``; also returns, when the largest block is all of
         ``K``, the winner's analysed handle (else None), and sets ``ordering_flops``."""
-        best, kept, self.ordering_flops = _probe_orderings(K, offsets, self.dtype, keep=True)
+        best, kept, self.ordering_flops = _probe_orderings(K, offsets, self.dtype, keep=True,
+                                                           block_size=self.block_size)
         return best, kept
 
     def solve(self, X: np.ndarray, trans: str = "N") -> np.ndarray:
@@ -1216,7 +1265,7 @@ def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None, *,
 
 
 def pardiso_ordering(K: sp.spmatrix, offsets: np.ndarray,
-                     dtype: Any = np.float64) -> tuple[str, dict]:
+                     dtype: Any = np.float64, block_size: int = 1) -> tuple[str, dict]:
     """The fill-reducing ordering ``ordering="auto"`` takes for the block-diagonal ``K``.
 
     Nested dissection when it saves :data:`PARDISO_ND_FLOPS_PER_ENTRY` flops per stored
@@ -1234,13 +1283,21 @@ def pardiso_ordering(K: sp.spmatrix, offsets: np.ndarray,
         (PARDISO's estimate; no ``"nd"`` when it was not analysed) and ``"entries"``, the
         stored entries of that block's upper triangle; empty for blocks of one row.
     """
-    best, _, flops = _probe_orderings(sp.csr_matrix(K), np.asarray(offsets, dtype=np.int64),
-                                      np.dtype(dtype), keep=False)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    best, _, flops = _probe_orderings(sp.csr_matrix(K), offsets, np.dtype(dtype), keep=False,
+                                      block_size=_node_block_size(block_size, offsets))
     return best, flops
 
 
+def _node_block_size(block_size: int, offsets: np.ndarray) -> int:
+    """``block_size`` when every block holds whole nodes (its offsets are multiples), else 1
+    (the unknowns' own graph)."""
+    b = int(block_size)
+    return b if b > 1 and not np.any(np.asarray(offsets) % b) else 1
+
+
 def _probe_orderings(K: sp.csr_matrix, offsets: np.ndarray, dtype: np.dtype,
-                     keep: bool) -> tuple[str, _PardisoHandle | None, dict]:
+                     keep: bool, block_size: int = 1) -> tuple[str, _PardisoHandle | None, dict]:
     """:func:`pardiso_ordering`, and with ``keep`` the winner's analysed handle when the
     largest block is all of ``K`` (else None)."""
     sizes = np.diff(offsets)
@@ -1260,6 +1317,8 @@ def _probe_orderings(K: sp.csr_matrix, offsets: np.ndarray, dtype: np.dtype,
             if ordering == "nd" and not flops["md"] > limit:
                 break  # (nested dissection's flops are not negative)
             probes[ordering] = probe = _PardisoHandle(upper, dtype, ordering)
+            if ordering == "nd" and block_size > 1:
+                probe.use_order(node_nested_dissection(K if whole else K[s, s], block_size))
             probe.iparm[18] = -1  # report the factorisation's MFlop
             error = probe.call(11)[1]
             flops[ordering] = 1e6 * float(probe.iparm[18]) if error == 0 else np.inf
@@ -1276,7 +1335,7 @@ def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu
                      near_null: np.ndarray | None = None, cycles: int = AMG_CYCLES,
                      chunk_rows: int = CHUNK_ROWS, ordering: str = "auto",
                      sparse_rows: np.ndarray | None = None,
-                     order: np.ndarray | None = None) -> BlockSolver:
+                     order: np.ndarray | None = None, block_size: int = 1) -> BlockSolver:
     """A solver for the block-diagonal SPD matrix ``K`` with blocks at ``offsets``.
 
     Parameters
@@ -1308,6 +1367,10 @@ def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu
     order : numpy.ndarray, optional
         PARDISO: a fill-reducing ordering of the rows to use instead of computing one (see
         :class:`PardisoBlocks`); the other solvers order by themselves.
+    block_size : int
+        PARDISO: unknowns per node (rows ``j b : (j + 1) b`` of every block are one
+        node); nested dissection then orders the node graph
+        (:func:`node_nested_dissection`).  Ignored unless it divides every offset.
 
     Raises
     ------
@@ -1321,7 +1384,7 @@ def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu
     block = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
     if solver == "pardiso" and K.shape[0] > 0:  # (PARDISO refuses an empty matrix)
         return PardisoBlocks(K, offsets, block, dtype=dtype, ordering=ordering,
-                             sparse_rows=sparse_rows, order=order)
+                             sparse_rows=sparse_rows, order=order, block_size=block_size)
     if solver in ("superlu", "pardiso"):
         out = SuperLUBlocks(K, offsets, block, dtype=dtype, exact_check=exact_check,
                             chunk_rows=chunk_rows)

@@ -192,7 +192,7 @@ class ThreadedBlocks(BlockSolver):
 
     Parameters
     ----------
-    K, offsets, dtype, ordering
+    K, offsets, dtype, ordering, block_size
         As for :func:`~ddops.linalg.local_solvers.factorize_blocks`.
     groups : int
         At least 1: group ``k`` starts at the block boundary nearest to row
@@ -225,7 +225,7 @@ class ThreadedBlocks(BlockSolver):
 
     def __init__(self, K: sp.spmatrix, offsets: np.ndarray, *, groups: int,
                  workers: int | None = None, dtype: Any = np.float64,
-                 ordering: str = "auto") -> None:
+                 ordering: str = "auto", block_size: int = 1) -> None:
         K = sp.csr_matrix(K)
         offsets = np.asarray(offsets, dtype=np.int64)
         if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
@@ -254,10 +254,11 @@ class ThreadedBlocks(BlockSolver):
         self.ordering_flops: dict = {}
         if ordering == "auto" and count > 1:
             # one probe of the largest block for every group, instead of one per group
-            ordering, self.ordering_flops = pardiso_ordering(K, offsets, dtype)
+            ordering, self.ordering_flops = pardiso_ordering(K, offsets, dtype, block_size)
         self.parts = self._on_groups(lambda k, a, b: PardisoBlocks(
             diagonal_block(K, a, b), offsets[(offsets >= a) & (offsets <= b)] - a,
-            block[a:b] - self._first_block[k], dtype=dtype, ordering=ordering))
+            block[a:b] - self._first_block[k], dtype=dtype, ordering=ordering,
+            block_size=block_size))
         self.ordering = self.parts[0].ordering
         if not self.ordering_flops:
             self.ordering_flops = self.parts[0].ordering_flops

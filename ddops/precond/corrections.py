@@ -308,6 +308,7 @@ class OverlappingCorrection:
     def _factor_sparse(self, K: sp.csr_matrix) -> BlockSolver:
         """Factorise ``K = diag(A_1, ..., A_N)`` with the sparse solver."""
         offsets = self.decomposition.offsets
+        block_size = int(getattr(self.decomposition, "block_size", 1))
         if self.sparse_solver == "pardiso":
             workers = chunk_workers() if K.shape[0] >= THREADED_SOLVE_MIN_ROWS else 1
             # a multiple of the threads, so that each solves as many rows
@@ -315,10 +316,11 @@ class OverlappingCorrection:
             groups = min(workers * per_worker, int(np.count_nonzero(np.diff(offsets))))
             if groups > 1:
                 return ThreadedBlocks(K, offsets, groups=groups, workers=workers,
-                                      dtype=self.factor_dtype)
+                                      dtype=self.factor_dtype, block_size=block_size)
         return factorize_blocks(K, offsets, self.sparse_solver, dtype=self.factor_dtype,
                                 exact_check=K.shape[0] <= EXACT_PIVOT_CHECK_ROWS,
-                                near_null=self._near_null, chunk_rows=LOCAL_CHUNK_ROWS)
+                                near_null=self._near_null, chunk_rows=LOCAL_CHUNK_ROWS,
+                                block_size=block_size)
 
     @property
     def nbytes(self) -> int:

@@ -72,6 +72,48 @@ def test_exact_sparse_solvers_equal_dense(small, solver, variant):
     assert np.linalg.norm(y - ref @ X[:, 0]) <= 1e-10 * np.linalg.norm(y)
 
 
+def test_pardiso_node_nested_dissection_gives_the_dense_preconditioner(monkeypatch):
+    """On 3D elasticity (block size 3) with nested dissection made to win every "auto"
+    probe, PARDISO's local factors and interior (extension) factors are ordered on the node
+    graph, and M is the one with the dense padded inverses and the SuperLU extension, to
+    1e-10 relative."""
+    need("pardiso")
+    from ddops.linalg import local_solvers
+    from ddops.problems.fem import fem_elasticity_3d
+
+    A, X = fem_elasticity_3d(4, length=2.0)
+    A = A.tocsr()
+    Z = ddops.rigid_body_modes(X)
+    d = ddops.Decomposition.from_matrix(A, 4, block_size=3)
+    ref = TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
+        coarse="gdsw", null_space=Z, local_solver="dense",
+        gdsw=ddops.GDSWOptions(extension_solver="superlu")))
+    rows = []  # the row counts of the matrices ordered on their node graph
+    original = local_solvers.node_nested_dissection
+
+    def recorded(K, block_size):
+        order = original(K, block_size)
+        triples = order.reshape(-1, 3)
+        assert np.all(triples % 3 == np.arange(3)) and np.all(np.diff(triples, axis=1) == 1)
+        rows.append(K.shape[0])
+        return order
+
+    monkeypatch.setattr(local_solvers, "PARDISO_ND_FLOPS_PER_ENTRY", -np.inf)
+    monkeypatch.setattr(local_solvers, "node_nested_dissection", recorded)
+    M = TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
+        coarse="gdsw", null_space=Z, local_solver="pardiso",
+        gdsw=ddops.GDSWOptions(extension_solver="pardiso")))
+    assert M.local.solver.ordering == "nd"
+    # the interface: the nodes coupled to another part; the interior is the rest
+    C = A.tocoo()
+    cut = d.owner[C.row] != d.owner[C.col]
+    interface = np.unique(np.concatenate([C.row[cut] // 3 * 3 + k for k in range(3)]))
+    assert d.indices.size in rows  # the stacked subdomains
+    assert A.shape[0] - interface.size in rows  # the interiors of the extension
+    Y = np.random.default_rng(4).standard_normal((A.shape[0], 3))
+    assert np.linalg.norm(M @ Y - ref @ Y) <= 1e-10 * np.linalg.norm(ref @ Y)
+
+
 @pytest.mark.parametrize("solver", ["superlu", "pardiso"])
 def test_float32_sparse_local_factors(small, solver):
     """factor_dtype=float32 with a sparse solver: the operator is the dense one to float32
