@@ -69,6 +69,7 @@ __all__ = [
     "pardiso_inertia",
     "pardiso_pivots",
     "pardiso_ordering",
+    "node_nested_dissection",
     "SuperLUBlocks",
     "PardisoBlocks",
     "AMGBlocks",

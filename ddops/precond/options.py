@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .._argtypes import int_at_least, nonnegative_float, positive_float
-from ..dd.adaptive import AGDSW_THRESHOLD, MAX_PER_COMPONENT, MAX_PER_SUBDOMAIN
+from ..dd.adaptive import AGDSW_THRESHOLD, MAX_PER_COMPONENT
 from ..dd.coarse import ALL_COARSE_BASES
 from ..dd.geneo import GENEO_OVERSAMPLED_THRESHOLD, GENEO_THRESHOLD
 from ..dd.indicators import check_skip_contrast
@@ -329,8 +329,10 @@ class GenEOOptions(_CoarseOptions):
         Subdomain eigenfunctions with eigenvalue below it are kept.  Default
         :data:`~ddops.dd.geneo.GENEO_THRESHOLD`, or
         :data:`~ddops.dd.geneo.GENEO_OVERSAMPLED_THRESHOLD` with oversampled local matrices.
-    max_per_subdomain : int
-        At most this many functions per subdomain.
+    max_per_subdomain : int, optional
+        At most this many functions per subdomain.  Default
+        :func:`~ddops.dd.geneo.default_max_per_subdomain` of the null space (48 without one,
+        192 with the six rigid body modes of 3D elasticity).
     neumann : sequence of sparse matrices, optional
         One local Neumann matrix per subdomain (finite-element assembly).
     oversampling : int, optional
@@ -346,7 +348,7 @@ class GenEOOptions(_CoarseOptions):
     """
 
     threshold: float | None = None
-    max_per_subdomain: int = MAX_PER_SUBDOMAIN
+    max_per_subdomain: int | None = None
     neumann: Any = None
     oversampling: int | None = None
     skip_contrast: float | None = None
@@ -359,8 +361,9 @@ class GenEOOptions(_CoarseOptions):
                                check_skip_contrast(self.skip_contrast, None))
         if self.oversampling is not None:
             object.__setattr__(self, "oversampling", check_oversampling(self.oversampling))
-        object.__setattr__(self, "max_per_subdomain",
-                           _cap("max_per_subdomain", self.max_per_subdomain))
+        if self.max_per_subdomain is not None:
+            object.__setattr__(self, "max_per_subdomain",
+                               _cap("max_per_subdomain", self.max_per_subdomain))
 
 
 #: The options object of each coarse space that has options, by the space's name.

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 import ddops
 from ddops.dd import adaptive
+from ddops.dd import geneo as geneo_mod
 from ddops.dd.adaptive import agdsw_basis, geneo_basis
 from ddops.dd.coarse import coarse_basis
 from ddops.dd.decomposition import Decomposition
@@ -231,6 +232,22 @@ def test_geneo_default_cap_per_subdomain():
         _, info47 = geneo_basis(A, d, threshold=1e6, max_per_subdomain=47, return_info=True)
     assert info.kept.tolist() == info48.kept.tolist() == [48, 48]
     assert info47.kept.tolist() == [47, 47]
+
+
+@pytest.mark.parametrize("k,cap", [(1, 48), (2, 64), (3, 96)])
+def test_geneo_default_cap_grows_with_the_null_space(k, cap):
+    """Without max_per_subdomain the cap is max(48, 32 k) for k null-space vectors: every
+    eigenvalue below the threshold 1e6, so each subdomain keeps exactly the cap."""
+    assert geneo_mod.MAX_PER_NULL_VECTOR == 32
+    assert geneo_mod.default_max_per_subdomain(k) == cap
+    n = 24
+    A = poisson_2d(n)
+    d = decomposition_from_grid((n, n), (2, 1))
+    x = np.tile(np.linspace(0.0, 1.0, n), n)
+    Z = np.stack([np.ones(n * n), x, x ** 2][:k], axis=1)
+    with pytest.warns(RuntimeWarning, match=f"max_per_subdomain={cap}"):
+        _, info = geneo_basis(A, d, threshold=1e6, null_space=Z, return_info=True)
+    assert info.kept.tolist() == [cap, cap]
 
 
 # -- 1D grids ------------------------------------------------------------------------------

@@ -8,7 +8,12 @@ import argparse
 import pytest
 
 import ddops
-from ddops.dd.geneo import GENEO_OVERSAMPLED_THRESHOLD, GENEO_THRESHOLD
+from ddops.dd.geneo import (
+    GENEO_OVERSAMPLED_THRESHOLD,
+    GENEO_THRESHOLD,
+    MAX_PER_NULL_VECTOR,
+    MAX_PER_SUBDOMAIN,
+)
 from ddops.experiments.cli import build_parser, main
 from ddops.experiments.precond import PARTITIONER_CHOICES, PrecondConfig
 from ddops.experiments.precond import runners as precond_runners
@@ -76,7 +81,9 @@ def test_flags_are_the_options_names_choices_and_defaults():
     assert (f"default agdsw {agdsw.threshold:g}, geneo {GENEO_THRESHOLD:g} "
             f"({GENEO_OVERSAMPLED_THRESHOLD:g} oversampled)" in actions["threshold"].help)
     assert f"default {agdsw.max_per_component}" in actions["max_per_component"].help
-    assert f"default {geneo.max_per_subdomain}" in actions["max_per_subdomain"].help
+    assert geneo.max_per_subdomain is None  # a rule: 48, or 32 per null-space vector
+    assert (f"default {MAX_PER_SUBDOMAIN}, or {MAX_PER_NULL_VECTOR} per null-space vector"
+            in actions["max_per_subdomain"].help)
     # and --help shows the same choices
     text = parser.format_help()
     for name in ("partitioner", "coarse", "local_solver", "factor_dtype", "extension_solver"):

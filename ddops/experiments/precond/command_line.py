@@ -17,7 +17,7 @@ from typing import Any
 
 from ..._argtypes import int_at_least, positive_float
 from ...dd.agdsw import AGDSW_SKIP_CONTRAST
-from ...dd.geneo import GENEO_SKIP_CONTRAST
+from ...dd.geneo import GENEO_SKIP_CONTRAST, MAX_PER_NULL_VECTOR, MAX_PER_SUBDOMAIN
 from ...dd.partition import TARGET_SUBDOMAIN_UNKNOWNS
 from ...precond.learned import OBJECTIVES
 from ...precond.options import add_cli_arguments
@@ -169,6 +169,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "constants, rigid (needs --coordinates and --block-size 2 or 3) "
                              "or a .npy/.mtx file with one column per vector"},
         default_help={"null_space": "rbm for elasticity, constants with --matrix",
+                      "max_per_subdomain": f"{MAX_PER_SUBDOMAIN}, or {MAX_PER_NULL_VECTOR} "
+                                           "per null-space vector if more (192 for 3D "
+                                           "elasticity)",
                       "skip_contrast": f"agdsw: {AGDSW_SKIP_CONTRAST:g} with the default "
                                        "threshold or a smaller one, else 0; geneo: "
                                        f"{GENEO_SKIP_CONTRAST:g}"})
