@@ -159,10 +159,13 @@ def _schur_on(K: sp.csr_matrix, kept: np.ndarray, rest: np.ndarray) -> np.ndarra
     :func:`drop_dependent_columns` allows for (:data:`SCHUR_ROUNDING`).  With PARDISO it is
     its partial factorisation of the sparse ``K[kept + rest]`` (a coarse function couples
     only with the functions of nearby components and subdomains), without it a dense
-    Cholesky factorisation of ``K_kk`` (at most :data:`DENSE_DROP_MAX` columns then) and a
-    triangular solve.  The dense blocks are checked against the memory first.
+    Cholesky factorisation of ``K_kk`` and a triangular solve up to :data:`DENSE_DROP_MAX`
+    kept columns, and beyond SuperLU's sparse factorisation of ``K_kk`` (which must pass
+    its SPD test) and solves with the rest's columns, ``K_rr - K_rk (K_kk^{-1} K_kr)``
+    symmetrised.  The dense blocks are checked against the memory first.
     """
-    dense = 0 if pardiso_available() else 2 * kept.size
+    sparse = not pardiso_available() and kept.size > DENSE_DROP_MAX
+    dense = 0 if pardiso_available() else (kept.size if sparse else 2 * kept.size)
     check_memory(f"the Schur complement of {rest.size} coarse columns on {kept.size} others",
                  8 * (dense + rest.size) * rest.size)
     try:
@@ -171,6 +174,13 @@ def _schur_on(K: sp.csr_matrix, kept: np.ndarray, rest: np.ndarray) -> np.ndarra
         elif pardiso_available():
             sub = np.concatenate([kept, rest])
             S = pardiso_schur_complement(K[sub][:, sub], np.arange(kept.size, sub.size))
+        elif sparse:
+            rows = K[kept]
+            lu, bad = sparse_spd_factor(rows[:, kept].tocsc())
+            if lu is None or bad.size:
+                return None
+            K_kr = rows[:, rest]
+            S = _dense_block(K, rest, rest) - K_kr.T @ lu.solve(K_kr.toarray())
         else:
             rows = K[kept]
             L = sla.cholesky(rows[:, kept].toarray(), lower=True, check_finite=False)
@@ -195,8 +205,8 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
     span is unchanged up to that tolerance.  Unlike the pivots of a factorisation in a
     fixed order, which can all stay well above the smallest eigenvalue (a dependence
     spread over many columns), complete pivoting reveals the rank.  With ``first``, the
-    first columns are chosen so (or, beyond :data:`DENSE_DROP_MAX` of them and with PARDISO
-    installed, by the pivots of a sparse factorisation in its own order), then the rest on
+    first columns are chosen so (or, beyond :data:`DENSE_DROP_MAX` of them, by the pivots of
+    a sparse factorisation in its own order), then the rest on
     their Schur complement by complete pivoting, above :data:`SCHUR_ROUNDING` times its
     rounding when that exceeds ``rtol``.  When the columns to choose densely are more than
     :data:`DENSE_DROP_MAX` (all of them without ``first``, or the rest), or the Schur
@@ -267,10 +277,9 @@ def drop_dependent_columns(A: Any, Phi: Any, *, rtol: float = DROP_PIVOT_RTOL,
         order = np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)])
     m = int(first.sum()) if first is not None else n0
     rest = order[m:]
-    if rest.size > DENSE_DROP_MAX or (m > DENSE_DROP_MAX and not (rest.size
-                                                              and pardiso_available())):
-        # too many columns to choose among densely (or, without PARDISO, a dense Cholesky
-        # of too many first columns): the sparse factorisation's pivots in its own order
+    if rest.size > DENSE_DROP_MAX or (m > DENSE_DROP_MAX and not rest.size):
+        # too many columns to choose among densely: the sparse factorisation's pivots in
+        # its own order
         kept, _ = _sparse_independent(K, np.arange(n0), rtol)
     else:
         # the first columns (all of them without first=), then the rest on their Schur

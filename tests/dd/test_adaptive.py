@@ -392,6 +392,49 @@ def test_sparse_dependence_check_drops_the_same_columns_with_either_factorisatio
     np.linalg.cholesky((kept_Phi.T @ A @ kept_Phi).toarray())
 
 
+@pytest.mark.parametrize("pardiso", [True, False])
+def test_many_first_columns_then_the_rest_on_their_schur_complement(pardiso, monkeypatch):
+    """Beyond ``DENSE_DROP_MAX`` first columns the rest is still chosen on their Schur
+    complement by complete pivoting, with PARDISO (its partial factorisation) and without
+    (SuperLU's factors of the first block and solves; before, everything fell back to the
+    pivots of one factorisation in a fixed order, which left the coarse matrix of AGDSW on
+    114,444 unknowns of 3D elasticity singular).  GDSW functions of the channels as the
+    first columns, combinations of them and independent columns as the rest: every first
+    column stays, exactly the rank is kept (dense SVD), the span is all columns', and the
+    Galerkin matrix is positive definite."""
+    from ddops.dd import coarse_matrix
+
+    if pardiso:
+        need("pardiso")
+    else:
+        monkeypatch.setattr(coarse_matrix, "pardiso_available", lambda: False)
+    monkeypatch.setattr(coarse_matrix, "DENSE_DROP_MAX", 5)  # the rest's 5, not the first
+    sparse_calls, schur_calls = [], []
+    for name, calls in (("_sparse_independent", sparse_calls), ("_schur_on", schur_calls)):
+        original = getattr(coarse_matrix, name)
+        monkeypatch.setattr(coarse_matrix, name, (lambda f, c: lambda *a: c.append(
+            len(a[1])) or f(*a))(original, calls))
+    rng = np.random.default_rng(6)
+    n = 31
+    A = channels(n, 1e2)
+    d = ddops.Decomposition.from_grid((n, n), (4, 4))
+    first = gdsw_basis(A, d.owner).toarray()
+    combos = first[:, :8] @ rng.standard_normal((8, 3))  # dependent on the first columns
+    fresh = np.zeros((A.shape[0], 2))  # independent: bumps inside two subdomains
+    fresh[d.owner == 0, 0] = rng.random((d.owner == 0).sum())
+    fresh[d.owner == 5, 1] = rng.random((d.owner == 5).sum())
+    rest = np.hstack([combos, fresh])[:, rng.permutation(5)]
+    Phi = np.hstack([first, rest])
+    mask = np.r_[np.ones(first.shape[1], dtype=bool), np.zeros(5, dtype=bool)]
+    rank = np.linalg.matrix_rank(Phi)
+    assert rank == first.shape[1] + 2
+    kept_Phi, kept = coarse_matrix.drop_dependent_columns(A, sp.csr_matrix(Phi), first=mask)
+    assert sparse_calls == [first.shape[1]] and schur_calls == [first.shape[1]]
+    assert kept.size == rank and np.all(mask[kept[:first.shape[1]]])
+    assert in_span(kept_Phi.toarray(), Phi)
+    np.linalg.cholesky((kept_Phi.T @ A @ kept_Phi).toarray())
+
+
 @pytest.mark.parametrize("solves", [True, False])
 def test_euclidean_check_keeps_exactly_the_independent_candidates(solves, monkeypatch):
     """The Euclidean rescue of ``drop_dependent_columns`` by one factorisation of the base
