@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from .._validation import as_matrix, check_int, check_no_empty_rows, warn
+from ..linalg.local_solvers import node_graph
 
 __all__ = [
     "PARTITIONERS",
@@ -181,14 +182,7 @@ def _node_graph(A: Any, b: int) -> sp.csr_matrix:
     if b == 1:
         S.sort_indices()
         return S
-    m = n // b
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(S.indptr)) // b
-    cols = S.indices.astype(np.int64) // b
-    off = rows != cols  # couplings inside a node are not edges of the node graph
-    G = sp.csr_matrix((np.ones(int(off.sum()), dtype=bool), (rows[off], cols[off])),
-                      shape=(m, m))
-    G.sum_duplicates()
-    return G
+    return node_graph(S, b)
 
 
 def grid_graph(shape: Sequence[int]) -> sp.csr_matrix:

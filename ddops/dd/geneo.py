@@ -137,6 +137,7 @@ def default_max_per_subdomain(null_vectors: int) -> int:
     """
     return max(MAX_PER_SUBDOMAIN, MAX_PER_NULL_VECTOR * int(null_vectors))
 
+
 #: GenEO's eigenproblems are solved by a subspace iteration for this many wanted vectors per
 #: subdomain plus extra ones, grown (up to ``max_per_subdomain``) to a quarter more than the
 #: most eigenvalues below the threshold found in a subdomain while some subdomain has more than

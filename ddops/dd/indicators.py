@@ -42,6 +42,31 @@ def check_skip_contrast(value: Any, default: float) -> float:
     return check_positive_float("skip_contrast", value, allow_zero=True)
 
 
+def _node_diagonal(diagonal: np.ndarray, block_size: int) -> np.ndarray:
+    """Per unknown, its node's diagonal (the trace of the node's diagonal block), with a
+    non-positive value (not SPD, or a zero row) as 0, which never counts as homogeneous."""
+    d = np.asarray(diagonal, dtype=np.float64)
+    if block_size > 1:
+        d = np.repeat(d.reshape(-1, block_size).sum(axis=1), block_size)
+    return np.where(d > 0, d, 0.0)
+
+
+def _extremes(label: np.ndarray, high: np.ndarray, low: np.ndarray,
+              count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The largest of ``high`` and the smallest of ``low`` per label (``count`` labels)."""
+    top = np.zeros(count)
+    bottom = np.full(count, np.inf)
+    np.maximum.at(top, label, high)
+    np.minimum.at(bottom, label, low)
+    return top, bottom
+
+
+def _spread(top: np.ndarray, bottom: np.ndarray) -> np.ndarray:
+    """``top / bottom``, ``inf`` where ``bottom`` is not positive."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(bottom > 0, top / bottom, np.inf)
+
+
 def component_contrast(A, comps: InterfaceComponents, block_size: int = 1) -> np.ndarray:
     """The spread of the diagonal of ``A`` around every interface component.
 
@@ -62,29 +87,16 @@ def component_contrast(A, comps: InterfaceComponents, block_size: int = 1) -> np
         interface unknowns of its components) of the parts that touch each component,
         one entry per component; ``inf`` where a diagonal entry there is not positive.
     """
-    d = A.diagonal()
-    if block_size > 1:
-        d = np.repeat(d.reshape(-1, block_size).sum(axis=1), block_size)
-    # a non-positive diagonal entry (not SPD, or a zero row) never counts as homogeneous
-    d = np.where(d > 0, d, 0.0)
+    d = _node_diagonal(A.diagonal(), block_size)
     N = comps.num_parts
     P = comps.parts.tocsr()
     # the closure of part p: the unknowns it owns and the interface unknowns of its components
     around = P[comps.component].tocoo()  # (interface position, part) pairs
     part = np.concatenate([comps.owner, around.col])
     value = np.concatenate([d, d[comps.interface[around.row]]])
-    high = np.zeros(N)
-    low = np.full(N, np.inf)
-    np.maximum.at(high, part, value)
-    np.minimum.at(low, part, value)
+    high, low = _extremes(part, value, value, N)
     pairs = P.tocoo()  # (component, part) pairs
-    C = P.shape[0]
-    top = np.zeros(C)
-    bottom = np.full(C, np.inf)
-    np.maximum.at(top, pairs.row, high[pairs.col])
-    np.minimum.at(bottom, pairs.row, low[pairs.col])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(bottom > 0, top / bottom, np.inf)
+    return _spread(*_extremes(pairs.row, high[pairs.col], low[pairs.col], P.shape[0]))
 
 
 def subdomain_contrast(diagonal: np.ndarray, decomposition, block_size: int = 1) -> np.ndarray:
@@ -110,24 +122,14 @@ def subdomain_contrast(diagonal: np.ndarray, decomposition, block_size: int = 1)
     numpy.ndarray
         One entry per subdomain; ``inf`` where a diagonal entry there is not positive.
     """
-    d = np.asarray(diagonal, dtype=np.float64)
-    if block_size > 1:
-        d = np.repeat(d.reshape(-1, block_size).sum(axis=1), block_size)
-    d = np.where(d > 0, d, 0.0)  # a non-positive entry never counts as homogeneous
+    d = _node_diagonal(diagonal, block_size)
     sizes = np.asarray(decomposition.sizes, dtype=np.int64)
     N = sizes.size
     group = np.repeat(np.arange(N), sizes)
     values = d[decomposition.indices]
-    top = np.zeros(N)
-    bottom = np.full(N, np.inf)
-    np.maximum.at(top, group, values)
-    np.minimum.at(bottom, group, values)
-    # over the overlapping neighbours (and itself): the pattern of inc inc^T
+    top, bottom = _extremes(group, values, values, N)
+    # over the overlapping neighbours (and itself, on the diagonal of inc inc^T)
     inc = sp.csr_matrix((np.ones(group.size), (group, decomposition.indices)),
                         shape=(N, d.size))
     adj = (inc @ inc.T).tocoo()
-    high, low = top.copy(), bottom.copy()
-    np.maximum.at(high, adj.row, top[adj.col])
-    np.minimum.at(low, adj.row, bottom[adj.col])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(low > 0, high / low, np.inf)
+    return _spread(*_extremes(adj.row, top[adj.col], bottom[adj.col], N))

@@ -69,6 +69,7 @@ __all__ = [
     "pardiso_inertia",
     "pardiso_pivots",
     "pardiso_ordering",
+    "node_graph",
     "node_nested_dissection",
     "SuperLUBlocks",
     "PardisoBlocks",
@@ -361,6 +362,24 @@ def check_order(order: Any, m: int) -> np.ndarray:
     return o
 
 
+def node_graph(pattern: sp.spmatrix, block_size: int) -> sp.csr_matrix:
+    """The Boolean node graph of a (symmetric) sparsity pattern, ``m/b x m/b``.
+
+    Node ``j`` is rows ``j b : (j + 1) b`` (``b = block_size``, dividing the rows); two
+    nodes are adjacent when any of their entries couple.  No diagonal (couplings inside a
+    node are not edges), duplicates summed, sorted indices.
+    """
+    S = sp.csr_matrix(pattern)
+    m, b = S.shape[0], int(block_size)
+    rows = np.repeat(np.arange(m, dtype=np.int64), np.diff(S.indptr)) // b
+    cols = S.indices.astype(np.int64) // b
+    off = rows != cols
+    G = sp.csr_matrix((np.ones(int(off.sum()), dtype=bool), (rows[off], cols[off])),
+                      shape=(m // b, m // b))
+    G.sum_duplicates()
+    return G
+
+
 def node_nested_dissection(K: sp.spmatrix, block_size: int) -> np.ndarray:
     """A nested-dissection ordering of ``K`` computed by METIS on its node graph.
 
@@ -384,12 +403,7 @@ def node_nested_dissection(K: sp.spmatrix, block_size: int) -> np.ndarray:
     m, b = K.shape[0], int(block_size)
     if b < 1 or m % b:
         raise ValueError(f"block_size {block_size} must divide the {m} rows of K")
-    nodes = m // b
-    rows = np.repeat(np.arange(m, dtype=np.int64) // b, np.diff(K.indptr))
-    G = sp.csr_matrix((np.ones(rows.size, dtype=np.int32), (rows, K.indices // b)),
-                      shape=(nodes, nodes))
-    G.setdiag(0)  # METIS takes no self-loops
-    G.eliminate_zeros()
+    G = node_graph(K, b)  # (METIS takes no self-loops)
     dtype = pymetis.zero_copy_dtype()
     adjacency = pymetis.CSRAdjacency(G.indptr.astype(dtype), G.indices.astype(dtype))
     perm = np.asarray(pymetis.nested_dissection(adjacency=adjacency)[0], dtype=np.int64)
