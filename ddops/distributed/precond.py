@@ -146,6 +146,7 @@ from ..precond.schwarz import (
     check_matrix,
     check_symmetric,
     resolve_options,
+    symmetrised,
 )
 from .comm import mpi
 from .layout import DistributedLayout
@@ -1036,8 +1037,7 @@ class DistributedTwoLevelSchwarz:
                 raise ValueError(f"A has size {A.shape[0]} but the layout has num_dofs={n}")
             A = _canonical_rows(A)
             pattern = (A.indptr, A.indices)
-            if not check_symmetric(A):  # (A + A^T) / 2 is A itself when A is exactly symmetric
-                A = ((A + A.T) * 0.5).tocsr()
+            A = symmetrised(A)  # (A + A^T) / 2 is A itself when A is exactly symmetric
             matrix = A
         return matrix, pattern
 
@@ -1129,8 +1129,7 @@ class DistributedTwoLevelSchwarz:
                 if self.gathered_matrix:
                     # the serial matrix-based code needs the whole matrix: gathered on every rank
                     A_full = layout.allgather_rows(rows)
-                    if not check_symmetric(A_full):
-                        A_full = ((A_full + A_full.T) * 0.5).tocsr()
+                    A_full = symmetrised(A_full)
                     Phi = self.coarse.build_basis(A_full)
                     del A_full
                 else:

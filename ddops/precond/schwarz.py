@@ -50,7 +50,7 @@ from ..dd.kernel import (
     inconsistent_residual,
     remove_kernel,
 )
-from ..dd.validation import symmetry_defect
+from ..dd.validation import exactly_symmetric, symmetric_part, symmetry_defect
 from ..linalg.local_solvers import (
     BlockSolver,
     check_threads,
@@ -102,6 +102,7 @@ __all__ = [
     "SingularMatrixError",
     "check_matrix",
     "check_symmetric",
+    "symmetrised",
     "resolve_options",
 ]
 
@@ -126,11 +127,27 @@ def check_symmetric(A: sp.csr_matrix, name: str = "A") -> bool:
     """Raise unless ``max |A - A^T| <= sqrt(eps) * max |A|``; True when ``A = A^T`` exactly."""
     scale = float(np.abs(A.data).max()) if A.nnz else 0.0
     asym, exact = symmetry_defect(A)
+    _refuse_unsymmetric(asym, scale, name)
+    return exact
+
+
+def symmetrised(A: sp.csr_matrix, name: str = "A") -> sp.csr_matrix:
+    """``A`` itself when it equals ``A^T`` exactly, else ``(A + A^T) / 2`` (exactly
+    symmetric; one transpose for the check and the sum); the ValueError of
+    :func:`check_symmetric` beyond rounding.  ``A``: canonical CSR."""
+    scale = float(np.abs(A.data).max()) if A.nnz else 0.0
+    asym, exact, T = symmetry_defect(A, return_transpose=True)
+    _refuse_unsymmetric(asym, scale, name)
+    return A if exact else symmetric_part(A, T)
+
+
+def _refuse_unsymmetric(asym: float, scale: float, name: str = "A") -> None:
+    """The ValueError of :func:`check_symmetric` when ``max |A - A^T| = asym`` exceeds
+    ``sqrt(eps) max |A|``."""
     if asym > np.sqrt(np.finfo(np.float64).eps) * scale:
         raise ValueError(f"{name} is not symmetric: max |{name} - {name}^T| = {asym:.3e} against "
                          f"max |{name}| = {scale:.3e}; the Schwarz preconditioner needs an SPD "
                          "matrix")
-    return exact
 
 
 # the names the package used before they were public
@@ -561,8 +578,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
         if A.shape[0] != num_dofs:
             raise ValueError(f"A has size {A.shape[0]} but the decomposition has "
                              f"num_dofs={num_dofs}")
-        if not check_symmetric(A):  # (A + A^T) / 2 is A itself when A is exactly symmetric
-            A = ((A + A.T) * 0.5).tocsr()
+        A = symmetrised(A)
         if not A.has_canonical_format:
             A = A.copy()
             A.sum_duplicates()
@@ -575,7 +591,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
         the local factors, ``A_0`` and its factor."""
         basis_start = time.perf_counter()
         if self.coarse is not None and not reuse_coarse:
-            self.coarse.build_basis(A)
+            with exactly_symmetric(A):  # (by _checked_matrix): not transposed again to check
+                self.coarse.build_basis(A)
         self.coarse_basis_seconds = time.perf_counter() - basis_start
         if self.coarse is not None:
             self.coarse_info, self.coarse_stats = self.coarse.info, self.coarse.stats

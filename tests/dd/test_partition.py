@@ -289,6 +289,46 @@ def test_nonsymmetric_pattern_warns_and_uses_symmetrised_pattern():
         dd.grow_overlap(sym, np.array([0, 0, 1, 1, 1]), 1)  # symmetric: no warning
 
 
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("b", [1, 2, 3])
+@pytest.mark.parametrize("canonical", [True, False])
+def test_node_graph_against_the_dense_pattern(symmetric, b, canonical):
+    """The partitioners' graph: nodes i != j adjacent when any entry of the b x b blocks
+    (i, j) or (j, i) is stored (zeros included), built here from the dense pattern; the
+    warning exactly when the unknowns' pattern is not symmetric; the same with unsorted,
+    duplicated entries (the partitioners keep A's own index order)."""
+    rng = np.random.default_rng(b + 3 * symmetric)
+    n = 7 * b
+    R = sp.random(n, n, density=0.15, random_state=rng, format="csr")
+    A = (R + R.T if symmetric else R) + sp.identity(n)
+    A = sp.csr_matrix(A)
+    A.data[::5] = 0.0  # stored zeros are couplings too
+    stored = A.toarray() != 0
+    stored[np.repeat(np.arange(n), np.diff(A.indptr)), A.indices] = True
+    if not canonical:  # the same pattern, entries reversed within rows and one duplicated
+        coo = A.tocoo()
+        order = np.lexsort((-coo.col, coo.row))
+        row, col, val = coo.row[order], coo.col[order], coo.data[order]
+        row, col, val = np.r_[row[:1], row], np.r_[col[:1], col], np.r_[val[:1], val]
+        indptr = np.r_[0, np.cumsum(np.bincount(row, minlength=n))]
+        A = sp.csr_matrix((val, col, indptr), shape=(n, n))
+        A.has_canonical_format = False
+        A.has_sorted_indices = False
+    either = stored | stored.T
+    m = n // b
+    expected = either.reshape(m, b, m, b).any(axis=(1, 3)) & ~np.eye(m, dtype=bool)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        G = algorithms._node_graph(A, b)
+    np.testing.assert_array_equal(G.toarray(), expected)
+    assert G.has_sorted_indices and G.dtype == bool
+    one_sided = int((stored.T & ~stored).sum())  # the couplings A^T adds
+    messages = [str(w.message) for w in caught if "pattern is not symmetric" in str(w.message)]
+    assert len(messages) == (0 if symmetric else 1)
+    if not symmetric:
+        assert f"({one_sided} of {int((either & ~np.eye(n, dtype=bool)).sum())} " in messages[0]
+
+
 def test_explicit_zeros_are_edges():
     A = fd_laplacian((3,))
     A.data[A.indices != np.repeat(np.arange(3), np.diff(A.indptr))] = 0.0  # stored zeros

@@ -1,0 +1,107 @@
+"""The matrix checks of the coarse-space builders: the symmetric part, and one check per set-up."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import ddops
+import ddops.dd.validation as validation
+import ddops.precond.schwarz as schwarz
+from ddops.problems import poisson_2d
+
+
+def _rounding_unsymmetric(n: int = 12) -> sp.csr_matrix:
+    """A symmetric pattern whose values differ from their transposes by rounding."""
+    A = poisson_2d(n).tocsr()
+    A.data = A.data * (1.0 + 1e-15 * np.random.default_rng(0).standard_normal(A.nnz))
+    return A
+
+
+@pytest.mark.parametrize("structural", [False, True])
+def test_symmetric_part_is_the_dense_average(structural):
+    A = _rounding_unsymmetric()
+    if structural:  # one coupling on one side only (a pattern that differs from A^T's)
+        A = sp.lil_matrix(A)
+        A[0, 5] = -1e-3
+        A = A.tocsr()
+    asym, exact, T = validation.symmetry_defect(A, return_transpose=True)
+    assert not exact and asym > 0
+    S = validation.symmetric_part(A, T)
+    dense = A.toarray()
+    np.testing.assert_array_equal(S.toarray(), (dense + dense.T) / 2)
+    assert (S != S.T).nnz == 0  # exactly symmetric
+    assert S.has_canonical_format
+
+
+def _count_symmetry_checks(monkeypatch) -> list:
+    calls = []
+    original = validation.symmetry_defect
+
+    def counting(A, **kwargs):
+        calls.append(A.shape)
+        return original(A, **kwargs)
+
+    monkeypatch.setattr(validation, "symmetry_defect", counting)
+    monkeypatch.setattr(schwarz, "symmetry_defect", counting)
+    return calls
+
+
+def test_checked_once_passes_its_own_arrays_only(monkeypatch):
+    calls = _count_symmetry_checks(monkeypatch)
+    A = poisson_2d(8).tocsr()
+    other = poisson_2d(9).tocsr()
+    with validation.checked_once(A) as checked:
+        assert len(calls) == 1
+        validation.check_matrix(sp.csr_matrix(checked))  # a rewrapped view: passed at once
+        validation.check_matrix(checked, rows=False)
+        assert len(calls) == 1
+        validation.check_matrix(other)  # another matrix: checked
+        assert len(calls) == 2
+        with pytest.raises(ValueError, match="not symmetric"):
+            validation.check_matrix(sp.triu(A, format="csr"))
+    validation.check_matrix(A)  # after the block: checked again
+    assert len(calls) == 4
+
+
+def test_exactly_symmetric_skips_only_the_symmetry_test(monkeypatch):
+    calls = _count_symmetry_checks(monkeypatch)
+    A = poisson_2d(8).tocsr()
+    with validation.exactly_symmetric(A):
+        validation.check_matrix(sp.csr_matrix(A))
+        assert calls == []
+    negative = A.copy()
+    negative.data[negative.indices == np.repeat(np.arange(64), np.diff(negative.indptr))] *= -1
+    with validation.exactly_symmetric(negative):
+        with pytest.raises(ValueError, match="not positive definite"):
+            validation.check_matrix(negative)  # the other checks still run
+
+
+@pytest.mark.parametrize("coarse", ["gdsw", "rgdsw", "agdsw"])
+def test_a_setup_checks_the_symmetry_once(monkeypatch, coarse):
+    A = poisson_2d(24).tocsr()
+    d = ddops.Decomposition.from_matrix(A, 6)
+    calls = _count_symmetry_checks(monkeypatch)
+    ddops.TwoLevelSchwarz(A, d, coarse_basis=coarse)
+    assert len(calls) == 1  # TwoLevelSchwarz's own: the builders do not repeat it
+
+
+def test_a_setup_on_a_rounding_unsymmetric_matrix_is_that_of_its_symmetric_part():
+    A = _rounding_unsymmetric(24)
+    dense = A.toarray()
+    S = sp.csr_matrix((dense + dense.T) / 2)
+    d = ddops.Decomposition.from_matrix(S, 6)
+    x = np.random.default_rng(1).standard_normal(A.shape[0])
+    for coarse in ("gdsw", "agdsw"):
+        y = ddops.TwoLevelSchwarz(A, d, coarse_basis=coarse) @ x
+        np.testing.assert_array_equal(y, ddops.TwoLevelSchwarz(S, d, coarse_basis=coarse) @ x)
+
+
+@pytest.mark.parametrize("coarse", ["gdsw", "rgdsw", "agdsw", "geneo"])
+def test_a_coarse_basis_checks_the_matrix_once(monkeypatch, coarse):
+    from ddops.dd.coarse import coarse_basis
+
+    A = poisson_2d(24).tocsr()
+    d = ddops.Decomposition.from_matrix(A, 6)
+    calls = _count_symmetry_checks(monkeypatch)
+    coarse_basis(d, coarse, A=A)
+    assert len(calls) == 1  # where A enters; not again in each builder it passes through
