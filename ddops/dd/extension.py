@@ -176,6 +176,7 @@ def harmonic_extension(
     width = int(slot.max()) + 1 if pairs.size else 0
     index = np.full((N, max(width, 1)), -1, dtype=np.int64)
     index[pair_rank, slot] = pair_col
+    slots_of = np.bincount(pair_rank, minlength=N)  # per rank: its functions' slots
     entry_slot = slot[which]
     part_offsets = np.concatenate([[0], np.cumsum(np.bincount(rank[part], minlength=N))])
     bounds = chunk_bounds(part_offsets, rows_per_chunk(part_offsets[-1], chunk_rows))
@@ -208,6 +209,12 @@ def harmonic_extension(
         e_row, e_slot, e_val = B.row[e0:e1] - r0, entry_slot[e0:e1], B.data[e0:e1]
         c_width = int(e_slot.max()) + 1 if e1 > e0 else 0
         step = max(1, int(chunk_bytes) // (8 * (r1 - r0)))
+        # the parts of the chunk (ranks p0:p1) hold ascending numbers of slots (the ranks
+        # order them so), so the parts with a given slot are a tail of the chunk, and so are
+        # their rows: every column of the solution is read from its first such row on, in
+        # memory order, with no search for its nonzeros
+        part_slots = slots_of[p0:p1]
+        part_rows = part_offsets[p0:p1 + 1] - r0
         rows, cols, vals = [], [], []
         for start in range(0, c_width, step):  # column blocks of the chunk's slots
             stop = min(start + step, c_width)
@@ -217,13 +224,22 @@ def harmonic_extension(
             X = lu.solve(rhs) if lu.exact else _pcg_columns(
                 K, lu, rhs, rtol, part_offsets[p0:p1] - r0)
             del rhs
-            r, s = np.nonzero(X)
-            col = index[rank[part[r + r0]], s + start]
-            ok = col >= 0  # slots beyond a part's own pairs carry no function
-            rows.append(r[ok].astype(np.int32))
-            cols.append(col[ok].astype(np.int32))
-            vals.append(X[r[ok], s[ok]])
-            del X, r, s, col, ok
+            slots = np.arange(start, stop)
+            first = np.searchsorted(part_slots, slots, side="right")  # first part, per slot
+            top = part_rows[first]  # ... and its first row
+            XT = np.ascontiguousarray(X.T)  # (no copy of a Fortran-ordered solution)
+            del X
+            vals.append(XT[np.arange(r1 - r0)[None, :] >= top[:, None]])
+            del XT
+            tail = (r1 - r0) - top  # entries per slot
+            rows.append((np.arange(int(tail.sum())) - np.repeat(np.cumsum(tail) - tail - top,
+                                                               tail)).astype(np.int32))
+            parts = (p1 - p0) - first  # parts per slot
+            part = np.arange(int(parts.sum())) - np.repeat(np.cumsum(parts) - parts - first,
+                                                          parts)
+            cols.append(np.repeat(index[p0 + part, np.repeat(slots, parts)],
+                                  np.diff(part_rows)[part]).astype(np.int32))
+            del part
         if analysis is not None:
             analysis.done(lu)
         del lu
