@@ -1,7 +1,7 @@
 """The symbolic part of the GDSW-type coarse bases, kept for matrices with one pattern.
 
 :class:`GDSWAnalysis` holds what a GDSW, RGDSW or AGDSW basis computes from the pattern of
-``A`` and the partition alone (the interface components, the elimination orders of the
+``A`` and the partition alone (the interface components, PARDISO's analyses of the
 extension's interior problems), so that the basis of another matrix with the same pattern
 (:meth:`ddops.TwoLevelSchwarz.update`) redoes only the numeric work.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..linalg.local_solvers import factorize_blocks
+from ..linalg.local_solvers import SingularBlockError, factorize_blocks
 from .interface import InterfaceComponents, classify_interface
 
 __all__ = ["GDSWAnalysis", "classify"]
@@ -28,16 +28,16 @@ class GDSWAnalysis:
     - the interface and its components (:meth:`components`, the algebraic rule of
       :func:`~ddops.dd.interface.classify_interface`), kept with a copy of the pattern and
       of the partition they were computed for, and recomputed for any other;
-    - the elimination orders of the extension's interior problems:
+    - the analyses of the extension's interior problems:
       :func:`~ddops.dd.extension.harmonic_extension` with ``analysis=`` keeps, for every
-      chunk of parts it factorises with PARDISO, the fill-reducing order of its analysis
-      (:attr:`~ddops.linalg.local_solvers.PardisoBlocks.order`) with the chunk's pattern,
-      and a later call on a matrix with the same pattern analyses each chunk with it, with
-      no ordering step.  Not the analyses themselves: MKL held 280 MiB for those of the
-      227,448-unknown 3D elasticity beam.  Measured on its chunks (one thread): a fresh
-      factorisation 0.60 s, one with the kept order 0.34 s, a refactorisation of a kept
-      analysis (before) 0.25 s.  A chunk whose pattern changed is ordered afresh; other
-      solvers are factorised afresh every time.
+      chunk of parts it factorises with PARDISO, the analysis (fill-reducing ordering and
+      symbolic factorisation; the numeric factors are released once the chunk is
+      extended), and a later call on a matrix with the same pattern factorises each chunk
+      again by PARDISO's numeric phase alone
+      (:meth:`~ddops.linalg.local_solvers.PardisoBlocks.refactor`).  The analysis is most
+      of a PARDISO set-up of small 3D blocks (3D Poisson: 0.34 s fresh against 0.11 s
+      refactorised).  A chunk whose pattern changed is analysed afresh.  Other solvers
+      are factorised afresh every time.
 
     :meth:`ddops.TwoLevelSchwarz.update` keeps one for the GDSW-type coarse spaces
     (:func:`~ddops.dd.gdsw.gdsw_basis`, :func:`~ddops.dd.agdsw.agdsw_basis` and
@@ -46,7 +46,7 @@ class GDSWAnalysis:
     Attributes
     ----------
     reused : int
-        Chunks factorised with a kept order so far.
+        Chunks factorised on a kept analysis so far.
     """
 
     def __init__(self) -> None:
@@ -70,49 +70,53 @@ class GDSWAnalysis:
 
     def factor(self, key: tuple, K: sp.csr_matrix, offsets: np.ndarray, solver: str,
                **options: Any):
-        """The factorisation of chunk ``key``: by its kept elimination order when ``K`` has
-        the pattern it was computed for (PARDISO's symbolic and numeric phases, no
-        ordering), else :func:`factorize_blocks` (whose order is kept when it is
-        PARDISO's)."""
+        """The factorisation of chunk ``key``: a refactorisation of its kept analysis when
+        ``K`` has its pattern, else :func:`factorize_blocks` (kept when it is PARDISO's)."""
         kept = self._chunks.pop(key, None)
-        if (kept is not None and solver == "pardiso" and np.array_equal(K.indptr, kept[0])
-                and np.array_equal(K.indices, kept[1])):
-            lu = factorize_blocks(K, offsets, solver, order=kept[2], **options)
-            with self._lock:
-                self.reused += 1
-        else:
-            lu = factorize_blocks(K, offsets, solver, **options)
-        order = getattr(lu, "order", None)
-        if order is not None:
-            self._chunks[key] = (K.indptr.copy(), K.indices.copy(), order)
+        if kept is not None and solver == "pardiso":
+            try:
+                lu = kept.refactor(K)
+            except ValueError as exc:  # another pattern (a singular block propagates)
+                if isinstance(exc, SingularBlockError):
+                    raise
+                kept.free()
+            else:
+                with self._lock:
+                    self.reused += 1
+                self._chunks[key] = lu
+                return lu
+        lu = factorize_blocks(K, offsets, solver, **options)
+        if hasattr(lu, "release_factors"):
+            self._chunks[key] = lu
         return lu
 
     def retain(self, keys: Any) -> None:
-        """Drop the kept orders of every chunk not in ``keys`` (the chunks of this call:
+        """Drop the kept analyses of every chunk not in ``keys`` (the chunks of this call:
         their boundaries follow the threads, so a call under another thread limit has
         other chunks, and the old ones would otherwise stay)."""
         keys = set(keys)
         for key in [k for k in self._chunks if k not in keys]:
-            del self._chunks[key]
+            self._chunks.pop(key).free()
 
     def done(self, lu: Any) -> None:
-        """The chunk of ``lu`` is extended: release its factors and PARDISO's analysis
-        with them (its order is kept: MKL's analyses of the 3D elasticity beam's interiors
-        held 280 MiB)."""
-        if hasattr(lu, "free"):
-            lu.free()
+        """The chunk of ``lu`` is extended: release its numeric factors, keep its analysis
+        (every PARDISO factorisation of :meth:`factor` is kept)."""
+        if hasattr(lu, "release_factors"):
+            lu.release_factors()
 
     @property
     def nbytes(self) -> int:
-        """Bytes held for the kept orders (with the patterns they are for) and the copy of
-        the pattern of the components."""
-        held = sum(int(a.nbytes) for kept in self._chunks.values() for a in kept)
+        """Bytes held for the kept analyses (MKL's permanent memory and the matrices) and
+        the copy of the pattern."""
+        held = sum(lu.analysis_bytes for lu in self._chunks.values())
         if self._components is not None:
             held += sum(k.nbytes for k in self._components[:-1] if isinstance(k, np.ndarray))
         return held
 
     def free(self) -> None:
-        """Drop every kept order and the kept components."""
+        """Drop every kept analysis and the kept components."""
+        for lu in self._chunks.values():
+            lu.free()
         self._chunks.clear()
         self._components = None
 

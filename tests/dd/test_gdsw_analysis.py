@@ -153,29 +153,3 @@ def test_released_pardiso_factors_refuse_to_solve_until_refactorised():
         f.solve_sparse(np.ones((2, 1)))
     f.refactor(K * 2.0)
     np.testing.assert_allclose(2.0 * f.solve(b), x, rtol=1e-12)
-
-
-def test_the_kept_orders_replace_the_ordering_and_hold_no_factorisation(problem,
-                                                                        monkeypatch):
-    """What is kept per chunk is its pattern and a permutation (no PARDISO handle: MKL's
-    analyses of large 3D interiors held hundreds of MiB); a second build of a matrix with
-    that pattern orders nothing (the probe and the node nested dissection would fail
-    here) and equals the fresh build."""
-    need("pardiso")
-    A1, A2, owner = problem
-    kept = GDSWAnalysis()
-    gdsw_basis(A1, owner, analysis=kept)
-    records = list(kept._chunks.values())
-    assert records
-    for indptr, _, order in records:
-        assert np.array_equal(np.sort(order), np.arange(indptr.size - 1))
-    assert kept.nbytes == sum(a.nbytes for r in records for a in r) + sum(
-        k.nbytes for k in kept._components[:-1] if isinstance(k, np.ndarray))
-
-    def no_ordering(*args, **kwargs):
-        raise AssertionError("a kept order was not used")
-
-    monkeypatch.setattr(local_solvers, "_probe_orderings", no_ordering)
-    monkeypatch.setattr(local_solvers, "node_nested_dissection", no_ordering)
-    _close(gdsw_basis(A2, owner, analysis=kept), gdsw_basis(A2, owner, solver="superlu"))
-    assert kept.reused == len(records)
