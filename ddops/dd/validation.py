@@ -75,8 +75,8 @@ def symmetric_part(A: sp.csr_matrix, T: sp.csr_matrix) -> sp.csr_matrix:
     exactly symmetric either way."""
     if np.array_equal(A.indptr, T.indptr) and np.array_equal(A.indices, T.indices):
         # (a + b) / 2 and (b + a) / 2 are the same float: exactly symmetric
-        return sp.csr_matrix(((A.data + T.data) * 0.5, A.indices.copy(), A.indptr.copy()),
-                             shape=A.shape)
+        # (A's index arrays shared: nothing in ddops writes to them, see as_matrix)
+        return sp.csr_matrix(((A.data + T.data) * 0.5, A.indices, A.indptr), shape=A.shape)
     return ((A + T) * 0.5).tocsr()
 
 

@@ -144,7 +144,6 @@ from ..precond.options import SchwarzOptions
 from ..precond.schwarz import (
     TwoLevelSchwarz,
     check_matrix,
-    check_symmetric,
     resolve_options,
     symmetrised,
 )
@@ -374,9 +373,7 @@ def _cut(full: sp.csr_matrix, known: np.ndarray) -> tuple[sp.csr_matrix, np.ndar
     del R, pos, keep  # the set-up's peak memory: no copy of A outlives its use
     block.sum_duplicates()
     # the same values as the serial sym(A)[known][:, known]
-    if not check_symmetric(block, "A"):
-        block = ((block + block.T) * 0.5).tocsr()
-    return block, outside
+    return symmetrised(block), outside
 
 
 def _region_rows(layout: DistributedLayout, rows: sp.csr_matrix) -> sp.csr_matrix:

@@ -372,6 +372,12 @@ def node_graph(pattern: sp.spmatrix, block_size: int) -> sp.csr_matrix:
     S = sp.csr_matrix(pattern)
     m, b = S.shape[0], int(block_size)
     rows = np.repeat(np.arange(m, dtype=np.int64), np.diff(S.indptr)) // b
+    if b == 1 and S.has_canonical_format:  # the pattern less its diagonal, no sorting
+        off = rows != S.indices
+        indptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows[off], minlength=m), out=indptr[1:])
+        return sp.csr_matrix((np.ones(int(indptr[-1]), dtype=bool), S.indices[off], indptr),
+                             shape=(m, m))
     cols = S.indices.astype(np.int64) // b
     off = rows != cols
     G = sp.csr_matrix((np.ones(int(off.sum()), dtype=bool), (rows[off], cols[off])),
