@@ -15,6 +15,7 @@ Two parts, one thread (``--threads``), process CPU seconds beside wall seconds:
     python benchmarks/update.py                  # the sizes of the targets (minutes)
     python benchmarks/update.py --quick          # small sizes, seconds
     python benchmarks/update.py --spaces gdsw    # only GDSW
+    python benchmarks/update.py --extension-reuse ordering   # keep orderings, not analyses
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import add_json_flag, add_quick_flag, add_threads_flag, machine_summary  # noqa: E402
 
 import ddops  # noqa: E402
+from ddops.precond.options import EXTENSION_REUSE as EXTENSION_REUSE_CHOICES  # noqa: E402
 
 RTOL = 1e-8
 UPDATE_TARGET = 0.5
@@ -85,6 +87,10 @@ def elasticity(n: int, parts: int, radius=(0.1, 0.12), contrast: float = 1e3):
     return A1, A2, d, ddops.rigid_body_modes(X), (N1, N2)
 
 
+#: ``TwoLevelSchwarz(extension_reuse=)`` of every preconditioner (``--extension-reuse``)
+EXTENSION_REUSE = {"value": "analysis"}
+
+
 def build(A, d, space: str, Z, threads: int, neumann=None) -> ddops.TwoLevelSchwarz:
     """The preconditioner of one row (``neumann``: the space's finite-element matrices)."""
     sub = {}
@@ -92,7 +98,8 @@ def build(A, d, space: str, Z, threads: int, neumann=None) -> ddops.TwoLevelSchw
         kind = {"agdsw": ddops.AGDSWOptions, "geneo": ddops.GenEOOptions}[space]
         sub = {space: kind(neumann=neumann)}
     return ddops.TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
-        coarse=space, null_space=Z, threads=threads, **sub))
+        coarse=space, null_space=Z, threads=threads,
+        extension_reuse=EXTENSION_REUSE["value"], **sub))
 
 
 def ratio_rows(problems: dict, spaces: list[str], threads: int) -> list[dict]:
@@ -151,7 +158,8 @@ def sequence(name: str, matrices: list, d, Z, space: str, threads: int) -> list[
 
     rng = np.random.default_rng(0)
     b = rng.standard_normal(matrices[0].shape[0])
-    kw = dict(coarse_basis=space, null_space=Z, threads=threads)
+    kw = dict(coarse_basis=space, null_space=Z, threads=threads,
+              extension_reuse=EXTENSION_REUSE["value"])
     kept = {"update": None, "reuse": None}
     rows = []
     for k, A in enumerate(matrices):
@@ -196,7 +204,10 @@ def main(argv=None) -> int:
     parser.add_argument("--elasticity-n", type=int, default=None,
                         help="grid of the 3D elasticity row (default 32: 114,444 unknowns)")
     parser.add_argument("--no-sequences", action="store_true")
+    parser.add_argument("--extension-reuse", choices=EXTENSION_REUSE_CHOICES, default="analysis",
+                        help="what the GDSW-type spaces keep for update (default analysis)")
     args = parser.parse_args(argv)
+    EXTENSION_REUSE["value"] = args.extension_reuse
     threads = args.threads or 1
     spaces = [s for s in args.spaces.split(",") if s]
     q = args.quick

@@ -1,8 +1,8 @@
 """The symbolic part of the GDSW-type coarse bases, kept for matrices with one pattern.
 
 :class:`GDSWAnalysis` holds what a GDSW, RGDSW or AGDSW basis computes from the pattern of
-``A`` and the partition alone (the interface components, PARDISO's analyses of the
-extension's interior problems), so that the basis of another matrix with the same pattern
+``A`` and the partition alone (the interface components, PARDISO's analyses or orderings
+of the extension's interior problems), so that the basis of another matrix with the same pattern
 (:meth:`ddops.TwoLevelSchwarz.update`) redoes only the numeric work.
 """
 
@@ -17,7 +17,13 @@ import scipy.sparse as sp
 from ..linalg.local_solvers import SingularBlockError, factorize_blocks
 from .interface import InterfaceComponents, classify_interface
 
-__all__ = ["GDSWAnalysis", "classify"]
+__all__ = ["EXTENSION_REUSE", "GDSWAnalysis", "classify"]
+
+
+#: What :class:`GDSWAnalysis` keeps of each chunk of the extension's interior problems:
+#: PARDISO's analysis (fill-reducing ordering and symbolic factorisation), or only the
+#: ordering (PETSc's ``-pc_factor_reuse_ordering``).
+EXTENSION_REUSE = ("analysis", "ordering")
 
 
 class GDSWAnalysis:
@@ -28,28 +34,47 @@ class GDSWAnalysis:
     - the interface and its components (:meth:`components`, the algebraic rule of
       :func:`~ddops.dd.interface.classify_interface`), kept with a copy of the pattern and
       of the partition they were computed for, and recomputed for any other;
-    - the analyses of the extension's interior problems:
-      :func:`~ddops.dd.extension.harmonic_extension` with ``analysis=`` keeps, for every
-      chunk of parts it factorises with PARDISO, the analysis (fill-reducing ordering and
-      symbolic factorisation; the numeric factors are released once the chunk is
-      extended), and a later call on a matrix with the same pattern factorises each chunk
-      again by PARDISO's numeric phase alone
-      (:meth:`~ddops.linalg.local_solvers.PardisoBlocks.refactor`).  The analysis is most
-      of a PARDISO set-up of small 3D blocks (3D Poisson: 0.34 s fresh against 0.11 s
-      refactorised).  A chunk whose pattern changed is analysed afresh.  Other solvers
-      are factorised afresh every time.
+    - the symbolic work of the extension's interior problems:
+      :func:`~ddops.dd.extension.harmonic_extension` with ``analysis=`` keeps something of
+      every chunk of parts it factorises with PARDISO (the numeric factors are released
+      once the chunk is extended), and a later call on a matrix with the same pattern
+      reuses it.  A chunk whose pattern changed is analysed afresh; other solvers are
+      factorised afresh every time.
+
+    Parameters
+    ----------
+    reuse : {"analysis", "ordering"}
+        What is kept of a chunk.  ``"analysis"``: PARDISO's analysis (ordering and
+        symbolic factorisation), so that a later call runs PARDISO's numeric phase alone
+        (:meth:`~ddops.linalg.local_solvers.PardisoBlocks.refactor`); the fastest update,
+        but MKL holds the analyses (about 280 MiB for the 227,448-unknown 3D elasticity
+        beam of ``docs/preconditioning.md``).  ``"ordering"``: only the chunk's
+        elimination order (:attr:`~ddops.linalg.local_solvers.PardisoBlocks.order`) with
+        its pattern, a few bytes per row; a later call runs PARDISO's symbolic and numeric
+        phases with it, with no ordering step.  Measured on the beam's chunks (one
+        thread): a fresh factorisation 0.60 s, with the kept ordering 0.34 s, a
+        refactorisation of the kept analysis 0.25 s.
 
     :meth:`ddops.TwoLevelSchwarz.update` keeps one for the GDSW-type coarse spaces
     (:func:`~ddops.dd.gdsw.gdsw_basis`, :func:`~ddops.dd.agdsw.agdsw_basis` and
-    :func:`~ddops.coarse_basis` take it as ``analysis=``).
+    :func:`~ddops.coarse_basis` take it as ``analysis=``; ``TwoLevelSchwarz(...,
+    extension_reuse=)`` chooses ``reuse``).
 
     Attributes
     ----------
+    reuse : str
+        ``reuse``.
     reused : int
-        Chunks factorised on a kept analysis so far.
+        Chunks factorised on a kept analysis or ordering so far.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, reuse: str = "analysis") -> None:
+        if not isinstance(reuse, str):
+            raise TypeError(f"reuse must be one of {EXTENSION_REUSE}, got "
+                            f"{type(reuse).__name__} {reuse!r}")
+        if reuse not in EXTENSION_REUSE:
+            raise ValueError(f"reuse must be one of {EXTENSION_REUSE}, got {reuse!r}")
+        self.reuse = reuse
         self._chunks: dict = {}
         self._components = None  # (pattern, owner, interface, block size, components)
         self.reused = 0
@@ -70,9 +95,12 @@ class GDSWAnalysis:
 
     def factor(self, key: tuple, K: sp.csr_matrix, offsets: np.ndarray, solver: str,
                **options: Any):
-        """The factorisation of chunk ``key``: a refactorisation of its kept analysis when
-        ``K`` has its pattern, else :func:`factorize_blocks` (kept when it is PARDISO's)."""
+        """The factorisation of chunk ``key``: from what is kept of it when ``K`` has its
+        pattern (a refactorisation of its analysis, or an analysis with its ordering),
+        else :func:`factorize_blocks` (kept when it is PARDISO's)."""
         kept = self._chunks.pop(key, None)
+        if self.reuse == "ordering":
+            return self._factor_ordered(key, kept, K, offsets, solver, options)
         if kept is not None and solver == "pardiso":
             try:
                 lu = kept.refactor(K)
@@ -81,44 +109,79 @@ class GDSWAnalysis:
                     raise
                 kept.free()
             else:
-                with self._lock:
-                    self.reused += 1
+                self._count()
                 self._chunks[key] = lu
                 return lu
+        elif kept is not None:
+            kept.free()
         lu = factorize_blocks(K, offsets, solver, **options)
         if hasattr(lu, "release_factors"):
             self._chunks[key] = lu
         return lu
 
+    def _factor_ordered(self, key: tuple, kept: Any, K: sp.csr_matrix, offsets: np.ndarray,
+                        solver: str, options: dict):
+        """:meth:`factor` with ``reuse="ordering"``: ``kept`` is (indptr, indices, order)."""
+        if (kept is not None and solver == "pardiso" and np.array_equal(K.indptr, kept[0])
+                and np.array_equal(K.indices, kept[1])):
+            lu = factorize_blocks(K, offsets, solver, order=kept[2], **options)
+            self._count()
+        else:
+            lu = factorize_blocks(K, offsets, solver, **options)
+        order = getattr(lu, "order", None)
+        if order is not None:
+            self._chunks[key] = (K.indptr.copy(), K.indices.copy(), order)
+        return lu
+
+    def _count(self) -> None:
+        with self._lock:
+            self.reused += 1
+
     def retain(self, keys: Any) -> None:
-        """Drop the kept analyses of every chunk not in ``keys`` (the chunks of this call:
+        """Drop what is kept of every chunk not in ``keys`` (the chunks of this call:
         their boundaries follow the threads, so a call under another thread limit has
         other chunks, and the old ones would otherwise stay)."""
         keys = set(keys)
         for key in [k for k in self._chunks if k not in keys]:
-            self._chunks.pop(key).free()
+            _release(self._chunks.pop(key))
 
     def done(self, lu: Any) -> None:
-        """The chunk of ``lu`` is extended: release its numeric factors, keep its analysis
-        (every PARDISO factorisation of :meth:`factor` is kept)."""
-        if hasattr(lu, "release_factors"):
+        """The chunk of ``lu`` is extended: release its numeric factors (and with
+        ``reuse="ordering"`` PARDISO's analysis with them: its ordering is kept)."""
+        if self.reuse == "ordering" and hasattr(lu, "free"):
+            lu.free()
+        elif hasattr(lu, "release_factors"):
             lu.release_factors()
 
     @property
     def nbytes(self) -> int:
-        """Bytes held for the kept analyses (MKL's permanent memory and the matrices) and
-        the copy of the pattern."""
-        held = sum(lu.analysis_bytes for lu in self._chunks.values())
+        """Bytes held for the kept analyses (MKL's permanent memory and the matrices) or
+        orderings (with the patterns they are for) and the copy of the pattern."""
+        held = sum(_held_bytes(kept) for kept in self._chunks.values())
         if self._components is not None:
             held += sum(k.nbytes for k in self._components[:-1] if isinstance(k, np.ndarray))
         return held
 
     def free(self) -> None:
-        """Drop every kept analysis and the kept components."""
-        for lu in self._chunks.values():
-            lu.free()
+        """Drop everything kept: the analyses (or orderings) and the components."""
+        for kept in self._chunks.values():
+            _release(kept)
         self._chunks.clear()
         self._components = None
+
+
+def _release(kept: Any) -> None:
+    """Free a kept analysis (a kept ordering is plain arrays)."""
+    if hasattr(kept, "free"):
+        kept.free()
+
+
+def _held_bytes(kept: Any) -> int:
+    """Bytes of a kept analysis (:attr:`analysis_bytes`) or of a kept (indptr, indices,
+    order)."""
+    if isinstance(kept, tuple):
+        return sum(int(a.nbytes) for a in kept)
+    return int(kept.analysis_bytes)
 
 
 def _same(kept: tuple, key: tuple) -> bool:

@@ -808,6 +808,10 @@ class PardisoBlocks(BlockSolver):
         ``block_size``, or 1 where it does not divide every offset.
     ordering : str
         The ordering used, ``"nd"``, ``"md"`` or ``"given"`` (``order``).
+    order : numpy.ndarray or None
+        The elimination order of the analysis (as the ``order`` argument): given, the node
+        nested dissection, or PARDISO's own, read back; None with ``sparse_rows``.
+        Another matrix with ``K``'s pattern analysed with it needs no ordering step.
     ordering_flops : dict
         ``"auto"`` only: the factorisation's flops of the largest block under each
         ordering (PARDISO's estimate) and ``"entries"``, the stored entries of that block's
@@ -856,12 +860,16 @@ class PardisoBlocks(BlockSolver):
             # METIS on the node graph instead of PARDISO's on the unknowns' graph
             order = node_nested_dissection(K, self.block_size) if analysed is None else None
         self.ordering = ordering
+        # the elimination order of the analysis (a later one of a matrix with this pattern
+        # takes it as ``order``, with no ordering step); None where PARDISO keeps it
+        self.order = None
         # where the upper triangle's values sit in K.data, for refactor(): the same
         # triangle of a matrix with K's pattern, without forming it again
         self._offsets, self._block = offsets, block
         self._pattern = (K.indptr.copy(), K.indices.copy())
         if analysed is not None:
             self._handle = analysed
+            self.order = analysed.order
             self._factor(K)
             return
         upper = sp.triu(K, format="csr")
@@ -871,6 +879,8 @@ class PardisoBlocks(BlockSolver):
         del upper
         if order is not None:
             handle.use_order(order)
+        elif sparse_rows is None:
+            handle.use_order(None)  # PARDISO's ordering comes back (self.order)
         if sparse_rows is not None:
             self.sparse_rows = np.unique(np.asarray(sparse_rows, dtype=np.int64))
             if self.sparse_rows.size and not (0 <= self.sparse_rows[0]
@@ -884,6 +894,7 @@ class PardisoBlocks(BlockSolver):
         if error != 0:
             self.free()
             raise _pardiso_error("analysis", error)
+        self.order = handle.order
         self._factor(K)
 
     def _factor(self, K: sp.csr_matrix) -> None:
@@ -1340,6 +1351,8 @@ def _probe_orderings(K: sp.csr_matrix, offsets: np.ndarray, dtype: np.dtype,
             probes[ordering] = probe = _PardisoHandle(upper, dtype, ordering)
             if ordering == "nd" and block_size > 1:
                 probe.use_order(node_nested_dissection(K if whole else K[s, s], block_size))
+            elif keep and whole:
+                probe.use_order(None)  # (the kept analysis's order comes back)
             probe.iparm[18] = -1  # report the factorisation's MFlop
             error = probe.call(11)[1]
             flops[ordering] = 1e6 * float(probe.iparm[18]) if error == 0 else np.inf

@@ -426,6 +426,9 @@ class CoarseCorrection:
         Product dtype and backend.
     factorization : {"pardiso", "superlu"}
         The sparse factorisation of ``A_0`` above :data:`COARSE_DENSE_MAX`.
+    extension_reuse : {"analysis", "ordering"}
+        What the GDSW-type spaces keep for :meth:`build_basis` on a new matrix
+        (:class:`~ddops.dd.analysis.GDSWAnalysis`).
 
     Attributes
     ----------
@@ -441,7 +444,8 @@ class CoarseCorrection:
 
     def __init__(self, decomposition: Decomposition, coarse_basis: Any, coarse_size: Any,
                  null_space: Any, kernel: np.ndarray | None, options: dict, hybrid: bool,
-                 dtype: np.dtype, backend: str, factorization: str) -> None:
+                 dtype: np.dtype, backend: str, factorization: str, *,
+                 extension_reuse: str = "analysis") -> None:
         self.decomposition = decomposition
         self.kind = coarse_basis if isinstance(coarse_basis, str) else "custom"
         self._user_basis = None if isinstance(coarse_basis, str) else validate_coarse_matrix(
@@ -451,8 +455,8 @@ class CoarseCorrection:
         self.dtype, self.backend, self.factorization = dtype, backend, factorization
         self.Phi = self.info = None
         # the symbolic part of the GDSW-type extensions, kept for update()
-        self.analysis = (GDSWAnalysis() if self.kind in ("auto", "gdsw", "rgdsw", "agdsw")
-                         else None)
+        self.analysis = (GDSWAnalysis(extension_reuse)
+                         if self.kind in ("auto", "gdsw", "rgdsw", "agdsw") else None)
         self._kept = self._previous_lu = None
         self._given_A0 = None  # Phi^T A Phi that the basis's builder formed (GenEO, AGDSW)
         self.stats: dict = {}

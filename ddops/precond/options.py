@@ -31,6 +31,7 @@ import numpy as np
 
 from .._argtypes import int_at_least, nonnegative_float, positive_float
 from ..dd.adaptive import AGDSW_THRESHOLD, MAX_PER_COMPONENT
+from ..dd.analysis import EXTENSION_REUSE
 from ..dd.coarse import ALL_COARSE_BASES
 from ..dd.geneo import GENEO_OVERSAMPLED_THRESHOLD, GENEO_THRESHOLD
 from ..dd.indicators import check_skip_contrast
@@ -44,6 +45,7 @@ __all__ = [
     "PARTITIONERS",
     "FACTOR_DTYPES",
     "EXTENSION_SOLVERS",
+    "EXTENSION_REUSE",
     "DEPRECATED_CHOICES",
     "OPTION_SPECS",
     "COARSE_OPTION_SPECS",
@@ -152,6 +154,9 @@ OPTION_SPECS = {s.name: s for s in (
           "of a file", choices=("constants",)),
     _spec("threads", "threads", "threads of the set-up and of every application (default: "
           "the process's settings)", minimum=1),
+    _spec("extension_reuse", "choice", "what the GDSW-type coarse spaces keep of the "
+          "extension's PARDISO factorisations for update(): the analysis (fastest update) "
+          "or only the ordering (less memory)", choices=EXTENSION_REUSE, petsc=False),
 )}
 
 #: Every field of the coarse spaces' options objects (:class:`GDSWOptions`,
@@ -183,7 +188,8 @@ def _check_field(spec: OptionSpec, value: Any, label: str | None = None) -> Any:
     """``value`` checked against ``spec`` (errors name ``label``, by default the field)."""
     label = label or spec.name
     if value is None and spec.name not in ("overlap", "seed", "partitioner", "variant",
-                                           "coarse", "local_solver", "factor_dtype"):
+                                           "coarse", "local_solver", "factor_dtype",
+                                           "extension_reuse"):
         return None
     if spec.kind in ("int", "threads"):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -410,6 +416,10 @@ class SchwarzOptions(_ComparedFields):
         The exact kernel of a singular ``A``.
     threads : int, optional
         Threads of the set-up and of every application.
+    extension_reuse : {"analysis", "ordering"}
+        What the GDSW-type coarse spaces keep of their extension's PARDISO factorisations
+        for :meth:`~ddops.precond.schwarz.TwoLevelSchwarz.update`
+        (:class:`~ddops.dd.analysis.GDSWAnalysis`).
     gdsw, agdsw, geneo : GDSWOptions, AGDSWOptions, GenEOOptions
         The options of each coarse space (``gdsw`` also serves ``"rgdsw"``).
 
@@ -436,6 +446,7 @@ class SchwarzOptions(_ComparedFields):
     null_space: Any = None
     kernel: Any = None
     threads: int | None = None
+    extension_reuse: str = "analysis"
     gdsw: GDSWOptions = field(default_factory=GDSWOptions)
     agdsw: AGDSWOptions = field(default_factory=AGDSWOptions)
     geneo: GenEOOptions = field(default_factory=GenEOOptions)

@@ -42,12 +42,13 @@ def _close(P: sp.csr_matrix, Q: sp.csr_matrix) -> None:
     assert np.abs(P - Q).max() <= 1e-12 * np.abs(Q).max()
 
 
+@pytest.mark.parametrize("reuse", ["analysis", "ordering"])
 @pytest.mark.parametrize("solver", ["pardiso", "superlu"])
 @pytest.mark.parametrize("variant", ["gdsw", "rgdsw"])
-def test_a_kept_analysis_gives_the_basis_of_a_fresh_build(problem, solver, variant):
+def test_a_kept_analysis_gives_the_basis_of_a_fresh_build(problem, solver, variant, reuse):
     need(solver)
     A1, A2, owner = problem
-    kept = GDSWAnalysis()
+    kept = GDSWAnalysis(reuse)
     _close(gdsw_basis(A1, owner, variant=variant, solver=solver, analysis=kept),
            gdsw_basis(A1, owner, variant=variant, solver=solver))
     P2 = gdsw_basis(A2, owner, variant=variant, solver=solver, analysis=kept)
@@ -80,11 +81,13 @@ def test_the_interface_is_classified_once_per_pattern(problem, monkeypatch):
     assert len(calls) == 3
 
 
-def test_another_pattern_is_analysed_afresh(problem):
-    """Every kept chunk analysis is for the old pattern: none may be refactorised."""
+@pytest.mark.parametrize("reuse", ["analysis", "ordering"])
+def test_another_pattern_is_analysed_afresh(problem, reuse):
+    """Every kept chunk analysis (or ordering) is for the old pattern: none may be
+    used."""
     need("pardiso")
     A1, A2, owner = problem
-    kept = GDSWAnalysis()
+    kept = GDSWAnalysis(reuse)
     gdsw_basis(A1, owner, analysis=kept)
     n, m = A2.shape[0], N - 1  # m x m interior points
     A3 = A2.tolil()
@@ -97,13 +100,14 @@ def test_another_pattern_is_analysed_afresh(problem):
     assert kept.reused == before
 
 
-def test_agdsw_with_a_kept_analysis(problem):
+@pytest.mark.parametrize("reuse", ["analysis", "ordering"])
+def test_agdsw_with_a_kept_analysis(problem, reuse):
     """The chunks of AGDSW's extension follow its selection: the channels moved (other
     functions), nothing kept fits; the same channels at another contrast (the same
     selection), every chunk is refactorised."""
     need("pardiso")
     A1, A2, owner = problem
-    kept = GDSWAnalysis()
+    kept = GDSWAnalysis(reuse)
     agdsw_basis(A1, owner, analysis=kept)
     _close(agdsw_basis(A2, owner, analysis=kept), agdsw_basis(A2, owner))
     A3 = _channels(1, 1e6)
@@ -114,11 +118,13 @@ def test_agdsw_with_a_kept_analysis(problem):
     assert kept.nbytes == 0
 
 
-def test_update_keeps_the_analysis_of_the_gdsw_basis(problem):
+@pytest.mark.parametrize("reuse", ["analysis", "ordering"])
+def test_update_keeps_the_analysis_of_the_gdsw_basis(problem, reuse):
     need("pardiso")
     A1, A2, owner = problem
     d = ddops.Decomposition.from_matrix(A1, 7)
-    M = ddops.TwoLevelSchwarz(A1, d, coarse_basis="gdsw")
+    M = ddops.TwoLevelSchwarz(A1, d, coarse_basis="gdsw", extension_reuse=reuse)
+    assert M.coarse.analysis.reuse == reuse
     M.update(A2)
     assert M.coarse.analysis.reused > 0
     X = np.random.default_rng(0).standard_normal((A1.shape[0], 2))
@@ -153,3 +159,63 @@ def test_released_pardiso_factors_refuse_to_solve_until_refactorised():
         f.solve_sparse(np.ones((2, 1)))
     f.refactor(K * 2.0)
     np.testing.assert_allclose(2.0 * f.solve(b), x, rtol=1e-12)
+
+
+def test_the_kept_orderings_replace_the_ordering_and_hold_no_factorisation(problem,
+                                                                           monkeypatch):
+    """``reuse="ordering"`` keeps per chunk its pattern and a permutation (no PARDISO
+    handle: MKL's analyses of large 3D interiors held hundreds of MiB); a second build of
+    a matrix with that pattern orders nothing (the probe and the node nested dissection
+    would fail here) and equals the fresh build."""
+    need("pardiso")
+    A1, A2, owner = problem
+    kept = GDSWAnalysis("ordering")
+    gdsw_basis(A1, owner, analysis=kept)
+    records = list(kept._chunks.values())
+    assert records
+    for indptr, _, order in records:
+        assert np.array_equal(np.sort(order), np.arange(indptr.size - 1))
+    assert kept.nbytes == sum(a.nbytes for r in records for a in r) + sum(
+        k.nbytes for k in kept._components[:-1] if isinstance(k, np.ndarray))
+    analysed = GDSWAnalysis("analysis")
+    gdsw_basis(A1, owner, analysis=analysed)
+    assert analysed.nbytes > kept.nbytes  # (MKL's analyses against the orderings)
+
+    def no_ordering(*args, **kwargs):
+        raise AssertionError("a kept ordering was not used")
+
+    monkeypatch.setattr(local_solvers, "_probe_orderings", no_ordering)
+    monkeypatch.setattr(local_solvers, "node_nested_dissection", no_ordering)
+    _close(gdsw_basis(A2, owner, analysis=kept), gdsw_basis(A2, owner, solver="superlu"))
+    assert kept.reused == len(records)
+
+
+@pytest.mark.parametrize("bad", ["orderings", "", None, 1])
+def test_an_unknown_reuse_is_refused_by_name(problem, bad):
+    with pytest.raises(ValueError if isinstance(bad, str) else TypeError,
+                       match="reuse must be one of"):
+        GDSWAnalysis(bad)
+    A1, _, _ = problem
+    d = ddops.Decomposition.from_matrix(A1, 7)
+    with pytest.raises((ValueError, TypeError), match="extension_reuse"):
+        ddops.TwoLevelSchwarz(A1, d, coarse_basis="gdsw", extension_reuse=bad)
+    with pytest.raises((ValueError, TypeError), match="extension_reuse"):
+        ddops.SchwarzOptions(extension_reuse=bad)
+
+
+def test_update_with_kept_orderings_equals_update_with_kept_analyses(problem):
+    """The two choices give the same preconditioner after update() (the same orderings,
+    the same factorisations), and the orderings hold less."""
+    need("pardiso")
+    A1, A2, owner = problem
+    d = ddops.Decomposition.from_matrix(A1, 7)
+    X = np.random.default_rng(1).standard_normal((A1.shape[0], 2))
+    out, held = {}, {}
+    for reuse in ("analysis", "ordering"):
+        M = ddops.TwoLevelSchwarz(A1, d, coarse_basis="rgdsw", variant="hybrid",
+                                  extension_reuse=reuse)
+        held[reuse] = M.coarse.analysis.nbytes
+        out[reuse] = M.update(A2) @ X
+        assert M.coarse.analysis.reused > 0
+    assert np.array_equal(out["analysis"], out["ordering"])
+    assert held["ordering"] < held["analysis"]

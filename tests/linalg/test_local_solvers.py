@@ -694,12 +694,15 @@ def test_pardiso_nested_dissection_orders_the_node_graph(monkeypatch, ordering):
     nodes = factorize_blocks(K, offsets, "pardiso", ordering=ordering, block_size=3)
     own = factorize_blocks(K, offsets, "pardiso", ordering=ordering)
     assert nodes.ordering == own.ordering == "nd" and nodes.block_size == 3
-    assert _whole_nodes(nodes._handle.order, 3) and own._handle.order is None
+    # given (iparm[4] = 1) as whole nodes; PARDISO's own (iparm[4] = 2), read back
+    assert nodes._handle.iparm[4] == 1 and _whole_nodes(nodes._handle.order, 3)
+    assert own._handle.iparm[4] == 2 and own.order is own._handle.order
+    assert sorted(own.order) == list(range(K.shape[0]))
     # a 1 x 1 block after the node blocks: no node structure, PARDISO's own ordering
     K1 = sp.block_diag([K, sp.identity(1)], format="csr")
     odd = factorize_blocks(K1, np.r_[offsets, K.shape[0] + 1], "pardiso", ordering=ordering,
                            block_size=3)
-    assert odd.block_size == 1 and odd._handle.order is None
+    assert odd.block_size == 1 and odd._handle.iparm[4] == 2
     for f, rhs, ref in ((nodes, b, x), (own, b, x), (odd, np.r_[b, 1.0], np.r_[x, 1.0])):
         np.testing.assert_allclose(f.solve(rhs), ref, rtol=1e-10, atol=1e-12)
 
