@@ -5,11 +5,14 @@ Run from the repository root::
     python benchmarks/cost3d.py                         # targets + subdomain sizes (~25 min)
     python benchmarks/cost3d.py --quick                 # small sizes (~2 min)
     python benchmarks/cost3d.py --sections targets --problems elasticity3d
+    python benchmarks/cost3d.py --sections targets --problems elasticity3d --rhs random
     python benchmarks/cost3d.py --sections huge         # 3D Poisson with 10^7 unknowns
 
 Every measurement runs in a fresh process (``--threads`` BLAS/OpenMP threads, default 1,
 also for MKL PARDISO), best of ``--repeat`` (default 1) by total time.  CG (scipy) to
-``rtol = 1e-8`` from ``x0 = 0``, right-hand side ``A 1``.  "Set-up" is everything a user
+``rtol = 1e-8`` from ``x0 = 0``, right-hand side ``A 1`` (``--rhs random``: a random
+vector, which favours no coarse space; the solution of ``A 1``, the constant vector, is
+nearly in the GDSW-type spaces).  "Set-up" is everything a user
 waits for before the first iteration: for ``ddops`` the METIS decomposition
 (``Decomposition.from_matrix(A, block_size=b)``, default subdomain count unless a row says
 otherwise), the GDSW coarse basis and the factorisations (:class:`ddops.TwoLevelSchwarz`
@@ -29,9 +32,11 @@ Sections (``--sections``):
     (``factor_dtype``), SuperLU local solves (the previous default), the inexact local
     solver (one aggregation-AMG V-cycle), the inexact local solver with the inexact
     extension, RGDSW in the hybrid form with the inexact local solver (also keeping only
-    the extension's orderings for ``update``, ``extension_reuse="ordering"``), and pyamg SA; for
-    2D and 3D Poisson also the box decompositions of 31 x 31 and 10 x 10 x 10 boxes
-    (``Decomposition.from_grid``).  Target lines compare
+    the extension's orderings for ``update``, ``extension_reuse="ordering"``), and pyamg
+    SA; for 2D and 3D Poisson also the box decompositions of 31 x 31 and 10 x 10 x 10
+    boxes (``Decomposition.from_grid``), for 3D elasticity the defaults and the leanest
+    row on parts from recursive coordinate bisection of the nodes (``partitioner="rcb"``,
+    the mesh's coordinates).  Target lines compare
     each ``ddops`` row with SA (total time within 2x in 3D, 1.5x in 2D; peak memory within
     2x; at most 60 iterations).
 ``sizes``
@@ -86,8 +91,26 @@ TARGET_ROWS = [
     ("ddops RGDSW hybrid, amg local solves, kept orderings",
      {"coarse_basis": "rgdsw", "variant": "hybrid", "local_solver": "amg",
       "extension_reuse": "ordering"}),
+    # without algebraic overlap (the parts themselves): in 3D the overlap's layer makes the
+    # stacked subdomain matrices 1.4-1.6 times A and buys no iterations with these spaces
+    ("ddops GDSW additive, overlap 0", {"overlap": 0}),
+    ("ddops RGDSW hybrid, amg local solves, kept orderings, overlap 0",
+     {"coarse_basis": "rgdsw", "variant": "hybrid", "local_solver": "amg",
+      "extension_reuse": "ordering", "overlap": 0}),
     ("pyamg SA", {"method": "sa"}),
 ]
+
+#: Rows with recursive coordinate bisection of the nodes (``partitioner="rcb"``), for the
+#: problems that have coordinates (the finite-difference ones have box rows instead).
+RCB_ROWS = {"elasticity3d": [
+    ("ddops GDSW additive, RCB parts", {"partitioner": "rcb"}),
+    ("ddops RGDSW hybrid, amg local solves, kept orderings, RCB parts",
+     {"coarse_basis": "rgdsw", "variant": "hybrid", "local_solver": "amg",
+      "extension_reuse": "ordering", "partitioner": "rcb"}),
+    ("ddops RGDSW hybrid, amg local solves, kept orderings, RCB parts, overlap 0",
+     {"coarse_basis": "rgdsw", "variant": "hybrid", "local_solver": "amg",
+      "extension_reuse": "ordering", "partitioner": "rcb", "overlap": 0}),
+]}
 
 #: The box decompositions of the issue's table (``Decomposition.from_grid``), full size only.
 BOX_ROWS = {"poisson2d": ("ddops GDSW additive, 31 x 31 boxes", {"boxes": [31, 31]}),
@@ -102,17 +125,19 @@ PROBLEMS = {
 
 
 # -- the child: one measurement in a fresh process ----------------------------------------
-def _build(kind: str, args: dict) -> tuple[Any, Any, int]:
+def _build(kind: str, args: dict) -> tuple[Any, Any, int, Any]:
+    """The matrix, its null space (or None), its block size and its nodes' coordinates
+    (None for the finite-difference problems: their rows use box decompositions)."""
     import ddops
 
     if kind == "elasticity3d":
         from ddops.problems.fem import fem_elasticity_3d
 
         A, X = fem_elasticity_3d(args["n"], length=args["length"])
-        return A.tocsr(), ddops.rigid_body_modes(X), 3
+        return A.tocsr(), ddops.rigid_body_modes(X), 3, X
     if kind == "poisson3d":
-        return ddops.poisson_3d(args["n"]), None, 1
-    return ddops.poisson_2d(args["n"]), None, 1
+        return ddops.poisson_3d(args["n"]), None, 1, None
+    return ddops.poisson_2d(args["n"]), None, 1, None
 
 
 def _rss_mib(field: str) -> float:
@@ -135,7 +160,12 @@ def child(spec: dict) -> dict:
                       shape=tuple(data["shape"]))
     Z = data["Z"] if data["Z"].size else None
     b_size = int(data["block_size"])
-    rhs = A @ np.ones(A.shape[0])
+    # A 1 (the default, as in the earlier tables) or a random vector (--rhs random): the
+    # solution of A 1 is the constant vector, nearly in the GDSW-type coarse spaces (a
+    # translation), which favours them; with non-overlapping parts and exact local solves
+    # the hybrid form even converges in one iteration, measuring nothing
+    rhs = (np.random.default_rng(0).standard_normal(A.shape[0])
+           if spec.get("rhs") == "random" else A @ np.ones(A.shape[0]))
     exact = reset_peak()
     base = _rss_mib("VmRSS")
     out: dict[str, Any] = {"unknowns": int(A.shape[0])}
@@ -150,8 +180,13 @@ def child(spec: dict) -> dict:
         if spec.get("boxes"):  # a box decomposition of the structured grid
             side = round(A.shape[0] ** (1 / len(spec["boxes"])))
             d = ddops.Decomposition.from_grid((side,) * len(spec["boxes"]), spec["boxes"])
+        elif spec.get("partitioner") == "rcb":  # the nodes' coordinates, bisected
+            d = ddops.Decomposition.from_matrix(A, spec.get("subdomains"),
+                                                spec.get("overlap", 1), block_size=b_size,
+                                                partitioner="rcb", coordinates=data["X"])
         else:
-            d = ddops.Decomposition.from_matrix(A, spec.get("subdomains"), block_size=b_size)
+            d = ddops.Decomposition.from_matrix(A, spec.get("subdomains"),
+                                                spec.get("overlap", 1), block_size=b_size)
         t_dec = time.perf_counter() - start
         options = {}
         if spec.get("extension_solver"):
@@ -192,10 +227,11 @@ def child(spec: dict) -> dict:
 def _save_problem(kind: str, args: dict, directory: str) -> tuple[str, int]:
     import numpy as np
 
-    A, Z, b = _build(kind, args)
+    A, Z, b, X = _build(kind, args)
     path = os.path.join(directory, f"{kind}_{'_'.join(map(str, args.values()))}.npz")
     np.savez(path, data=A.data, indices=A.indices, indptr=A.indptr,
-             shape=np.array(A.shape), Z=np.zeros((0, 0)) if Z is None else Z, block_size=b)
+             shape=np.array(A.shape), Z=np.zeros((0, 0)) if Z is None else Z, block_size=b,
+             X=np.zeros((0, 0)) if X is None else X)
     return path, int(A.shape[0])
 
 
@@ -230,12 +266,15 @@ def section_targets(args, directory: str, results: dict) -> list[str]:
         rows_here = list(TARGET_ROWS)
         if name in BOX_ROWS and not args.quick:
             rows_here.insert(1, BOX_ROWS[name])
+        rows_here[-1:-1] = RCB_ROWS.get(name, [])
         for label, options in rows_here:
-            r = _measure({"problem_file": path, **options}, args.threads, args.repeat)
+            r = _measure({"problem_file": path, "rhs": args.rhs, **options}, args.threads,
+                         args.repeat)
             rows.append((label, r))
             print(f"  {name} {label}: {json.dumps(r)}", file=sys.stderr, flush=True)
         results.setdefault("targets", {})[name] = {"unknowns": n, "rows": dict(rows)}
-        print(f"\n### {name}: {n:,} unknowns, {args.threads} thread(s), best of {args.repeat}\n")
+        print(f"\n### {name}: {n:,} unknowns, {args.threads} thread(s), best of {args.repeat}, "
+              f"right-hand side {'random' if args.rhs == 'random' else 'A 1'}\n")
         print("| method | N | n0 | iterations | set-up s | solve s | total s | peak MiB | "
               "total / SA | peak / SA |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -347,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     add_quick_flag(p)
     add_threads_flag(p, None)
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--rhs", choices=["ones", "random"], default="ones",
+                   help="right-hand side of the targets: A 1 (default, as the earlier tables) "
+                        "or a random vector (seed 0), which favours no coarse space")
     p.add_argument("--huge-local-solver", default="amg",
                    choices=["auto", "superlu", "pardiso", "amg"])
     add_json_flag(p, metavar=None)
