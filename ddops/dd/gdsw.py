@@ -143,6 +143,11 @@ class GDSWInfo:
     stats : dict
         Seconds by phase: ``interface_seconds`` (the interface and its components),
         ``extension_seconds`` (the harmonic extension) and ``seconds`` (all).
+    coarse_matrix : scipy.sparse.csr_matrix or None
+        ``Phi^T A Phi`` of the returned basis where the dependence check formed it (RGDSW
+        with several null-space vectors, :func:`drop_dependent_columns`); the coarse
+        correction takes it (and releases it here) instead of forming it again.  None
+        otherwise.
     """
 
     variant: str
@@ -153,6 +158,7 @@ class GDSWInfo:
     seconds: float
     harmonic_interface: np.ndarray | None = None
     stats: dict = field(default_factory=dict)
+    coarse_matrix: Any = None
 
 
 def gdsw_basis(
@@ -287,10 +293,14 @@ def gdsw_basis(
     Phi.sort_indices()
     col_group, col_vector = np.nonzero(keep)
     dropped = int(keep.size - keep.sum())
+    A0 = None
     if variant == "rgdsw" and k > 1:
         # weighted pieces of several vectors on overlapping root supports can depend on the
-        # functions of other roots (3D elasticity on METIS parts): drop those globally
-        Phi, kept = drop_dependent_columns(A, Phi, rows=harmonic)
+        # functions of other roots (3D elasticity on METIS parts): drop those globally; the
+        # check forms Phi^T A Phi, which the coarse correction takes instead of forming it
+        Phi, kept, *rest = drop_dependent_columns(A, Phi, rows=harmonic,
+                                                  return_matrix=return_info)
+        A0 = rest[0] if rest else None
         dropped += col_group.size - kept.size
         col_group, col_vector = col_group[kept], col_vector[kept]
     if not return_info:
@@ -298,7 +308,7 @@ def gdsw_basis(
     info = GDSWInfo(variant=variant, components=comps,
                     column_component=group_component[col_group], column_vector=col_vector,
                     dropped=dropped, seconds=time.perf_counter() - start,
-                    harmonic_interface=harmonic,
+                    harmonic_interface=harmonic, coarse_matrix=A0,
                     stats={"interface_seconds": interface_seconds,
                            "extension_seconds": extension_seconds})
     info.stats["seconds"] = info.seconds

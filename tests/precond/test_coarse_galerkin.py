@@ -162,3 +162,45 @@ def test_release_basis_drops_the_handed_matrix_too():
     assert Phi is not None and coarse._given_A0 is not None
     coarse.release_basis()
     assert coarse.Phi is None and coarse._given_A0 is None
+
+
+@pytest.mark.parametrize("variant", ["additive", "hybrid"])
+def test_rgdsws_dependence_check_hands_its_product_on(variant, monkeypatch):
+    """RGDSW with several null-space vectors (2D elasticity, rigid body modes) checks its
+    functions for dependence on ``Phi_G^T (A Phi)_G``; the coarse correction takes that
+    product (marked by a perturbation), which equals the dense Galerkin matrix, and the
+    preconditioner is the one that forms it again, to the last bit."""
+    from ddops.dd import gdsw
+    from ddops.precond import corrections
+
+    A, X = ddops.problems.fem_elasticity_2d(15)
+    Z = ddops.rigid_body_modes(X)
+    d = ddops.Decomposition.from_matrix(A, 6, block_size=2)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="rgdsw", variant=variant, null_space=Z)
+    A0 = dense_galerkin(A, M.coarse_matrix)
+    assert np.abs(M.coarse.A0.toarray() - A0).max() <= 1e-12 * np.abs(A0).max()
+    assert M.coarse_info.coarse_matrix is None  # released into the coarse correction
+    X1 = np.random.default_rng(2).standard_normal((A.shape[0], 2))
+    # the same without the handed matrix: formed again, bit for bit the same operator
+    original_build = corrections.CoarseCorrection.build_basis
+
+    def without(self, A):
+        Phi = original_build(self, A)
+        self._given_A0 = None
+        return Phi
+
+    with monkeypatch.context() as m:
+        m.setattr(corrections.CoarseCorrection, "build_basis", without)
+        formed = ddops.TwoLevelSchwarz(A, d, coarse_basis="rgdsw", variant=variant,
+                                       null_space=Z)
+    assert np.array_equal(M @ X1, formed @ X1)
+    original = gdsw.drop_dependent_columns
+
+    def marked(*args, **kwargs):
+        Phi, kept, B = original(*args, **kwargs)
+        return Phi, kept, B * (1 + 1e-3)
+
+    monkeypatch.setattr(gdsw, "drop_dependent_columns", marked)
+    M = ddops.TwoLevelSchwarz(A, d, coarse_basis="rgdsw", variant=variant, null_space=Z)
+    np.testing.assert_allclose(M.coarse.A0.toarray(), A0 * (1 + 1e-3), rtol=1e-12,
+                               atol=1e-12 * np.abs(A0).max())
