@@ -53,7 +53,7 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
 from .._validation import check_int
-from .validation import check_matrix, check_owner
+from .validation import check_matrix, check_owner, known_exactly_symmetric
 
 __all__ = [
     "InterfaceComponents",
@@ -72,8 +72,11 @@ def _incidence(labels: np.ndarray, num_parts: int) -> sp.csr_matrix:
 def _graph(A: sp.csr_matrix) -> sp.csr_matrix:
     """Boolean symmetric adjacency of ``A`` (stored nonzeros of ``A`` or ``A^T``), no diagonal."""
     n = A.shape[0]
-    T = A.T.tocsr()
-    if np.array_equal(A.indptr, T.indptr) and np.array_equal(A.indices, T.indices):
+    # inside a set-up that made A exactly symmetric its pattern is, without a transpose
+    # (8 M nonzeros of 3D elasticity: 0.1-0.2 s)
+    T = None if known_exactly_symmetric(A) and A.has_canonical_format else A.T.tocsr()
+    if T is None or (np.array_equal(A.indptr, T.indptr)
+                     and np.array_equal(A.indices, T.indices)):
         # a symmetric pattern (the usual case): the off-diagonal entries of A, kept in order
         rows = np.repeat(np.arange(n), np.diff(A.indptr))
         off = A.indices != rows

@@ -27,6 +27,7 @@ __all__ = [
     "check_matrix",
     "checked_once",
     "exactly_symmetric",
+    "known_exactly_symmetric",
     "check_owner",
     "check_null_space",
 ]
@@ -81,8 +82,8 @@ def symmetric_part(A: sp.csr_matrix, T: sp.csr_matrix) -> sp.csr_matrix:
 
 
 #: While a block of :func:`checked_once` or :func:`exactly_symmetric` runs: its matrix,
-#: where its arrays lie, and whether :func:`check_matrix` passed it (True) or only its exact
-#: symmetry is known (False); None outside.
+#: where its arrays lie, whether :func:`check_matrix` passed it and whether it is known to
+#: be exactly symmetric (pattern included); None outside.
 _CHECKED: contextvars.ContextVar = contextvars.ContextVar("ddops_checked_matrix",
                                                           default=None)
 
@@ -96,17 +97,25 @@ def _memory(A: sp.csr_matrix) -> tuple:
 
 def _vouched(A: sp.csr_matrix) -> bool | None:
     """True: ``A`` has the arrays of the matrix of the enclosing :func:`checked_once`;
-    False: of :func:`exactly_symmetric`; None: neither."""
+    False: of :func:`exactly_symmetric` only; None: neither."""
     held = _CHECKED.get()
     if held is None or held[1] != _memory(A):
         return None
     return held[2]
 
 
+def known_exactly_symmetric(A: sp.csr_matrix) -> bool:
+    """Whether ``A`` has the arrays of the matrix of an enclosing :func:`exactly_symmetric`
+    (also inside a :func:`checked_once` of it): ``A = A^T`` exactly, pattern included, so
+    a caller that needs its symmetric pattern need not transpose it to find out."""
+    held = _CHECKED.get()
+    return held is not None and held[1] == _memory(A) and held[3]
+
+
 @contextlib.contextmanager
-def _holding(A: sp.csr_matrix, checked: bool) -> Iterator[sp.csr_matrix]:
+def _holding(A: sp.csr_matrix, checked: bool, symmetric: bool) -> Iterator[sp.csr_matrix]:
     # (the matrix itself is held too: its memory cannot be reused by another one meanwhile)
-    token = _CHECKED.set((A, _memory(A), checked))
+    token = _CHECKED.set((A, _memory(A), checked, symmetric))
     try:
         yield A
     finally:
@@ -123,7 +132,8 @@ def checked_once(A: Any) -> Iterator[sp.csr_matrix]:
     symmetry of ``A`` three times, a transpose of 8 M nonzeros each (0.36 s of 4.9 s).
     Nothing may write to the arrays inside the block.
     """
-    with _holding(check_matrix(A), True) as checked:
+    A = check_matrix(A)
+    with _holding(A, True, known_exactly_symmetric(A)) as checked:
         yield checked
 
 
@@ -132,7 +142,7 @@ def exactly_symmetric(A: sp.csr_matrix) -> Iterator[sp.csr_matrix]:
     """Inside the block, :func:`check_matrix` of a matrix with the arrays of ``A`` (float64
     CSR, canonical) skips its symmetry test: the caller has made ``A`` exactly symmetric
     (:func:`symmetric_part`, or checked ``A == A^T``).  The other checks still run."""
-    with _holding(A, False) as held:
+    with _holding(A, _vouched(A) is True, True) as held:
         yield held
 
 

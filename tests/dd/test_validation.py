@@ -105,3 +105,48 @@ def test_a_coarse_basis_checks_the_matrix_once(monkeypatch, coarse):
     calls = _count_symmetry_checks(monkeypatch)
     coarse_basis(d, coarse, A=A)
     assert len(calls) == 1  # where A enters; not again in each builder it passes through
+
+
+def test_known_exact_symmetry_survives_the_nesting_of_the_blocks():
+    """``exactly_symmetric`` vouches for the pattern too; ``checked_once`` alone does not
+    (its check allows rounding); nested either way, both facts stay known."""
+    A = poisson_2d(8).tocsr()
+    other = poisson_2d(9).tocsr()
+    assert not validation.known_exactly_symmetric(A)
+    with validation.checked_once(A) as checked:
+        assert not validation.known_exactly_symmetric(checked)
+        with validation.exactly_symmetric(checked):
+            assert validation.known_exactly_symmetric(sp.csr_matrix(checked))
+            assert validation._vouched(checked) is True  # still checked
+    with validation.exactly_symmetric(A):
+        assert validation.known_exactly_symmetric(sp.csr_matrix(A))
+        assert not validation.known_exactly_symmetric(other)
+        with validation.checked_once(A) as checked:
+            assert validation.known_exactly_symmetric(checked)
+    assert not validation.known_exactly_symmetric(A)
+
+
+@pytest.mark.parametrize("coarse", ["gdsw", "rgdsw"])
+def test_the_interface_graph_of_a_setup_needs_no_transpose(monkeypatch, coarse):
+    """Inside a set-up the interface classification knows A's pattern is symmetric (its
+    graph is then A's pattern less the diagonal, without a transpose) and the graph equals
+    the one built with the transpose."""
+    from ddops.dd import interface
+
+    A = _rounding_unsymmetric(24)
+    d = ddops.Decomposition.from_matrix(A, 6)
+    seen, original = [], interface._graph
+
+    def recording(M):
+        known = validation.known_exactly_symmetric(M)
+        G = original(M)
+        seen.append(known)
+        with monkeypatch.context() as m:
+            m.setattr(interface, "known_exactly_symmetric", lambda _: False)
+            reference = original(M)
+        assert (G != reference).nnz == 0 and G.has_sorted_indices
+        return G
+
+    monkeypatch.setattr(interface, "_graph", recording)
+    ddops.TwoLevelSchwarz(A, d, coarse_basis=coarse)
+    assert seen == [True]
