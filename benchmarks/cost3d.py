@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python benchmarks/cost3d.py                         # targets + subdomain sizes (~25 min)
+    python benchmarks/cost3d.py                         # targets + subdomain sizes (~35 min)
     python benchmarks/cost3d.py --quick                 # small sizes (~2 min)
     python benchmarks/cost3d.py --sections targets --problems elasticity3d
     python benchmarks/cost3d.py --sections targets --problems elasticity3d --rhs random

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import add_json_flag, add_quick_flag, add_threads_flag, machine_summary  # noqa: E402
 
 import ddops  # noqa: E402
-from ddops.precond.options import EXTENSION_REUSE as EXTENSION_REUSE_CHOICES  # noqa: E402
+from ddops.precond.options import EXTENSION_REUSE  # noqa: E402
 
 RTOL = 1e-8
 UPDATE_TARGET = 0.5
@@ -87,11 +87,8 @@ def elasticity(n: int, parts: int, radius=(0.1, 0.12), contrast: float = 1e3):
     return A1, A2, d, ddops.rigid_body_modes(X), (N1, N2)
 
 
-#: ``TwoLevelSchwarz(extension_reuse=)`` of every preconditioner (``--extension-reuse``)
-EXTENSION_REUSE = {"value": "analysis"}
-
-
-def build(A, d, space: str, Z, threads: int, neumann=None) -> ddops.TwoLevelSchwarz:
+def build(A, d, space: str, Z, threads: int, neumann=None,
+          extension_reuse: str = "analysis") -> ddops.TwoLevelSchwarz:
     """The preconditioner of one row (``neumann``: the space's finite-element matrices)."""
     sub = {}
     if neumann is not None:
@@ -99,10 +96,11 @@ def build(A, d, space: str, Z, threads: int, neumann=None) -> ddops.TwoLevelSchw
         sub = {space: kind(neumann=neumann)}
     return ddops.TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
         coarse=space, null_space=Z, threads=threads,
-        extension_reuse=EXTENSION_REUSE["value"], **sub))
+        extension_reuse=extension_reuse, **sub))
 
 
-def ratio_rows(problems: dict, spaces: list[str], threads: int) -> list[dict]:
+def ratio_rows(problems: dict, spaces: list[str], threads: int,
+               extension_reuse: str = "analysis") -> list[dict]:
     rows = []
     for name, make in problems.items():
         A1, A2, d, Z, neumann = make()
@@ -112,11 +110,11 @@ def ratio_rows(problems: dict, spaces: list[str], threads: int) -> list[dict]:
             fem = neumann is not None and space in ("agdsw", "geneo")
             args = (d, space, Z, threads)
             with Clock() as fresh:
-                build(A2, *args, neumann[1] if fem else None)
-            M = build(A1, *args, neumann[0] if fem else None)
+                build(A2, *args, neumann[1] if fem else None, extension_reuse)
+            M = build(A1, *args, neumann[0] if fem else None, extension_reuse)
             with Clock() as upd:
                 M.update(A2, neumann=neumann[1] if fem else None)
-            M = build(A1, *args, neumann[0] if fem else None)
+            M = build(A1, *args, neumann[0] if fem else None, extension_reuse)
             with Clock() as reuse:
                 M.update(A2, reuse_coarse=True)
             row = {"problem": name, "n": int(A1.shape[0]), "parts": d.num_subdomains,
@@ -153,13 +151,14 @@ def channels(n: int, step: int, contrast: float = 1e4) -> np.ndarray:
     return c
 
 
-def sequence(name: str, matrices: list, d, Z, space: str, threads: int) -> list[dict]:
+def sequence(name: str, matrices: list, d, Z, space: str, threads: int,
+             extension_reuse: str = "analysis") -> list[dict]:
     import pyamg
 
     rng = np.random.default_rng(0)
     b = rng.standard_normal(matrices[0].shape[0])
     kw = dict(coarse_basis=space, null_space=Z, threads=threads,
-              extension_reuse=EXTENSION_REUSE["value"])
+              extension_reuse=extension_reuse)
     kept = {"update": None, "reuse": None}
     rows = []
     for k, A in enumerate(matrices):
@@ -204,10 +203,10 @@ def main(argv=None) -> int:
     parser.add_argument("--elasticity-n", type=int, default=None,
                         help="grid of the 3D elasticity row (default 32: 114,444 unknowns)")
     parser.add_argument("--no-sequences", action="store_true")
-    parser.add_argument("--extension-reuse", choices=EXTENSION_REUSE_CHOICES, default="analysis",
+    parser.add_argument("--extension-reuse", choices=EXTENSION_REUSE, default="analysis",
                         help="what the GDSW-type spaces keep for update (default analysis)")
     args = parser.parse_args(argv)
-    EXTENSION_REUSE["value"] = args.extension_reuse
+    reuse = args.extension_reuse
     threads = args.threads or 1
     spaces = [s for s in args.spaces.split(",") if s]
     q = args.quick
@@ -225,7 +224,7 @@ def main(argv=None) -> int:
     print("|---|---:|---|---:|---:|---:|---:|---:|")
     out = {"machine": machine_summary(memory=True, pyamg=True, ddops=True), "threads": threads}
     with threadpool_limits(threads):
-        out["ratios"] = ratio_rows(problems, spaces, threads)
+        out["ratios"] = ratio_rows(problems, spaces, threads, reuse)
         if not args.no_sequences:
             print("\niterations, set-up + solve CPU seconds per step")
             print("| sequence | step | fresh | update | update(reuse_coarse) | pyamg SA |")
@@ -234,7 +233,7 @@ def main(argv=None) -> int:
             mats = [ddops.problems.diffusion_2d(channels(n2, k)) for k in range(args.steps)]
             d2 = ddops.Decomposition.from_matrix(mats[0], 16 if q else 64)
             out["channels"] = sequence("2D channels", mats, d2, None, args.sequence_space,
-                                       threads)
+                                       threads, reuse)
             n3 = 7 if q else 20
             mats, X = [], None
             for k in range(args.steps):
@@ -244,7 +243,7 @@ def main(argv=None) -> int:
             d3 = ddops.Decomposition.from_matrix(mats[0], 8 if q else 32, block_size=3)
             out["elasticity"] = sequence("3D growing balls", mats, d3,
                                          ddops.rigid_body_modes(X), args.sequence_space,
-                                         threads)
+                                         threads, reuse)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
         print(f"\nwrote {args.json}")

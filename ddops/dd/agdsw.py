@@ -213,8 +213,8 @@ def agdsw_basis(
     extension_solver : {"auto", "superlu", "pardiso", "amg"}
         Solver of the final harmonic extension (see :func:`ddops.dd.gdsw.harmonic_extension`).
     analysis : GDSWAnalysis, optional
-        Keeps the interface components and the final extension's PARDISO analyses for a
-        later call on a matrix with the same pattern (see
+        Keeps the interface components and the final extension's PARDISO analyses (or
+        orderings) for a later call on a matrix with the same pattern (see
         :class:`~ddops.dd.analysis.GDSWAnalysis`).
     skip_contrast : float, optional
         No eigenproblem on a component around which the diagonal of ``A`` varies by at most

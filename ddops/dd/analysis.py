@@ -41,6 +41,11 @@ class GDSWAnalysis:
       reuses it.  A chunk whose pattern changed is analysed afresh; other solvers are
       factorised afresh every time.
 
+    :meth:`ddops.TwoLevelSchwarz.update` keeps one for the GDSW-type coarse spaces
+    (:func:`~ddops.dd.gdsw.gdsw_basis`, :func:`~ddops.dd.agdsw.agdsw_basis` and
+    :func:`~ddops.coarse_basis` take it as ``analysis=``); the ``extension_reuse`` option
+    of :class:`~ddops.TwoLevelSchwarz` chooses its ``reuse``.
+
     Parameters
     ----------
     reuse : {"analysis", "ordering"}
@@ -50,20 +55,16 @@ class GDSWAnalysis:
         but MKL holds the analyses (about 280 MiB for the 227,448-unknown 3D elasticity
         beam of ``docs/preconditioning.md``).  ``"ordering"``: only the chunk's
         elimination order (:attr:`~ddops.linalg.local_solvers.PardisoBlocks.order`) with
-        its pattern, a few bytes per row; a later call runs PARDISO's symbolic and numeric
-        phases with it, with no ordering step.  Measured on the beam's chunks (one
-        thread): a fresh factorisation 0.60 s, with the kept ordering 0.34 s, a
-        refactorisation of the kept analysis 0.25 s.
-
-    :meth:`ddops.TwoLevelSchwarz.update` keeps one for the GDSW-type coarse spaces
-    (:func:`~ddops.dd.gdsw.gdsw_basis`, :func:`~ddops.dd.agdsw.agdsw_basis` and
-    :func:`~ddops.coarse_basis` take it as ``analysis=``; ``TwoLevelSchwarz(...,
-    extension_reuse=)`` chooses ``reuse``).
+        the chunk's pattern it is for (integers: about 4 bytes per nonzero of the
+        interiors); a later call runs PARDISO's symbolic and numeric phases with it, with
+        no ordering step.  Measured on the beam's chunks (one thread): a fresh
+        factorisation 0.60 s, with the kept ordering 0.34 s, a refactorisation of the kept
+        analysis 0.25 s.
 
     Attributes
     ----------
     reuse : str
-        ``reuse``.
+        ``reuse`` (read-only: what is kept is of that kind).
     reused : int
         Chunks factorised on a kept analysis or ordering so far.
     """
@@ -74,11 +75,17 @@ class GDSWAnalysis:
                             f"{type(reuse).__name__} {reuse!r}")
         if reuse not in EXTENSION_REUSE:
             raise ValueError(f"reuse must be one of {EXTENSION_REUSE}, got {reuse!r}")
-        self.reuse = reuse
+        self._reuse = reuse
         self._chunks: dict = {}
         self._components = None  # (pattern, owner, interface, block size, components)
         self.reused = 0
         self._lock = threading.Lock()  # chunks are factorised on several threads
+
+    @property
+    def reuse(self) -> str:
+        """What is kept of a chunk, ``"analysis"`` or ``"ordering"`` (fixed at
+        construction)."""
+        return self._reuse
 
     def components(self, A: sp.csr_matrix, owner: np.ndarray, interface: Any,
                    block_size: int) -> InterfaceComponents:

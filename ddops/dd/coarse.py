@@ -217,7 +217,8 @@ def coarse_basis(
         ``"geneo"``: none on such subdomains (see :func:`ddops.dd.geneo.geneo_basis`).
     analysis : ddops.dd.analysis.GDSWAnalysis, optional
         ``"gdsw"``, ``"rgdsw"``, ``"agdsw"``: keeps the interface components and the
-        extension's PARDISO analyses for a later call on a matrix with the same pattern, and
+        extension's PARDISO analyses (or orderings) for a later call on a matrix with the
+        same pattern, and
         reuses those it holds (what :meth:`ddops.TwoLevelSchwarz.update` does).  Ignored by
         the other kinds.
     return_info : bool
@@ -321,7 +322,9 @@ def _grounded_basis(d: Decomposition, kind: str, size: int | None, A: Any, null_
     Phi, info = coarse_basis(d, kind, size, A=A,
                              null_space=kernel if null_space is None else null_space,
                              return_info=True, **options)
-    grounded, _ = ground_basis(Phi, Q)
+    grounded, dropped = ground_basis(Phi, Q)
+    if dropped and getattr(info, "coarse_matrix", None) is not None:
+        info.coarse_matrix = None  # Phi^T A Phi of the columns before grounding
     return (Phi[:, :0].tocsr() if grounded is None else grounded), info
 
 

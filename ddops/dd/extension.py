@@ -120,8 +120,9 @@ def harmonic_extension(
         ``n x k`` near-null space for the aggregation of the ``"amg"`` extension
         (constants by default).
     analysis : ddops.dd.analysis.GDSWAnalysis, optional
-        Keep PARDISO's analyses of the chunks there, and reuse those it holds for a matrix
-        with the same pattern (the result is the same to rounding).
+        Keep PARDISO's analyses of the chunks there (or their orderings, by its
+        ``reuse``), and reuse those it holds for a matrix with the same pattern (the result
+        is the same to rounding).
     block_size : int
         Unknowns per node, consecutive in ``A``'s numbering (the interface holds whole
         nodes): PARDISO's nested dissection then orders the interiors' node graph

@@ -209,8 +209,9 @@ def gdsw_basis(
     extension_rtol : float
         Relative residual of the inexact (``"amg"``) extension.
     analysis : GDSWAnalysis, optional
-        Keeps the interface components and the extension's PARDISO analyses for a later
-        call on a matrix with the same pattern, and reuses those it holds (see
+        Keeps the interface components and the extension's PARDISO analyses (or
+        orderings) for a later call on a matrix with the same pattern, and reuses those it
+        holds (see
         :class:`~ddops.dd.analysis.GDSWAnalysis`).
 
     Returns

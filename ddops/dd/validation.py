@@ -141,7 +141,9 @@ def checked_once(A: Any) -> Iterator[sp.csr_matrix]:
 def exactly_symmetric(A: sp.csr_matrix) -> Iterator[sp.csr_matrix]:
     """Inside the block, :func:`check_matrix` of a matrix with the arrays of ``A`` (float64
     CSR, canonical) skips its symmetry test: the caller has made ``A`` exactly symmetric
-    (:func:`symmetric_part`, or checked ``A == A^T``).  The other checks still run."""
+    (:func:`symmetric_part`, or checked ``A == A^T``).  The other checks still run, unless
+    an enclosing :func:`checked_once` of the same matrix passed them already.  The pattern
+    is then known to be symmetric too (:func:`known_exactly_symmetric`)."""
     with _holding(A, _vouched(A) is True, True) as held:
         yield held
 

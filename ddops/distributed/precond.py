@@ -1000,7 +1000,8 @@ class DistributedTwoLevelSchwarz:
             serial_kernel = Q if self.coarse_construction == "serial" else None
             self.coarse = CoarseCorrection(d, kind, opts.coarse_size, null_space, serial_kernel,
                                            self._coarse_keywords, False, self.dtype, "numpy",
-                                           "superlu" if superlu else "pardiso")
+                                           "superlu" if superlu else "pardiso",
+                                           extension_reuse=opts.extension_reuse)
         self.local = None
         self._Phi_ext = self._known = None
         return matrix

@@ -156,7 +156,7 @@ OPTION_SPECS = {s.name: s for s in (
           "the process's settings)", minimum=1),
     _spec("extension_reuse", "choice", "what the GDSW-type coarse spaces keep of the "
           "extension's PARDISO factorisations for update(): the analysis (fastest update) "
-          "or only the ordering (less memory)", choices=EXTENSION_REUSE, petsc=False),
+          "or only the ordering (less memory)", choices=EXTENSION_REUSE),
 )}
 
 #: Every field of the coarse spaces' options objects (:class:`GDSWOptions`,
@@ -416,12 +416,12 @@ class SchwarzOptions(_ComparedFields):
         The exact kernel of a singular ``A``.
     threads : int, optional
         Threads of the set-up and of every application.
+    gdsw, agdsw, geneo : GDSWOptions, AGDSWOptions, GenEOOptions
+        The options of each coarse space (``gdsw`` also serves ``"rgdsw"``).
     extension_reuse : {"analysis", "ordering"}
         What the GDSW-type coarse spaces keep of their extension's PARDISO factorisations
         for :meth:`~ddops.precond.schwarz.TwoLevelSchwarz.update`
         (:class:`~ddops.dd.analysis.GDSWAnalysis`).
-    gdsw, agdsw, geneo : GDSWOptions, AGDSWOptions, GenEOOptions
-        The options of each coarse space (``gdsw`` also serves ``"rgdsw"``).
 
     Examples
     --------
@@ -446,10 +446,10 @@ class SchwarzOptions(_ComparedFields):
     null_space: Any = None
     kernel: Any = None
     threads: int | None = None
-    extension_reuse: str = "analysis"
     gdsw: GDSWOptions = field(default_factory=GDSWOptions)
     agdsw: AGDSWOptions = field(default_factory=AGDSWOptions)
     geneo: GenEOOptions = field(default_factory=GenEOOptions)
+    extension_reuse: str = "analysis"
 
     def __post_init__(self) -> None:
         for name, spec in OPTION_SPECS.items():

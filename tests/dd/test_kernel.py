@@ -426,3 +426,30 @@ def test_the_kernel_check_over_row_blocks_is_the_serial_check(neumann):
             return str(exc)
 
     assert ranks.run(attempt) == [str(serial.value)] * 2
+
+
+@pytest.mark.parametrize("drop", [False, True])
+@pytest.mark.parametrize("basis", ["rgdsw", "geneo"])
+def test_a_grounded_basis_reports_no_galerkin_matrix_of_dropped_columns(basis, drop,
+                                                                        monkeypatch):
+    """``coarse_basis(..., kernel=, return_info=True)`` grounds the basis.  The dependence
+    checks of RGDSW and GenEO already drop the kernel's directions (zero energy), so
+    grounding finds nothing and the builder's ``Phi^T A Phi`` is that of the returned
+    basis (checked densely); where grounding drops a column (forced here) it would describe
+    the columns before that, and is not reported."""
+    from ddops.dd import coarse, kernel
+
+    A, X = ddops.problems.fem_elasticity_2d(9, dirichlet=None)
+    Z = ddops.rigid_body_modes(X)
+    d = ddops.Decomposition.from_matrix(A, 4, block_size=2)
+    if drop:
+        def drop_last(Phi, Q):
+            return sp.csr_matrix(Phi[:, :-1]), 1
+        monkeypatch.setattr(kernel, "ground_basis", drop_last)
+    Phi, info = coarse.coarse_basis(d, basis, A=A, kernel=Z, return_info=True)
+    if drop:
+        assert info.coarse_matrix is None
+    else:
+        P = Phi.toarray()
+        A0 = P.T @ (A.toarray() @ P)
+        assert np.abs(info.coarse_matrix.toarray() - A0).max() <= 1e-10 * np.abs(A0).max()

@@ -116,7 +116,8 @@ def run(comm) -> dict:
     out["pattern"] = {"raised": [m is not None for m in messages], "messages": messages}
     # the options: SchwarzOptions and keywords, the refusals
     opts = ddops.SchwarzOptions(coarse="agdsw", variant="hybrid", factor_dtype="float32",
-                                agdsw=ddops.AGDSWOptions(threshold=0.5))
+                                agdsw=ddops.AGDSWOptions(threshold=0.5),
+                                extension_reuse="ordering")
     M = DistributedTwoLevelSchwarz(L, rows, options=opts)
     with warnings.catch_warnings():  # coarse_options= is deprecated, and still works
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -133,6 +134,7 @@ def run(comm) -> dict:
             refusals[name] = f"{type(exc).__name__}: {exc}"
     out["options"] = {"coarse_dim": [M.coarse_dim, S.coarse_dim],
                       "factor_dtype": str(M.local.factor_dtype),
+                      "extension_reuse": M.coarse.analysis.reuse,
                       "serial": _max(comm, _rel(y, (S @ X)[owned])),
                       "refusals": refusals,
                       "keywords": _max(comm, _rel(_apply(K, Xo)[0], y))}

@@ -57,6 +57,7 @@ def test_options_as_the_serial_class(results):
     r = results["options"]
     assert r["coarse_dim"][0] == r["coarse_dim"][1] > 14  # the threshold was used
     assert r["factor_dtype"] == "float32"
+    assert r["extension_reuse"] == "ordering"  # reaches the ranks' coarse construction
     assert r["serial"] <= 1e-5  # float32 local factors
     assert r["keywords"] == 0.0  # options= and the keywords build the same preconditioner
     assert r["refusals"]["both"].startswith("TypeError: give the settings either as options=")

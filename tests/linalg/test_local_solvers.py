@@ -995,3 +995,33 @@ def test_pardiso_partial_solve_analysis_is_not_probed(monkeypatch):
         factorize_blocks(K, offsets, "pardiso", ordering="md", sparse_rows=rows)
     factorize_blocks(K, offsets, "pardiso")
     assert probes == [1]
+
+
+@pytest.mark.parametrize("b", [1, 2, 3])
+@pytest.mark.parametrize("canonical", [True, False])
+def test_node_graph_of_any_stored_pattern_against_the_dense_one(b, canonical):
+    """``node_graph`` itself (the factorisations' nested dissection calls it on their
+    blocks as they come): nodes adjacent when any entry of their b x b blocks is stored,
+    zeros included, also with unsorted and duplicated entries; Boolean, no diagonal,
+    sorted."""
+    rng = np.random.default_rng(7 + b)
+    n = 9 * b
+    R = sp.random(n, n, density=0.12, random_state=rng, format="csr")
+    K = sp.csr_matrix(R + R.T + sp.identity(n))
+    K.data[::4] = 0.0  # stored zeros are couplings
+    stored = np.zeros((n, n), dtype=bool)
+    stored[np.repeat(np.arange(n), np.diff(K.indptr)), K.indices] = True
+    if not canonical:  # entries reversed within rows, the first one duplicated
+        coo = K.tocoo()
+        order = np.lexsort((-coo.col, coo.row))
+        row, col, val = coo.row[order], coo.col[order], coo.data[order]
+        row, col, val = np.r_[row[:1], row], np.r_[col[:1], col], np.r_[val[:1], val]
+        indptr = np.r_[0, np.cumsum(np.bincount(row, minlength=n))]
+        K = sp.csr_matrix((val, col, indptr), shape=(n, n))
+        K.has_canonical_format = K.has_sorted_indices = False
+    m = n // b
+    expected = stored.reshape(m, b, m, b).any(axis=(1, 3)) & ~np.eye(m, dtype=bool)
+    G = local_solvers.node_graph(K, b)
+    np.testing.assert_array_equal(G.toarray(), expected)
+    assert G.dtype == bool and G.has_sorted_indices
+    assert np.all(np.diff(G.indptr) == expected.sum(axis=1))  # no duplicates

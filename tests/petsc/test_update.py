@@ -115,7 +115,7 @@ _VALUES = {"subdomains": ("6", 6), "overlap": ("2", 2), "partitioner": ("contigu
            "superlu"), "agdsw_skip_contrast": ("0", 0.0), "geneo_threshold": ("0.5", 0.5),
            "geneo_max_per_subdomain": ("7", 7),
            "geneo_oversampling": ("3", 3), "geneo_skip_contrast": ("10", 10.0),
-           "reuse_coarse": ("true", True)}
+           "extension_reuse": ("ordering", "ordering"), "reuse_coarse": ("true", True)}
 
 
 def test_schwarz_pc_reads_every_option(PETSc):
