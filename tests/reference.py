@@ -169,3 +169,18 @@ def dense_two_level(A, subdomains, num_dofs, variant, Phi=None):
             return P0 + (eye - P0 @ A) @ M @ (eye - A @ P0)
         M += P0
     return M
+
+
+def scrambled_csr(A):
+    """``A`` (CSR) with the same stored pattern and values in a non-canonical form: the
+    entries of every row in reverse order and the first entry stored twice (flags cleared),
+    as a caller's matrix may come."""
+    coo = sp.coo_matrix(A)
+    order = np.lexsort((-coo.col, coo.row))
+    row, col, val = coo.row[order], coo.col[order], coo.data[order]
+    row, col, val = np.r_[row[:1], row], np.r_[col[:1], col], np.r_[val[:1], val]
+    n = A.shape[0]
+    indptr = np.r_[0, np.cumsum(np.bincount(row, minlength=n))]
+    out = sp.csr_matrix((val, col, indptr), shape=A.shape)
+    out.has_canonical_format = out.has_sorted_indices = False
+    return out

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import ddops.dd._partitioning as algorithms
 import ddops.dd.partition as dd
 from ddops.dd.decomposition import Decomposition, split_sizes
+from tests.reference import scrambled_csr
 
 EPS = np.finfo(float).eps
 
@@ -306,14 +307,7 @@ def test_node_graph_against_the_dense_pattern(symmetric, b, canonical):
     stored = A.toarray() != 0
     stored[np.repeat(np.arange(n), np.diff(A.indptr)), A.indices] = True
     if not canonical:  # the same pattern, entries reversed within rows and one duplicated
-        coo = A.tocoo()
-        order = np.lexsort((-coo.col, coo.row))
-        row, col, val = coo.row[order], coo.col[order], coo.data[order]
-        row, col, val = np.r_[row[:1], row], np.r_[col[:1], col], np.r_[val[:1], val]
-        indptr = np.r_[0, np.cumsum(np.bincount(row, minlength=n))]
-        A = sp.csr_matrix((val, col, indptr), shape=(n, n))
-        A.has_canonical_format = False
-        A.has_sorted_indices = False
+        A = scrambled_csr(A)
     either = stored | stored.T
     m = n // b
     expected = either.reshape(m, b, m, b).any(axis=(1, 3)) & ~np.eye(m, dtype=bool)

@@ -27,6 +27,7 @@ from ddops.linalg.local_solvers import (
     pardiso_available,
 )
 from tests._optional import need
+from tests.reference import scrambled_csr
 
 EXACT = ("superlu", "pardiso")
 
@@ -1012,13 +1013,7 @@ def test_node_graph_of_any_stored_pattern_against_the_dense_one(b, canonical):
     stored = np.zeros((n, n), dtype=bool)
     stored[np.repeat(np.arange(n), np.diff(K.indptr)), K.indices] = True
     if not canonical:  # entries reversed within rows, the first one duplicated
-        coo = K.tocoo()
-        order = np.lexsort((-coo.col, coo.row))
-        row, col, val = coo.row[order], coo.col[order], coo.data[order]
-        row, col, val = np.r_[row[:1], row], np.r_[col[:1], col], np.r_[val[:1], val]
-        indptr = np.r_[0, np.cumsum(np.bincount(row, minlength=n))]
-        K = sp.csr_matrix((val, col, indptr), shape=(n, n))
-        K.has_canonical_format = K.has_sorted_indices = False
+        K = scrambled_csr(K)
     m = n // b
     expected = stored.reshape(m, b, m, b).any(axis=(1, 3)) & ~np.eye(m, dtype=bool)
     G = local_solvers.node_graph(K, b)
