@@ -219,3 +219,16 @@ def test_update_with_kept_orderings_equals_update_with_kept_analyses(problem):
         assert M.coarse.analysis.reused > 0
     assert np.array_equal(out["analysis"], out["ordering"])
     assert held["ordering"] < held["analysis"]
+
+
+def test_the_default_keeps_the_analyses(problem):
+    """The documented default, by keyword and by options object: PARDISO's analyses are
+    kept (the fastest update), not only the orderings."""
+    need("pardiso")
+    A1, _, _ = problem
+    d = ddops.Decomposition.from_matrix(A1, 7)
+    for M in (ddops.TwoLevelSchwarz(A1, d, coarse_basis="gdsw"),
+              ddops.TwoLevelSchwarz(A1, d, options=ddops.SchwarzOptions(coarse="gdsw"))):
+        kept = list(M.coarse.analysis._chunks.values())
+        assert M.options.extension_reuse == M.coarse.analysis.reuse == "analysis"
+        assert kept and all(hasattr(k, "refactor") for k in kept)
