@@ -53,6 +53,7 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
 from .._validation import check_int
+from ..linalg.local_solvers import node_graph
 from .validation import check_matrix, check_owner, known_exactly_symmetric
 
 __all__ = [
@@ -70,25 +71,16 @@ def _incidence(labels: np.ndarray, num_parts: int) -> sp.csr_matrix:
 
 
 def _graph(A: sp.csr_matrix) -> sp.csr_matrix:
-    """Boolean symmetric adjacency of ``A`` (stored nonzeros of ``A`` or ``A^T``), no diagonal."""
-    n = A.shape[0]
+    """Boolean symmetric adjacency of ``A`` (stored nonzeros of ``A`` or ``A^T``), no diagonal:
+    :func:`~ddops.linalg.local_solvers.node_graph` of ``A``'s pattern, or of ``|A| + |A^T|``
+    where that pattern is not symmetric."""
     # inside a set-up that made A exactly symmetric its pattern is, without a transpose
     # (8 M nonzeros of 3D elasticity: 0.1-0.2 s)
-    T = None if known_exactly_symmetric(A) and A.has_canonical_format else A.T.tocsr()
-    if T is None or (np.array_equal(A.indptr, T.indptr)
-                     and np.array_equal(A.indices, T.indices)):
-        # a symmetric pattern (the usual case): the off-diagonal entries of A, kept in order
-        rows = np.repeat(np.arange(n), np.diff(A.indptr))
-        off = A.indices != rows
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[off], minlength=n))])
-        return sp.csr_matrix((np.ones(int(off.sum()), dtype=bool), A.indices[off], indptr),
-                             shape=A.shape)
-    C = (abs(A) + abs(T)).tocoo()  # absolute values: no cancellation in the union
-    off = C.row != C.col
-    G = sp.csr_matrix((np.ones(int(off.sum()), dtype=bool), (C.row[off], C.col[off])),
-                      shape=A.shape)
-    G.sort_indices()
-    return G
+    if not (known_exactly_symmetric(A) and A.has_canonical_format):
+        T = A.T.tocsr()
+        if not (np.array_equal(A.indptr, T.indptr) and np.array_equal(A.indices, T.indices)):
+            A = (abs(A) + abs(T)).tocsr()  # absolute values: no cancellation in the union
+    return node_graph(A, 1)
 
 
 @dataclass

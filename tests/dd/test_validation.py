@@ -150,3 +150,22 @@ def test_the_interface_graph_of_a_setup_needs_no_transpose(monkeypatch, coarse):
     monkeypatch.setattr(interface, "_graph", recording)
     ddops.TwoLevelSchwarz(A, d, coarse_basis=coarse)
     assert seen == [True]
+
+
+@pytest.mark.parametrize("symmetric_pattern", [True, False])
+def test_the_interface_graph_against_the_dense_union(symmetric_pattern):
+    """The interface's graph: i != j adjacent when A_ij or A_ji is stored, from the dense
+    pattern here, for a symmetric pattern and a one-sided one."""
+    from ddops.dd import interface
+
+    A = poisson_2d(6).tocsr()
+    if not symmetric_pattern:
+        A = A.tolil()
+        A[0, 20] = 1e-3  # one-sided couplings
+        A[7, 30] = -2e-3
+        A = A.tocsr()
+    dense = A.toarray() != 0
+    expected = (dense | dense.T) & ~np.eye(A.shape[0], dtype=bool)
+    G = interface._graph(A)
+    np.testing.assert_array_equal(G.toarray(), expected)
+    assert G.dtype == bool and G.has_sorted_indices
