@@ -327,10 +327,11 @@ def geneo_basis(
     _block : (numpy.ndarray, float), optional
         Private (the rank-local build of :mod:`ddops.distributed`): ``A`` is the block of a
         larger matrix on a set of unknowns that holds the subdomains, their grown sets and
-        the neighbours of those; ``(outside, median)``: ``outside[j]`` the absolute sum of
-        row ``j``'s couplings to the rest of that matrix, which the cut local matrices and
-        the dominance test count as well, and ``median`` the median of its diagonal (the
-        stiff growth's measure).
+        the neighbours of those; ``(outside, reference)``: ``outside[j]`` the absolute sum
+        of row ``j``'s couplings to the rest of that matrix, which the cut local matrices and
+        the dominance test count as well, and ``reference`` the
+        :func:`~ddops.dd.oversampling.stiff_reference` of its diagonal (the stiff growth's
+        measure).
     _contrast : numpy.ndarray, optional
         Private (the same build): the subdomains' :func:`subdomain_contrast` on the whole
         matrix, which the block cannot give for neighbours on other processes.
@@ -371,7 +372,7 @@ def geneo_basis(
     group = np.repeat(np.arange(N), sizes)
     within = np.arange(d.indices.size) - offsets[group]
     w = d.entry_weights("full")  # D_i on the packed entries (a region's: the global weights)
-    _outside, _median = (None, None) if _block is None else _block
+    _outside, _reference = (None, None) if _block is None else _block
     if neumann is None:
         bad = not_dominant_rows(A, _outside)
         dominant = bad.size == 0
@@ -400,7 +401,7 @@ def geneo_basis(
     # the subdomain's own rows and columns (first in every grown set)
     ext_sizes, pairs, cut, k1, ring = _local_matrices(A, d, group, within, layers,
                                                       dominant and neumann is None, _outside,
-                                                      _median)
+                                                      _reference)
     own = (pairs[1] < sizes[pairs[0]]) & (pairs[2] < sizes[pairs[0]])
     b_sub, b_r, b_c, b_v = (x[own] for x in pairs)
     if neumann is None:
@@ -708,7 +709,7 @@ def geneo_basis(
 
 def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndarray,
                     layers: int, dominant: bool, outside: np.ndarray | None = None,
-                    median: float | None = None):
+                    reference: float | None = None):
     """GenEO's local matrices from ``A``, on the subdomains grown by ``layers`` (and stiffness).
 
     Every subdomain's unknowns keep their positions; the ring ``w+ \\ w`` of
@@ -726,7 +727,7 @@ def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndar
     n, N = A.shape[0], d.num_subdomains
     sizes = d.sizes.astype(np.int64)
     ring_idx, ring_grp = oversampled_sets(A, d.indices, group, N, layers,
-                                          diagonal_median=median)
+                                          diagonal_reference=reference)
     ring_count = np.bincount(ring_grp, minlength=N)
     ring_off = np.concatenate([[0], np.cumsum(ring_count)])
     idx = np.concatenate([d.indices, ring_idx]).astype(np.int64)

@@ -657,7 +657,8 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
     region's ghost rows), the sets are grown on the rows known; the rows they reach that
     are not known come from their owners (:meth:`DistributedLayout.fetch_rows`), and the
     growth is repeated until it reaches nothing new on any rank.  Its stiff rows are
-    measured against the median of the whole diagonal (replicated for that, ``n``
+    measured against the soft unknowns' median of the whole diagonal
+    (:func:`~ddops.dd.oversampling.stiff_reference`; the diagonal replicated for that, ``n``
     floats).  The block of ``A`` on the known rows, the absolute couplings that leave it
     and the global partition-of-unity weights then give each subdomain the serial local
     matrices.  The columns of rank ``r`` follow those of the ranks before it; their entries
@@ -675,7 +676,13 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
     """
     from ..dd.geneo import GENEO_SKIP_CONTRAST, geneo_basis
     from ..dd.indicators import check_skip_contrast, subdomain_contrast
-    from ..dd.oversampling import MAX_GROWTH, STIFF_RATIO, default_oversampling, oversampled_sets
+    from ..dd.oversampling import (
+        MAX_GROWTH,
+        STIFF_RATIO,
+        default_oversampling,
+        oversampled_sets,
+        stiff_reference,
+    )
 
     d = layout.decomposition
     owned_rows = layout._owned_rows(rows)
@@ -693,20 +700,20 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
     sizes = d.sizes[mine]
     group = np.repeat(np.arange(mine.size), sizes)
     known, full = layout.region, _region_rows(layout, rows)
-    median = contrast = None
+    reference = contrast = None
     skip = check_skip_contrast(keywords.get("skip_contrast"), GENEO_SKIP_CONTRAST)
     if layers or skip > 0:
         # the whole diagonal, replicated (n floats): the stiff growth's measure is its
-        # median, and the indicator reads it around every subdomain, neighbours on other
-        # ranks included
+        # soft unknowns' median, and the indicator reads it around every subdomain,
+        # neighbours on other ranks included
         diagonal = np.concatenate(layout.comm.allgather(
             np.asarray(owned_rows[np.arange(layout.num_owned), layout.owned]).ravel()))
         diagonal = diagonal[np.argsort(np.concatenate(layout.comm.allgather(layout.owned)))]
         if skip > 0:
             contrast = subdomain_contrast(diagonal, d, int(d.block_size))[mine]
     if layers:
-        median = float(np.median(diagonal))
-        stiff = diagonal >= STIFF_RATIO * median
+        reference = stiff_reference(diagonal)
+        stiff = diagonal >= STIFF_RATIO * reference
         known, full = _prefetch_growth(layout, rows, known, full, members, layers, stiff,
                                        int(MAX_GROWTH * sizes.sum()))
     while True:  # the exact growth on the rows known; more rows while it reaches beyond them
@@ -715,7 +722,7 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
             break
         local = np.searchsorted(known, members)
         ring, _ = oversampled_sets(block, local, group, mine.size, layers,
-                                   diagonal_median=median)
+                                   diagonal_reference=reference)
         reached = np.union1d(local, ring)
         missing = np.setdiff1d(np.union1d(known[reached], full[reached].indices), known)
         if not layout.comm.allreduce(bool(missing.size), op=mpi().LOR):
@@ -729,7 +736,7 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
                             neumann=neumann,
                             oversampling=(None if (dominant or neumann is not None)
                                           and not layers else layers),
-                            skip_contrast=skip, return_info=True, _block=(outside, median),
+                            skip_contrast=skip, return_info=True, _block=(outside, reference),
                             _contrast=contrast)
     info.coarse_matrix = None  # the block's Phi^T A Phi, not the global A_0's
     Phi_ext = _routed_columns(layout, known, Phi.tocoo())
