@@ -172,7 +172,8 @@ def _agdsw(comm) -> dict:
              # four strips, the last rank holding only the last one: no component of its own
              # (every component's first part is another rank's), yet it takes part in the
              # exchange of the Neumann matrices
-             ("strips-neumann", A, strips, np.arange(4) if P == 4 else np.array([0, 0, 0, 1]),
+             ("strips-neumann", A, strips,
+              np.arange(4) if P == 4 else np.minimum(np.array([0, 0, 0, 1]), P - 1),
               None, _cut_matrices(A, strips))]
     out = {}
     for name, A, d, ranks, Z, neumann in cases:

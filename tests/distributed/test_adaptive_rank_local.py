@@ -1,4 +1,4 @@
-"""GenEO built from each rank's own rows (under mpiexec -n 2 and -n 4).
+"""GenEO built from each rank's own rows (under mpiexec -n 1, -n 2 and -n 4).
 
 The worker deletes the global matrix on every rank before the distributed preconditioner
 is built: GenEO's local eigenproblems, its basis and the coarse matrix come from the owned
@@ -18,7 +18,7 @@ CASES = ("channels-grid", "channels-metis", "channels-constants", "half-channels
          "elasticity-metis", "elasticity-neumann")
 
 
-@pytest.fixture(scope="module", params=RANKS, ids=lambda p: f"np{p}")
+@pytest.fixture(scope="module", params=(1, *RANKS), ids=lambda p: f"np{p}")
 def results(request, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp(f"adaptive{request.param}") / "results.json"
     return run_json(HERE / "_workers_adaptive.py", request.param, out)
@@ -42,6 +42,8 @@ def test_geneo_from_local_rows_equals_the_serial_basis(results, case):
     # the finite-element matrices) in this measure when its chunks of subdomains are cut
     # smaller, one subdomain each)
     assert r["gap"] <= (2e-2 if case.startswith("elasticity") else 1e-3)
+    if results["size"] == 1:  # one rank: the serial chunks, the serial basis to rounding
+        assert r["gap"] <= 1e-8
     # the cut local matrices on the diagonally dominant channels, oversampled on elasticity
     # from A, the user's (finite-element) ones with neumann=
     assert r["oversampling"] == (2 if case == "elasticity-metis" else 0)
@@ -54,10 +56,8 @@ def test_geneo_from_local_rows_equals_the_serial_basis(results, case):
 def test_geneo_from_local_rows_takes_the_serial_iterations(results, case):
     r = results["cases"][case]
     assert r["info"] == r["serial_info"] == 0
-    # (elasticity from A on this small problem needs about 200 iterations, whose count moves
-    # by a few with the eigenvectors' last digits: 202 serial, 198-203 on 2 and 4 ranks)
-    slack = 0.03 * r["serial_iterations"] if case == "elasticity-metis" else 1
-    assert abs(r["iterations"] - r["serial_iterations"]) <= slack
+    # (measured: the serial count on 1, 2 and 4 ranks in every case)
+    assert abs(r["iterations"] - r["serial_iterations"]) <= 1
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -74,9 +74,12 @@ def test_agdsw_from_local_rows_equals_the_serial_preconditioner(results, case):
     rounding (amplified by the contrast on elasticity), with the serial iterations (on
     elasticity at contrast 1e6 to the rounding sensitivity of CG's count).  With
     ``neumann=`` each rank holds its own subdomains' matrices only, and a rank without a
-    component of its own still takes part in their exchange (strips)."""
+    component of its own still takes part in their exchange (strips).  On one rank the
+    serial preconditioner itself."""
     r = results["agdsw"][case]
-    assert r["construction"] == "rank-local" and not r["gathered"]
+    # (one rank holds every row: the serial construction, which classifies the interface once)
+    assert r["construction"] == ("serial" if results["size"] == 1 else "rank-local")
+    assert not r["gathered"]
     assert r["coarse_dim"] == r["serial_coarse_dim"] > 0
     assert r["apply_error"] <= (1e-8 if case.startswith("elasticity") else 1e-10)
     assert r["info"] == 0
