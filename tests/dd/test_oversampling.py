@@ -47,10 +47,10 @@ def grown_rings(A, subdomains, layers, stiff_ratio=STIFF_RATIO, max_growth=MAX_G
     """The rings ``w+ \\ w`` by a breadth-first search per set on the nonzero pattern of ``A``.
 
     ``layers`` layers of neighbours, then layers of stiff neighbours (diagonal at least
-    ``stiff_ratio`` times the soft unknowns' median diagonal) of the newest layer, each taken whole while
-    the grown set stays within ``max_growth`` times ``|w|``; the first one that does not fit
-    ends the growth of that set.  Returns the sorted rings and, per set, whether the cap
-    stopped it.
+    ``stiff_ratio`` times the soft unknowns' median diagonal) of the newest layer, each
+    taken whole while the grown set stays within ``max_growth`` times ``|w|``; the first one
+    that does not fit ends the growth of that set.  Returns the sorted rings and, per set,
+    whether the cap stopped it.
     """
     Ad = A.toarray()
     neighbours = [set(np.flatnonzero(row).tolist()) for row in Ad]

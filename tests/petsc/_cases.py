@@ -187,6 +187,20 @@ def serial_reference(A, decomposition, coarse: str, variant: str = "additive", n
     return count[0], int(info), M
 
 
+def basis_gap(P: np.ndarray, Q: np.ndarray) -> float:
+    """How far two bases are from spanning the same space: the largest relative distance of
+    a column of either from the span of the other (0 when they are equal up to column
+    order, sign and scale)."""
+    def gap(P, Q):
+        if Q.shape[1] == 0:
+            return 0.0
+        U, _ = np.linalg.qr(P)
+        Q = Q / np.linalg.norm(Q, axis=0)
+        return float(np.linalg.norm(Q - U @ (U.T @ Q), axis=0).max())
+
+    return max(gap(P, Q), gap(Q, P))
+
+
 def rhs(n: int) -> np.ndarray:
     """The right-hand side of every run (the same on every rank)."""
     return np.random.default_rng(7).standard_normal(n)
@@ -199,6 +213,7 @@ NATIVE_CASES = [
     "poisson2d/nicolaides/1/default",
     "poisson2d/agdsw/1/default",
     "poisson2d/geneo/1/default",
+    "elasticity2d/geneo/1/default",
     "poisson2d/none/1/default",
     "poisson2d/gdsw/2/default",
     "poisson3d/gdsw/1/default",

@@ -57,6 +57,18 @@ def test_cg_iterations_equal_serial(results, case):
     assert r["pc_type"] == expected
 
 
+@pytest.mark.parametrize("case", [c for c in CASES if "/none/" not in c])
+def test_same_coarse_basis(results, case):
+    """The route's Phi (a PETSc matrix, every rank's own rows, gathered) spans the serial
+    library's basis and nothing else, up to column order, sign and scale: exactly for the
+    bases without eigenproblems and on one rank; GenEO's (from the rows its grown sets
+    reach, no rank holding the matrix) on several ranks to its subspace iteration's
+    accuracy."""
+    r = results["cases"][case]
+    eigen = results["size"] > 1 and case.startswith(_cases.RANK_LOCAL_EIGEN)
+    assert r["basis_gap"] <= ((2e-2 if "elasticity" in case else 1e-3) if eigen else 1e-12)
+
+
 def test_coarse_problem_on_fewer_ranks(results):
     size = results["size"]
     for solver, ranks in (("telescope", 1), ("telescope_half", max(size // 2, 1))):

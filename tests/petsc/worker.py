@@ -63,6 +63,7 @@ def run_case(case: str, k: int, comm, out: str) -> dict:
                         and np.array_equal(again.decomposition.indices, d.indices)
                         and np.array_equal(again.decomposition.sizes, d.sizes))
     null_space = _null_space_record(ctx, P, A, Z, coarse, comm)
+    phi = _gathered_basis(ctx, comm, n)
     record = {"petsc_iterations": its, "petsc_reason": reason, "null_space": null_space,
               "from_rows_equal": bool(comm.allreduce(from_rows_ok, op=MPI.LAND)),
               "owned_equals_petsc_range": bool(comm.allreduce(owned_ok, op=MPI.LAND)),
@@ -93,7 +94,25 @@ def run_case(case: str, k: int, comm, out: str) -> dict:
         record.update(serial_iterations=s_its, serial_info=s_info,
                       serial_coarse_dim=int(M.coarse_dim),
                       apply_error=float(np.linalg.norm(y - My) / np.linalg.norm(My)))
+        if phi is not None:
+            ref = M.coarse_matrix.toarray()
+            record["basis_gap"] = _cases.basis_gap(phi, ref)
     return record
+
+
+def _gathered_basis(ctx, comm, n: int) -> np.ndarray | None:
+    """The PC's coarse basis, every rank's own rows gathered (dense; None without one)."""
+    M = ctx.preconditioner
+    if getattr(M, "coarse_dim", 0) == 0:
+        return None
+    if ctx.layout is None:  # one rank: the serial preconditioner on the whole matrix
+        return M.coarse_matrix.toarray()
+    mine = M._Phi_ext[: ctx.layout.num_owned].tocoo()
+    pieces = comm.allgather((ctx.layout.owned[mine.row], mine.col, mine.data))
+    r, c, v = (np.concatenate(x) for x in zip(*pieces, strict=True))
+    out = np.zeros((n, M.coarse_dim))
+    out[r, c] = v
+    return out
 
 
 def _null_space_record(ctx, P, A, Z, coarse: str, comm) -> dict:

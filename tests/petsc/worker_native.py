@@ -21,6 +21,7 @@ petsc4py.init([sys.argv[0]])  # the worker's own arguments are not PETSc options
 
 import _cases  # noqa: E402
 import numpy as np  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
@@ -71,6 +72,11 @@ def run_case(case: str, k: int, comm, out: str) -> dict:
         record["coarse_pc_type"] = coarse_pc.getType()
         if solver.startswith("telescope"):
             record["view"] = coarse_view(ksp, f"{out}.view{k}", comm)
+    phi = None
+    if native.Phi is not None:  # its rows on every rank, gathered (dense, for the comparison)
+        indptr, indices, values = native.Phi.getValuesCSR()
+        local = sp.csr_matrix((values, indices, indptr), shape=(rend - rstart, native.coarse_dim))
+        phi = np.vstack(comm.allgather(local.toarray()))
     for obj in (xv, yv, ksp, P):
         obj.destroy()
     native.destroy()
@@ -86,6 +92,8 @@ def run_case(case: str, k: int, comm, out: str) -> dict:
                       # hybrid operator, only the same iterations
                       apply_error=(float(np.linalg.norm(y - My) / np.linalg.norm(My))
                                    if variant == "additive" else None))
+        if phi is not None:
+            record["basis_gap"] = _cases.basis_gap(phi, M.coarse_matrix.toarray())
     return record
 
 
