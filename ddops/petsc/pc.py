@@ -340,8 +340,9 @@ class SchwarzPC:
         return Z
 
 
-#: The coarse bases built rank-locally on several ranks (rank_local_gdsw_rows), which read the
-#: null space on the interface only; AGDSW and GenEO have no rank-local construction.
+#: The coarse bases built by rank_local_gdsw_rows on several ranks, which read the null space
+#: on the interface only (AGDSW and GenEO are rank-local too, by rank_local_agdsw and
+#: rank_local_geneo, but read the whole null space).
 RANK_LOCAL_BASES = ("gdsw", "rgdsw")
 
 #: :attr:`SchwarzPC.null_space_source` of one level (no coarse space reads a null space).
