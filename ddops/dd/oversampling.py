@@ -13,8 +13,8 @@ Oversampling moves that wall away.  ``w`` is grown into ``w+``: ``layers >= 1`` 
 graph of ``A``, then along the *stiff* unknowns (diagonal at least :data:`STIFF_RATIO` times the
 median diagonal of the soft ones, :func:`stiff_reference`) for as long as the growth stays
 within :data:`MAX_GROWTH` times the size of ``w``, so that a stiff inclusion crossing ``w`` is
-taken whole where it fits.  The
-local matrix is the Schur complement onto ``w`` of the matrix of ``w+``,
+taken whole where it fits.  The local matrix is the Schur complement onto ``w`` of the matrix
+of ``w+``,
 
     N_w = B_ww - B_wr B_rr^{-1} B_rw,    B = A(w+, w+) (minus the cut, see below),
 
