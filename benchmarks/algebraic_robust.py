@@ -23,6 +23,7 @@ become the default).
     python benchmarks/algebraic_robust.py                  # 2D, 50,880 unknowns: ~3 min
     python benchmarks/algebraic_robust.py --dims 2 3       # also 3D, 19,494 unknowns
     python benchmarks/algebraic_robust.py --dims --scalar  # the scalar problems only
+    python benchmarks/algebraic_robust.py --dims --scalar --geneo-threshold 0.5
     python benchmarks/algebraic_robust.py --dims 3 --radius 0.1   # isolated stiff balls
     python benchmarks/algebraic_robust.py --dims 3 --mesh-3d 32 --contrasts 1e6 \\
         --methods gdsw geneo sa                            # 114,444 unknowns, ~8 min
@@ -168,8 +169,10 @@ SCALAR = (("channels 2D", "channels", 2, 16, (8, 16), (1e2, 1e4, 1e6, 1e8)),
 SCALAR_METHODS = ("auto", "gdsw", "agdsw", "geneo")
 
 
-def run_scalar(quick: bool, maxiter: int) -> list[dict[str, Any]]:
-    """GDSW, the default, AGDSW and GenEO from ``A`` on the scalar problems."""
+def run_scalar(quick: bool, maxiter: int,
+               geneo_threshold: float | None = None) -> list[dict[str, Any]]:
+    """GDSW, the default, AGDSW and GenEO from ``A`` (at ``geneo_threshold``, default its
+    own) on the scalar problems."""
     from adaptive import scalar_problem
 
     out = []
@@ -178,7 +181,9 @@ def run_scalar(quick: bool, maxiter: int) -> list[dict[str, Any]]:
             for contrast in contrasts:
                 A, d, info = scalar_problem(kind, dim, P, box, contrast)
                 b = np.random.default_rng(0).standard_normal(A.shape[0])
-                rows = {m: schwarz_run(A, b, d, m, maxiter) for m in SCALAR_METHODS}
+                rows = {m: schwarz_run(A, b, d, m, maxiter, options=(
+                    {"threshold": geneo_threshold} if m == "geneo" and geneo_threshold
+                    else None)) for m in SCALAR_METHODS}
                 print(f"  {label} N={d.num_subdomains} contrast {contrast:g}: " + ", ".join(
                     f"{m} {_its(r)}" for m, r in rows.items()), flush=True)
                 out.append({"label": label, "N": d.num_subdomains, "contrast": contrast,
@@ -228,6 +233,8 @@ def main(argv=None) -> int:
                    help="the elasticity rows to run (default: all)")
     p.add_argument("--scalar", action="store_true",
                    help="also the scalar problems (channels, log-normal, 3D inclusions)")
+    p.add_argument("--geneo-threshold", type=float,
+                   help="GenEO's threshold on the scalar problems (default its own, 0.25)")
     p.add_argument("--quick", action="store_true", help="small meshes (about a minute)")
     p.add_argument("--maxiter", type=int, default=3000)
     p.add_argument("--json", help="write the results here")
@@ -238,6 +245,8 @@ def main(argv=None) -> int:
         p.error("--mesh-3d must be >= 2")
     if not all(c > 0 for c in args.contrasts):
         p.error("--contrasts must be > 0")
+    if args.geneo_threshold is not None and not args.geneo_threshold > 0:
+        p.error("--geneo-threshold must be > 0")
     from threadpoolctl import threadpool_limits
 
     report = []
@@ -255,7 +264,7 @@ def main(argv=None) -> int:
                 print(f"{'PASS' if ok else 'MISS'} [{dim}D] GenEO from A: {what}: {measured}")
             report.append(results)
         if args.scalar:
-            results = run_scalar(args.quick, args.maxiter)
+            results = run_scalar(args.quick, args.maxiter, args.geneo_threshold)
             print("\nScalar problems (finite differences, boxes, overlap 1; CG iterations, "
                   "additive)\n")
             print(scalar_report(results))
