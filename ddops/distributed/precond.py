@@ -679,6 +679,7 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
     from ..dd.oversampling import (
         MAX_GROWTH,
         STIFF_RATIO,
+        coupled_rows_of,
         default_oversampling,
         oversampled_sets,
         stiff_reference,
@@ -708,11 +709,15 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
         # neighbours on other ranks included
         diagonal = np.concatenate(layout.comm.allgather(
             np.asarray(owned_rows[np.arange(layout.num_owned), layout.owned]).ravel()))
-        diagonal = diagonal[np.argsort(np.concatenate(layout.comm.allgather(layout.owned)))]
+        order = np.argsort(np.concatenate(layout.comm.allgather(layout.owned)))
+        diagonal = diagonal[order]
         if skip > 0:
             contrast = subdomain_contrast(diagonal, d, int(d.block_size))[mine]
     if layers:
-        reference = stiff_reference(diagonal)
+        # (and which rows are coupled, n Booleans: the serial measure leaves the others out)
+        coupled = np.concatenate(layout.comm.allgather(
+            coupled_rows_of(owned_rows, layout.owned)))[order]
+        reference = stiff_reference(diagonal, coupled=coupled)
         stiff = diagonal >= STIFF_RATIO * reference
         known, full = _prefetch_growth(layout, rows, known, full, members, layers, stiff,
                                        int(MAX_GROWTH * sizes.sum()))
