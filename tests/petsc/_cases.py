@@ -190,7 +190,8 @@ def serial_reference(A, decomposition, coarse: str, variant: str = "additive", n
 def basis_gap(P: np.ndarray, Q: np.ndarray) -> float:
     """How far two bases are from spanning the same space: the largest relative distance of
     a column of either from the span of the other (0 when they are equal up to column
-    order, sign and scale)."""
+    order, sign and scale).  Both bases must have full column rank (a coarse basis has):
+    the reduced QR of a rank-deficient one adds directions of its own."""
     def gap(P, Q):
         if Q.shape[1] == 0:
             return 0.0

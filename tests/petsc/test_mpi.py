@@ -130,7 +130,7 @@ def test_same_coarse_basis(results, case):
     assert r["coarse_dim"] == r["serial_coarse_dim"]
     eigen = results["size"] > 1 and case.startswith(_cases.RANK_LOCAL_EIGEN)
     # (measured: at most 5e-15 exactly, 8e-3 for elasticity and 1e-5 for Poisson otherwise)
-    assert r["basis_gap"] <= ((2e-2 if "elasticity" in case else 1e-3) if eigen else 1e-12)
+    assert r["basis_gap"] <= ((2e-2 if "elasticity" in case else 1e-4) if eigen else 1e-12)
 
 
 @pytest.mark.parametrize("case", ["poisson2d/geneo/1/additive/metis/auto",

@@ -101,7 +101,10 @@ def run_case(case: str, k: int, comm, out: str) -> dict:
 
 
 def _gathered_basis(ctx, comm, n: int) -> np.ndarray | None:
-    """The PC's coarse basis, every rank's own rows gathered (dense; None without one)."""
+    """The PC's coarse basis, every rank's own rows gathered (dense; None without one).
+
+    On one rank the PC holds a serial ``TwoLevelSchwarz``: the comparison then checks that
+    the options database reaches it (the same space, options and null space)."""
     M = ctx.preconditioner
     if getattr(M, "coarse_dim", 0) == 0:
         return None
