@@ -43,7 +43,7 @@ from .._validation import check_int
 
 __all__ = ["OVERSAMPLING_LAYERS", "OVERSAMPLING_LAYERS_3D", "STIFF_RATIO", "STIFF_QUANTILE",
            "MAX_GROWTH", "default_oversampling", "stiff_reference", "coupled_rows",
-           "coupled_rows_of", "oversampled_sets", "check_oversampling"]
+           "oversampled_sets", "check_oversampling"]
 
 #: Default layers of the graph of ``A`` added to every subdomain before the stiff growth
 #: (for a matrix that is not diagonally dominant).  Measured on 2D P1 elasticity with stiff
@@ -137,19 +137,14 @@ def stiff_reference(diagonal: np.ndarray, stiff_ratio: float = STIFF_RATIO,
     return float(np.median(soft if soft.size else diagonal))
 
 
-def coupled_rows(A: sp.csr_matrix) -> np.ndarray:
+def coupled_rows(A: sp.csr_matrix, rows: np.ndarray | None = None) -> np.ndarray:
     """The rows of ``A`` with a nonzero off-diagonal entry (Boolean, one per row), for
-    :func:`stiff_reference`; ``A``'s column indices may be global (``A`` a set of rows of
-    a larger matrix, ``rows`` their numbers), see :func:`coupled_rows_of`."""
-    return coupled_rows_of(A, np.arange(A.shape[0]))
-
-
-def coupled_rows_of(rows_matrix: sp.csr_matrix, rows: np.ndarray) -> np.ndarray:
-    """:func:`coupled_rows` of the rows ``rows`` of a larger matrix, held as ``rows_matrix``
-    (one row each, global column indices)."""
-    A = sp.csr_matrix(rows_matrix)
+    :func:`stiff_reference`.  ``rows``: ``A`` holds these rows of a larger matrix (one
+    each, global column indices); default ``A`` itself."""
+    A = sp.csr_matrix(A)
     row = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
-    off = (A.indices != np.asarray(rows)[row]) & (A.data != 0)
+    own = row if rows is None else np.asarray(rows)[row]
+    off = (A.indices != own) & (A.data != 0)
     return np.bincount(row[off], minlength=A.shape[0]) > 0
 
 

@@ -679,7 +679,7 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
     from ..dd.oversampling import (
         MAX_GROWTH,
         STIFF_RATIO,
-        coupled_rows_of,
+        coupled_rows,
         default_oversampling,
         oversampled_sets,
         stiff_reference,
@@ -716,7 +716,7 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
     if layers:
         # (and which rows are coupled, n Booleans: the serial measure leaves the others out)
         coupled = np.concatenate(layout.comm.allgather(
-            coupled_rows_of(owned_rows, layout.owned)))[order]
+            coupled_rows(owned_rows, layout.owned)))[order]
         reference = stiff_reference(diagonal, coupled=coupled)
         stiff = diagonal >= STIFF_RATIO * reference
         known, full = _prefetch_growth(layout, rows, known, full, members, layers, stiff,
