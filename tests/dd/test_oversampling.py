@@ -25,6 +25,7 @@ from ddops.dd.oversampling import (
     OVERSAMPLING_LAYERS,
     STIFF_QUANTILE,
     STIFF_RATIO,
+    coupled_rows,
     oversampled_sets,
     stiff_reference,
 )
@@ -184,6 +185,27 @@ def test_stiff_reference_leaves_out_uncoupled_rows_and_odd_diagonals():
         assert stiff_reference(np.zeros(0)) == 0.0
         assert stiff_reference(np.full(7, 2.5)) == 2.5
         assert stiff_reference(np.array([0.0, 0.0, 0.0, 1.0])) == 0.0  # the whole median
+
+
+def test_coupled_rows_against_the_dense_matrix():
+    """The rows with a nonzero off-diagonal entry (stored zeros are no coupling), of a whole
+    matrix and of a set of its rows held with global columns (the rank-local build's)."""
+    rng = np.random.default_rng(3)
+    D = np.where(rng.random((30, 30)) < 0.08, rng.standard_normal((30, 30)), 0.0)
+    D = D + D.T + np.diag(rng.uniform(1, 2, 30))
+    D[5, :] = D[:, 5] = 0.0
+    D[5, 5] = 1.0  # an identity row
+    D[[7, 9, 11], :] = D[:, [7, 9, 11]] = 0.0
+    np.fill_diagonal(D, np.maximum(np.diag(D), 1.0))
+    C = sp.coo_matrix(D)
+    A = sp.csr_matrix((np.r_[C.data, 0.0, 0.0], (np.r_[C.row, 7, 9], np.r_[C.col, 9, 7])),
+                      shape=D.shape)  # with two stored zeros
+    assert A.nnz == np.count_nonzero(D) + 2
+    expected = coupled(D)
+    assert not expected[[5, 7, 9, 11]].any() and expected.sum() > 20
+    np.testing.assert_array_equal(coupled_rows(A), expected)
+    rows = np.array([2, 5, 9, 17, 29])
+    np.testing.assert_array_equal(coupled_rows(A[rows], rows), expected[rows])
 
 
 def test_oversampled_sets_ignore_identity_rows_and_soft_inclusions():
