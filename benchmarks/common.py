@@ -12,8 +12,11 @@ The scripts import this module as ``benchmarks.common`` (with the repository roo
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +33,7 @@ __all__ = [
     "machine_summary",
     "memory_gib",
     "reset_peak",
+    "run_petsc_peers",
 ]
 
 
@@ -175,3 +179,19 @@ def add_threads_flag(parser: argparse.ArgumentParser, help: str | None = "BLAS t
                      "(default 1)", default: int | None = 1) -> None:
     """``--threads N``: the BLAS threads the measurements run with (threadpoolctl)."""
     parser.add_argument("--threads", type=int, default=default, help=help)
+
+
+# -- the PETSc peers ---------------------------------------------------------------------------
+def run_petsc_peers(python: str, args: list[str], threads: int = 1) -> dict:
+    """PETSc GAMG's and hypre BoomerAMG's rows: ``benchmarks/petsc_setup_peers.py`` under
+    ``python`` (the PETSc environment of ``docs/petsc.md``) with the ``ddops precond``
+    flags ``args``, on ``threads`` BLAS threads; its JSON."""
+    command = [python, str(Path(__file__).resolve().parent / "petsc_setup_peers.py"), *args,
+               "--blas-threads", str(threads)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               OPENBLAS_NUM_THREADS=str(threads))
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"petsc_setup_peers.py failed ({done.returncode}): "
+                         f"{done.stderr[-500:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -42,6 +42,7 @@ from common import (  # noqa: E402
     add_quick_flag,
     add_threads_flag,
     machine_summary,
+    run_petsc_peers,
 )
 
 #: (label, ddops precond arguments at the issue's sizes, the same at --quick sizes)
@@ -84,19 +85,6 @@ def run(args: list[str], prefix: str, threads: int = 1) -> dict:
     if done.returncode not in (0, 4):  # 4: a row was refused (reported in the table)
         raise SystemExit(f"ddops precond failed ({done.returncode}): {done.stderr[-500:]}")
     return json.loads(Path(f"{prefix}_results.json").read_text())
-
-
-def run_petsc_peers(python: str, args: list[str], threads: int = 1) -> dict:
-    """GAMG's and BoomerAMG's rows (``petsc_setup_peers.py`` under ``python``)."""
-    command = [python, str(Path(__file__).resolve().parent / "petsc_setup_peers.py"), *args,
-               "--blas-threads", str(threads)]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
-               OPENBLAS_NUM_THREADS=str(threads))
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"petsc_setup_peers.py failed ({done.returncode}): "
-                         f"{done.stderr[-500:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def report(label: str, result: dict, peers: dict | None = None) -> dict:
