@@ -172,9 +172,10 @@ def dense_two_level(A, subdomains, num_dofs, variant, Phi=None):
 
 
 def scrambled_csr(A):
-    """``A`` (CSR) with the same stored pattern and values in a non-canonical form: the
-    entries of every row in reverse order and the first entry stored twice (flags cleared),
-    as a caller's matrix may come."""
+    """``A`` (CSR) with the same stored pattern in a non-canonical form: the entries of
+    every row in reverse order and the first entry stored twice (flags cleared), as a
+    caller's matrix may come.  The values are ``A``'s but for that entry, which sums to
+    twice its own: for tests of patterns."""
     coo = sp.coo_matrix(A)
     order = np.lexsort((-coo.col, coo.row))
     row, col, val = coo.row[order], coo.col[order], coo.data[order]
