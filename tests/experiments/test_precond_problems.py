@@ -257,6 +257,41 @@ def test_box_grid_is_the_most_balanced_factorisation(dim):
     assert box_grid(7, 2, 48) is None and box_grid(8, 3, 6) == (2, 2, 2)
 
 
+@pytest.mark.parametrize("dim", [2, 3])
+def test_box_count_near_is_the_nearest_count_with_boxes(dim):
+    from ddops.experiments.precond.problem_registry import BOX_COUNT_SLACK, box_count_near
+
+    for target, points in itertools.product(range(2, 130), (4, 50)):
+        got = box_count_near(target, dim, points)
+        # by enumeration: the counts within the slack that have boxes, nearest by ratio
+        window = [k for k in range(2, 200) if 1 / BOX_COUNT_SLACK <= k / target
+                  <= BOX_COUNT_SLACK and box_grid(k, dim, points) is not None]
+        if box_grid(target, dim, points) is not None:
+            assert got == target
+        elif not window:
+            assert got == target
+        else:
+            distance = [abs(np.log(k / target)) for k in window]
+            assert got in window and abs(np.log(got / target)) == min(distance)
+            assert got == min(k for k, r in zip(window, distance) if r == min(distance))
+    assert box_count_near(62, 3, 50) == 64 and box_count_near(7, 2, 48) == 8
+    assert box_count_near(97, 2, 5) == 97  # at most 25 boxes of 5 x 5 points: none near
+
+
+def test_default_subdomains_move_to_boxes_on_the_grids():
+    # 50^3 / 2000 = 62.5 -> 62 parts have no box grid; 64 = 4^3 is the nearest with one
+    c = PrecondConfig(problem="poisson3d", n=50).validated()
+    assert (c.subdomains, c.partitioner) == (64, "grid")
+    # a count given is kept (and falls back to METIS)
+    c = PrecondConfig(problem="poisson3d", n=50, subdomains=62).validated()
+    assert (c.subdomains, c.partitioner) == (62, "metis")
+    if HAVE_SKFEM:  # elasticity keeps METIS and the count of about 2000 unknowns (26 here,
+        # which has no box grid, but 25 = 5 x 5 would)
+        c = PrecondConfig(problem="elasticity2d", n=159).validated()
+        assert c.partitioner == "metis"
+        assert c.subdomains == ddops.dd.partition.default_subdomains(2 * 161 * 160, 2) == 26
+
+
 # -- the 1D problem takes the coarse spaces too ----------------------------------------------------
 def test_poisson1d_all_coarse_spaces(tmp_path):
     _, rows, _ = run(tmp_path, "one", "--n", "64", "--subdomains", "4", "--no-train",

@@ -117,6 +117,7 @@ from .matrix_files import (  # noqa: F401
     read_matrix_files,
 )
 from .problem_registry import (  # noqa: F401
+    BOX_COUNT_SLACK,
     CELLS_PER_INCLUSION,
     CHANNEL_MARGIN,
     DEFAULT_CONTRAST,
@@ -131,6 +132,7 @@ from .problem_registry import (  # noqa: F401
     STIFF_INCLUSIONS,
     SUBDOMAIN_WIDTH,
     Problem,
+    box_count_near,
     box_grid,
     build_problem,
     decompose,

@@ -31,6 +31,7 @@ from .config import (
     PrecondConfig,
 )
 from .problem_registry import (
+    BOX_COUNT_SLACK,
     DEFAULT_CONTRASTS,
     DEFAULT_N,
     GRID_ASPECT,
@@ -86,7 +87,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         notes={"overlap": "poisson1d: elements (--kind element) or unknowns (--kind dof) "
                           "added on each side of a subdomain"},
         default_help={"subdomains": f"n/32 in 1D, at least 2; otherwise parts of about "
-                                    f"{TARGET_SUBDOMAIN_UNKNOWNS} unknowns, at least 2, but "
+                                    f"{TARGET_SUBDOMAIN_UNKNOWNS} unknowns, at least 2 (on "
+                                    "the finite-difference grids the nearest count within "
+                                    f"{BOX_COUNT_SLACK}x that makes a grid of boxes), but "
                                     f"(n/width)^dim with these widths: {widths}",
                       "overlap": "2 in 1D, otherwise 1"})
     g.add_argument("--kind", choices=KINDS, default=d.kind, action=_Given,

@@ -34,6 +34,7 @@ from .problem_registry import (
     GRID_ASPECT,
     PROBLEM_SUBDOMAIN_WIDTH,
     PROBLEMS,
+    box_count_near,
     box_grid,
 )
 
@@ -125,9 +126,14 @@ class PrecondConfig:
         problem.
     subdomains : int, optional
         ``N``; default ``max(2, n // 32)`` in 1D (the two-level methods need an
-        interface), ``max(2, (n // w)^dim)`` with ``w`` from
-        :data:`~ddops.experiments.precond.problem_registry.PROBLEM_SUBDOMAIN_WIDTH` or else
-        :data:`~ddops.experiments.precond.problem_registry.SUBDOMAIN_WIDTH` otherwise.
+        interface); ``max(2, (n // w)^dim)`` with ``w`` from
+        :data:`~ddops.experiments.precond.problem_registry.PROBLEM_SUBDOMAIN_WIDTH` for the
+        problems named there; otherwise parts of about
+        :data:`~ddops.dd.partition.TARGET_SUBDOMAIN_UNKNOWNS` unknowns
+        (:func:`~ddops.dd.partition.default_subdomains`), on the finite-difference grids
+        moved to the nearest count with a grid of boxes within a factor
+        :data:`~ddops.experiments.precond.problem_registry.BOX_COUNT_SLACK`
+        (:func:`~ddops.experiments.precond.problem_registry.box_count_near`).
     overlap : int, optional
         Overlap of the decomposition: elements or unknowns added on each side in 1D
         (default 2), layers of the graph of ``A`` otherwise (default 1).
@@ -506,9 +512,11 @@ def _resolve_nd(c: PrecondConfig) -> None:
         nodes = c.n ** dim
     if c.problem in PROBLEM_SUBDOMAIN_WIDTH:
         default = max(2, (c.n // PROBLEM_SUBDOMAIN_WIDTH[c.problem]) ** dim)
-    else:  # parts of about TARGET_SUBDOMAIN_UNKNOWNS unknowns
+    else:  # parts of about TARGET_SUBDOMAIN_UNKNOWNS unknowns (boxes where near)
         block = dim if elasticity else 1
         default = default_subdomains(nodes * block, block)
+        if not elasticity:
+            default = box_count_near(default, dim, c.n)
     _resolve_parts_and_coarse(c, nodes, default, f"problem={c.problem!r} with n={c.n}")
     if c.partitioner is not None:
         _check_built("partitioner", c.partitioner, PARTITIONER_CHOICES, library.PARTITIONERS)
