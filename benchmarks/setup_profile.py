@@ -30,6 +30,8 @@ fastest peer in set-up + solve.
     python benchmarks/setup_profile.py --petsc-python .petsc-venv/bin/python   # with GAMG
     python benchmarks/setup_profile.py --variant hybrid --factor-dtype float32  # ddops' fastest
     python benchmarks/setup_profile.py --skip-contrast 0   # AGDSW without its indicator
+    python benchmarks/setup_profile.py --problems 0 --variant hybrid \
+        --precond-args "--partitioner rcb --subdomains 96 --threshold 0.05"  # another set-up
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -270,6 +273,10 @@ def main(argv=None) -> int:
     parser.add_argument("--petsc-python", metavar="PYTHON",
                         help="a Python with petsc4py (docs/petsc.md): adds PETSc GAMG and "
                         "hypre BoomerAMG (benchmarks/petsc_setup_peers.py)")
+    parser.add_argument("--precond-args", metavar="ARGS", default="",
+                        help="more `ddops precond` flags for every problem, one string "
+                        "(after the problem's own, so that they win: for example "
+                        "\"--partitioner rcb --threshold 0.1\"); the peers keep the problem's")
     parser.add_argument("--both-cores", action="store_true",
                         help="run every problem on one thread and on all the machine's "
                         "cores (--threads is ignored) and print the both-cores target: "
@@ -293,8 +300,8 @@ def main(argv=None) -> int:
             runs = []
             for threads in thread_counts:
                 result = run([*flags, "--variant", args.variant, "--factor-dtype",
-                              args.factor_dtype, *skip], str(Path(tmp) / f"p{i}_{threads}"),
-                             threads)
+                              args.factor_dtype, *skip, *shlex.split(args.precond_args)],
+                             str(Path(tmp) / f"p{i}_{threads}"), threads)
                 peers = (run_petsc_peers(args.petsc_python, flags, threads)
                          if args.petsc_python else None)
                 shown = label if len(thread_counts) == 1 else f"{label} ({threads} thread(s))"
