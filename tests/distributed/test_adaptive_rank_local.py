@@ -85,8 +85,9 @@ def test_agdsw_from_local_rows_equals_the_serial_preconditioner(results, case):
     assert r["info"] == 0
     if case.startswith("elasticity"):
         # contrast 1e6: CG's count moves with the last digits of the preconditioner (serially
-        # by 3 of 96 when the Neumann matrices are scaled by 1 + 1e-15)
-        assert abs(r["iterations"] - r["serial_iterations"]) <= 0.06 * r["serial_iterations"]
+        # 90 to 99 when the Neumann matrices are scaled by 1 + k 1e-15, k = 0, ..., 11; the
+        # preconditioners themselves agree to apply_error above)
+        assert abs(r["iterations"] - r["serial_iterations"]) <= 0.1 * r["serial_iterations"]
     else:
         assert r["iterations"] == r["serial_iterations"]
     # every component's eigenproblem is one rank's: the ranks' counts are the serial ones
