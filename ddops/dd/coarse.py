@@ -25,7 +25,8 @@ MATRIX_COARSE_BASES = ("gdsw", "rgdsw", "agdsw", "geneo")
 #: Options of the matrix coarse bases (keyword arguments of :func:`coarse_basis`).
 ADAPTIVE_OPTIONS = {
     "agdsw": ("threshold", "max_per_component", "neumann", "extension_solver", "skip_contrast"),
-    "geneo": ("threshold", "max_per_subdomain", "neumann", "oversampling", "skip_contrast"),
+    "geneo": ("threshold", "max_per_subdomain", "neumann", "oversampling", "skip_contrast",
+              "eigen_stop"),
     "gdsw": ("extension_solver",), "rgdsw": ("extension_solver",)}
 
 #: Every name accepted by :func:`coarse_basis` (and ``"auto"``, see :func:`auto_coarse_basis`).
@@ -128,6 +129,7 @@ def coarse_basis(
     oversampling: int | None = None,
     extension_solver: str | None = None,
     skip_contrast: float | None = None,
+    eigen_stop: str | None = None,
     analysis: Any = None,
     return_info: bool = False,
 ):
@@ -215,6 +217,9 @@ def coarse_basis(
         ``"agdsw"``: no eigenproblem on the components around which the diagonal of ``A``
         varies by at most this factor (see :func:`ddops.dd.agdsw.agdsw_basis`);
         ``"geneo"``: none on such subdomains (see :func:`ddops.dd.geneo.geneo_basis`).
+    eigen_stop : {"settled", "count"}, optional
+        ``"geneo"``: when a subdomain's eigensolve stops (default ``"settled"``;
+        ``"count"`` is faster and inexact: :data:`ddops.dd.geneo.GENEO_EIGEN_STOP`).
     analysis : ddops.dd.analysis.GDSWAnalysis, optional
         ``"gdsw"``, ``"rgdsw"``, ``"agdsw"``: keeps the interface components and the
         extension's PARDISO analyses (or orderings) for a later call on a matrix with the
@@ -255,12 +260,13 @@ def coarse_basis(
                                          max_per_subdomain=max_per_subdomain,
                                          neumann=neumann, extension_solver=extension_solver,
                                          oversampling=oversampling,
-                                         skip_contrast=skip_contrast, analysis=analysis))
+                                         skip_contrast=skip_contrast, eigen_stop=eigen_stop,
+                                         analysis=analysis))
         return (Phi, info) if return_info else Phi
     given = {"threshold": threshold, "max_per_component": max_per_component,
              "max_per_subdomain": max_per_subdomain, "neumann": neumann,
              "extension_solver": extension_solver, "oversampling": oversampling,
-             "skip_contrast": skip_contrast}
+             "skip_contrast": skip_contrast, "eigen_stop": eigen_stop}
     for name, value in given.items():
         if value is not None and name not in ADAPTIVE_OPTIONS.get(kind, ()):
             users = [k for k, v in ADAPTIVE_OPTIONS.items() if name in v]

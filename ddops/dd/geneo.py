@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_positive_float, warn
+from .._validation import check_choice, check_positive_float, warn
 from ..linalg.local_solvers import (
     BlockSolver,
     SingularBlockError,
@@ -91,6 +91,9 @@ __all__ = [
     "GENEO_RESIDUAL_RTOL",
     "GENEO_BOUNDARY_RTOL",
     "GENEO_INERTIA",
+    "GENEO_EIGEN_STOP",
+    "EIGEN_STOPS",
+    "check_eigen_stop",
     "GENEO_KERNEL_RTOL",
     "geneo_basis",
 ]
@@ -215,6 +218,35 @@ GENEO_INERTIA = True
 #: thread): 0.80 s -> 0.52 s, the same factor nonzeros; on the 2D channels 53 -> 43 ms.
 GENEO_SHARED_ORDERING = True
 
+#: When a subdomain's subspace iteration stops (``eigen_stop``):
+#:
+#: * ``"settled"`` (the default): its Ritz values below the threshold have settled to
+#:   :data:`GENEO_RESIDUAL_RTOL` (to ``1e-3`` times the threshold above half of it), and
+#:   the inertia's count of eigenvalues below the threshold is reached (without PARDISO, the
+#:   first Ritz value above the threshold has settled, :data:`GENEO_BOUNDARY_RTOL`);
+#: * ``"count"``: as soon as it holds as many Ritz values below the threshold as the
+#:   inertia counts, after at least one filter step, settled or not (where the cap bites
+#:   the kept ones must still settle; without PARDISO there is no count and it is
+#:   ``"settled"``).  Every eigenvalue below the threshold then has a Ritz vector in the
+#:   coarse space, not converged: an inexact shortcut, faster, and no longer the same basis
+#:   on other chunks (threads, ranks) to the digits ``"settled"`` gives.
+#:
+#: Measured (one thread, GenEO additive on the problems of ``benchmarks/setup_profile.py``;
+#: CG iterations and set-up + solve seconds, settled / count): 2D elasticity with stiff
+#: inclusions 57 / 56, 1.18-1.28 / 1.02 s; 3D elasticity 46 / 49, 2.68 / 2.27 s; channels
+#: 34 / 34, 0.54-0.61 / 0.42 s; 2D log-normal 37 / 37, 2.27 / 1.85 s; 3D Poisson 35 / 35,
+#: 2.06-2.13 / 1.84 s; 3D inclusions 52 / 52, 0.97-1.05 / 0.84 s; the same coarse
+#: dimensions.  Not the default: on small test problems the condition number grows (2D
+#: elasticity with stiff disks on two thirds of the unknowns, oversampled local matrices:
+#: 8.1 at contrasts 1e3, 1e6 and 1e8 settled, 8.1, 8.2 and 19.9 with ``"count"``), and the
+#: rank-local build of :mod:`ddops.distributed` no longer gives the serial basis to 1e-3
+#: (2.7e-2 on the channels).  Settling each Ritz value to 1e-2 of itself instead gave back
+#: most of the time saved.
+GENEO_EIGEN_STOP = "settled"
+
+#: The accepted values of ``eigen_stop`` (:data:`GENEO_EIGEN_STOP`).
+EIGEN_STOPS = ("settled", "count")
+
 #: Rows (padded) per chunk of subdomains of GenEO's eigenproblems: one inertia, one
 #: shifted factorisation and one subspace iteration each.  PARDISO's analysis of a stack
 #: grows faster than its rows (see :data:`ddops.precond.corrections.LOCAL_GROUP_ROWS`):
@@ -271,6 +303,7 @@ def geneo_basis(
     oversampling: int | None = None,
     dependence_rtol: float = DEPENDENCE_RTOL,
     skip_contrast: float | None = None,
+    eigen_stop: str | None = None,
     return_info: bool = False,
     _block: tuple[np.ndarray, float] | None = None,
     _contrast: np.ndarray | None = None,
@@ -322,6 +355,11 @@ def geneo_basis(
         ``D_i 1`` without a null space).  Default
         :data:`~ddops.dd.geneo.GENEO_SKIP_CONTRAST` (0: every subdomain solves its own).
         An indicator, not part of GenEO's bound: see that constant for what it costs.
+    eigen_stop : {"settled", "count"}, optional
+        When a subdomain's eigensolve stops: its Ritz values settled (default
+        :data:`~ddops.dd.geneo.GENEO_EIGEN_STOP`), or as soon as it holds as many Ritz
+        values below the threshold as the inertia of ``N_i - threshold D_i A_i D_i``
+        counts (``"count"``: faster, inexact; with PARDISO only, see that constant).
     return_info : bool
         Also return an :class:`~ddops.dd.eigen.AdaptiveInfo`.
     _block : (numpy.ndarray, float), optional
@@ -356,6 +394,7 @@ def geneo_basis(
     cap = check_cap("max_per_subdomain", max_per_subdomain, -1)  # -1: the default, below
     rtol = check_positive_float("dependence_rtol", dependence_rtol)
     skip = check_skip_contrast(skip_contrast, GENEO_SKIP_CONTRAST)
+    stop = check_eigen_stop(eigen_stop)
     if not isinstance(return_info, (bool, np.bool_)):
         raise TypeError(f"return_info must be a bool, got {type(return_info).__name__}")
     A = check_matrix(A)
@@ -538,7 +577,7 @@ def geneo_basis(
             # a grown subspace starts from the Ritz vectors so far (warm)
             lam, V, its, drift = _subspace_eigh(shifted, Ns, Bs, m, width, block, below,
                                                 real, max(cap, 1), grow, wanted, V,
-                                                GENEO_SHIFT * tau, counts)
+                                                GENEO_SHIFT * tau, counts, stop == "settled")
             found = int((lam < below).sum(axis=1).max())
             if not (grow and found > wanted):
                 break
@@ -707,6 +746,16 @@ def geneo_basis(
     return Phi, info
 
 
+def check_eigen_stop(value: Any) -> str:
+    """``eigen_stop`` checked: one of :data:`EIGEN_STOPS` (None: :data:`GENEO_EIGEN_STOP`)."""
+    if value is None:
+        return GENEO_EIGEN_STOP
+    if not isinstance(value, str):
+        raise TypeError(f"eigen_stop must be one of {EIGEN_STOPS} (a str), got "
+                        f"{type(value).__name__} {value!r}")
+    return check_choice("eigen_stop", value, EIGEN_STOPS)
+
+
 def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndarray,
                     layers: int, dominant: bool, outside: np.ndarray | None = None,
                     reference: float | None = None):
@@ -857,7 +906,7 @@ def _shifted_factor(Ns: sp.csr_matrix, Bs: sp.csr_matrix, sigma: float, m: int,
 def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int,
                    width: int, block: int, tau: float, real: np.ndarray, cap: int,
                    can_grow: bool, wanted: int, start: np.ndarray | None, sigma: float,
-                   counts: np.ndarray | None = None):
+                   counts: np.ndarray | None = None, settle: bool = True):
     """The smallest eigenpairs of ``N v = lambda B v`` on ``m`` stacked blocks of ``width`` rows.
 
     A shift-and-invert subspace iteration with Rayleigh-Ritz, for all blocks at once:
@@ -874,7 +923,8 @@ def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m
     many eigenvalues there, and the caller grows the subspace).  With ``counts`` (each
     block's eigenvalues below ``tau``, from the inertia) a block has found all of them when
     it holds that many Ritz values below ``tau``, instead of the extrapolation of
-    :data:`GENEO_BOUNDARY_RTOL`.
+    :data:`GENEO_BOUNDARY_RTOL`; with ``settle`` False (``eigen_stop="count"``) that alone
+    ends it, the Ritz values below ``tau`` need not settle (except where the cap bites).
 
     Returns
     -------
@@ -971,8 +1021,10 @@ def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m
         if cap <= block:
             loose = change <= 5e-2 * np.abs(lam[:, cap - 1:cap])
             settled = np.where(capped[:, None], settled | loose, settled)
-        pending = np.where(capped, np.any(kept & ~settled, axis=1),
-                           np.any(need & ~settled, axis=1) | ~boundary)
+        # (eigen_stop="count": the inertia's count alone, settled or not)
+        unsettled = (np.any(need & ~settled, axis=1) if settle or counts is None
+                     else np.zeros(m, dtype=bool))
+        pending = np.where(capped, np.any(kept & ~settled, axis=1), unsettled | ~boundary)
         if its >= 2 and not pending.any():
             break
         # the last change of the Ritz values that decide the selection, relative to tau

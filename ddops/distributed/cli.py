@@ -18,8 +18,8 @@ Flags read from the ``ddops precond`` namespace: ``problem``, ``n``,
 ``subdomains``, ``overlap``, ``kind``, ``coarse``, ``partitioner``,
 ``null_space``, ``contrast``, ``rtol``, ``maxiter``, ``seed``,
 ``blas_threads``, ``save_prefix``, and for ``--coarse geneo`` / ``agdsw``
-``threshold``, ``max_per_subdomain``, ``max_per_component``, ``skip_contrast``
-and ``oversampling``.  The learned preconditioners of the 1D experiment, pyamg,
+``threshold``, ``max_per_subdomain``, ``max_per_component``, ``skip_contrast``,
+``oversampling`` and ``eigen_stop``.  The learned preconditioners of the 1D experiment, pyamg,
 Jacobi and the memory and plot options are serial only and are ignored here
 (the table says so).  GenEO and AGDSW run from the ranks' own rows (their local
 matrices from ``A``: the serial experiment's finite-element Neumann matrices of
@@ -60,7 +60,7 @@ def _config(args: argparse.Namespace):
         memory=False, plots=False, progress=False,
         **{flag: getattr(args, flag) for flag in ("threshold", "max_per_subdomain",
                                                   "max_per_component", "skip_contrast",
-                                                  "oversampling")
+                                                  "oversampling", "eigen_stop")
            if getattr(args, flag, None) is not None},
     ).validated()
     # the adaptive spaces are built from the ranks' rows; --coarse all leaves them out

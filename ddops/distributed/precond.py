@@ -741,7 +741,8 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
                             neumann=neumann,
                             oversampling=(None if (dominant or neumann is not None)
                                           and not layers else layers),
-                            skip_contrast=skip, return_info=True, _block=(outside, reference),
+                            skip_contrast=skip, eigen_stop=keywords.get("eigen_stop"),
+                            return_info=True, _block=(outside, reference),
                             _contrast=contrast)
     info.coarse_matrix = None  # the block's Phi^T A Phi, not the global A_0's
     Phi_ext = _routed_columns(layout, known, Phi.tocoo())

@@ -18,7 +18,7 @@ objects: the same names, choices and defaults), plus what only PETSc has
   ``-ddops_agdsw_extension_solver``, ``-ddops_agdsw_skip_contrast``,
   ``-ddops_geneo_threshold``,
   ``-ddops_geneo_max_per_subdomain``, ``-ddops_geneo_oversampling``,
-  ``-ddops_geneo_skip_contrast`` (the Neumann
+  ``-ddops_geneo_skip_contrast``, ``-ddops_geneo_eigen_stop`` (the Neumann
   matrices cannot come from the options database);
 * ``-ddops_null_space`` takes ``auto`` (the default: the near-null space attached
   with ``MatSetNearNullSpace`` when there is one, else the constants) and ``near``
@@ -141,6 +141,8 @@ def _sub_options() -> list[PetscOption]:
             spec = _shared.COARSE_OPTION_SPECS.get(f.name)
             if f.name == "extension_solver":
                 kind, choices = "choice", _shared.EXTENSION_SOLVERS
+            elif spec is not None and spec.kind == "choice":
+                kind, choices = "choice", spec.choices
             elif spec is not None and spec.kind in ("int", "float"):
                 # the spec's kind: a default of None (a rule, GenEO's threshold and
                 # oversampling) has no type of its own

@@ -33,7 +33,12 @@ from .._argtypes import int_at_least, nonnegative_float, positive_float
 from ..dd.adaptive import AGDSW_THRESHOLD, MAX_PER_COMPONENT
 from ..dd.analysis import EXTENSION_REUSE
 from ..dd.coarse import ALL_COARSE_BASES
-from ..dd.geneo import GENEO_OVERSAMPLED_THRESHOLD, GENEO_THRESHOLD
+from ..dd.geneo import (
+    EIGEN_STOPS,
+    GENEO_OVERSAMPLED_THRESHOLD,
+    GENEO_THRESHOLD,
+    check_eigen_stop,
+)
 from ..dd.indicators import check_skip_contrast
 from ..dd.oversampling import check_oversampling
 from ..linalg.local_solvers import SPARSE_SOLVERS, check_threads
@@ -181,6 +186,10 @@ COARSE_OPTION_SPECS = {s.name: s for s in (
     _spec("oversampling", "int", "layers added to every subdomain for GenEO's local matrix "
           "from A (default: 0 for a diagonally dominant A, else 2, or 1 for block size 3)",
           minimum=0, petsc=False),
+    _spec("eigen_stop", "choice", "when GenEO's eigensolve of a subdomain stops: its Ritz "
+          "values settled, or as soon as the inertia's count of eigenvalues below the "
+          "threshold is reached (count: faster, inexact; PARDISO only)", choices=EIGEN_STOPS,
+          petsc=False),
 )}
 
 
@@ -351,6 +360,11 @@ class GenEOOptions(_CoarseOptions):
         this factor (:func:`~ddops.dd.indicators.subdomain_contrast`): its Nicolaides
         functions only.  Default :data:`~ddops.dd.geneo.GENEO_SKIP_CONTRAST` (0: every
         subdomain solves its own).
+    eigen_stop : {"settled", "count"}, optional
+        When a subdomain's eigensolve stops.  Default
+        :data:`~ddops.dd.geneo.GENEO_EIGEN_STOP` (``"settled"``); ``"count"`` stops as soon
+        as the inertia's count of eigenvalues below the threshold is reached: faster,
+        inexact, measured there.
     """
 
     threshold: float | None = None
@@ -358,6 +372,7 @@ class GenEOOptions(_CoarseOptions):
     neumann: Any = None
     oversampling: int | None = None
     skip_contrast: float | None = None
+    eigen_stop: str | None = None
 
     def __post_init__(self) -> None:
         if self.threshold is not None:
@@ -367,6 +382,8 @@ class GenEOOptions(_CoarseOptions):
                                check_skip_contrast(self.skip_contrast, None))
         if self.oversampling is not None:
             object.__setattr__(self, "oversampling", check_oversampling(self.oversampling))
+        if self.eigen_stop is not None:
+            check_eigen_stop(self.eigen_stop)
         if self.max_per_subdomain is not None:
             object.__setattr__(self, "max_per_subdomain",
                                _cap("max_per_subdomain", self.max_per_subdomain))

@@ -76,7 +76,8 @@ def _cases(P):
 
 def run(comm) -> dict:
     P = comm.Get_size()
-    out: dict = {"size": P, "cases": {}, "agdsw": _agdsw(comm)}
+    out: dict = {"size": P, "cases": {}, "agdsw": _agdsw(comm),
+                 "eigen_stop": _eigen_stop(comm)}
     for name, A, d, ranks, Z, neumann in _cases(P):
         n = A.shape[0]
         b = np.random.default_rng(3).standard_normal(n)
@@ -140,6 +141,38 @@ def run(comm) -> dict:
             "serial_selected": (ref_info.selected.tolist()
                                 if default_exact_solver() == "pardiso" else None),
         }
+    return out
+
+
+def _eigen_stop(comm) -> dict:
+    """GenEO with ``eigen_stop`` "settled" and "count" from the ranks' rows, beside the serial
+    "count" run: the counts, coarse dimensions, CG iterations and the most solves of a
+    chunk (over the ranks)."""
+    n = 31
+    A = diffusion_2d(high_contrast_channels(n, 1e6, margin=2, period=3))
+    d = ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1)
+    b = np.random.default_rng(3).standard_normal(n * n)
+    out: dict = {}
+    serial = TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
+        coarse="geneo", geneo=ddops.GenEOOptions(eigen_stop="count")))
+    out["serial_selected"] = serial.coarse_info.selected.tolist()
+    out["serial_coarse_dim"] = serial.coarse_dim
+    out["serial_iterations"] = count_iterations(spla.cg, A, b, rtol=1e-8, M=serial)[1]
+    owned = DistributedLayout(d, comm).owned
+    rows = A[owned].tocsr()
+    del A, serial
+    L = DistributedLayout(d, comm, A=rows)
+    for stop in ("settled", "count"):
+        M = DistributedTwoLevelSchwarz(L, rows, options=ddops.SchwarzOptions(
+            coarse="geneo", geneo=ddops.GenEOOptions(eigen_stop=stop)))
+        mine = dict(zip(L.local_subdomains.tolist(), M.coarse_info.selected.tolist(),
+                        strict=True))
+        counts = {k: v for part in comm.allgather(mine) for k, v in part.items()}
+        info, its = count_iterations(cg, DistributedMatrix(L), L.scatter(b), rtol=1e-8, M=M)
+        out[stop] = {"selected": [counts[i] for i in range(d.num_subdomains)],
+                     "coarse_dim": M.coarse_dim, "info": info,
+                     "iterations": int(comm.allreduce(its, op=mpi().MAX)),
+                     "solves": int(_max(comm, M.coarse_info.stats["subspace_iterations"]))}
     return out
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests._optional import need
+
 from ._mpi import HERE, run_json
 from .conftest import RANKS
 
@@ -103,3 +105,17 @@ def test_agdsw_a_missing_neumann_matrix_is_refused_on_every_rank(results):
     messages = results["agdsw"]["missing_neumann"]
     assert len(messages) == results["size"]
     assert all("neumann[1] is None" in m for m in messages)
+
+
+def test_geneo_eigen_stop_reaches_the_ranks(results):
+    """``eigen_stop="count"`` from the ranks' rows: the serial counts and coarse dimension,
+    fewer solves than settling, and the serial "count" run's CG iterations within two (each
+    rank's chunks stop elsewhere; no longer the same basis to the digits)."""
+    need("pardiso")
+    r = results["eigen_stop"]
+    settled, count = r["settled"], r["count"]
+    assert count["selected"] == settled["selected"] == r["serial_selected"]
+    assert count["coarse_dim"] == settled["coarse_dim"] == r["serial_coarse_dim"] > 0
+    assert count["info"] == settled["info"] == 0
+    assert count["solves"] < settled["solves"]
+    assert abs(count["iterations"] - r["serial_iterations"]) <= 2

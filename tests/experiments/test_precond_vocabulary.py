@@ -31,12 +31,12 @@ from ._precond import QUIET, run
 PRECOND_OPTIONS = {"subdomains", "overlap", "partitioner", "block_size", "seed", "coarse",
                    "local_solver", "factor_dtype", "null_space", "kernel", "extension_solver",
                    "threshold", "max_per_component", "max_per_subdomain", "oversampling",
-                   "variant", "skip_contrast"}
+                   "variant", "skip_contrast", "eigen_stop"}
 
 #: Those whose default depends on the problem: not given (None), resolved by the experiment.
 RESOLVED = {"subdomains", "overlap", "partitioner", "block_size", "coarse", "null_space",
             "kernel", "threshold", "max_per_component", "max_per_subdomain", "oversampling",
-            "variant", "skip_contrast"}
+            "variant", "skip_contrast", "eigen_stop"}
 
 #: The experiment's own values of ``--coarse`` besides the library's coarse spaces.
 EXPERIMENT_COARSE = {"learned", "all"}

@@ -74,7 +74,7 @@ def _expected_options() -> dict:
     """``name -> (choices, default)`` from ddops.SchwarzOptions, OPTION_SPECS and the coarse
     spaces' options objects (what the PETSc options must be)."""
     import ddops
-    from ddops.precond.options import EXTENSION_SOLVERS, OPTION_SPECS
+    from ddops.precond.options import COARSE_OPTION_SPECS, EXTENSION_SOLVERS, OPTION_SPECS
 
     defaults = {f.name: f.default for f in dataclasses.fields(ddops.SchwarzOptions)}
     out = {}
@@ -90,7 +90,9 @@ def _expected_options() -> dict:
                        ("geneo", ddops.GenEOOptions)):
         for f in dataclasses.fields(cls):
             if f.name != "neumann":
-                choices = EXTENSION_SOLVERS if f.name == "extension_solver" else ()
+                spec = COARSE_OPTION_SPECS[f.name]
+                choices = (EXTENSION_SOLVERS if f.name == "extension_solver" else
+                           spec.choices if spec.kind == "choice" else ())
                 out[f"{space}_{f.name}"] = (tuple(choices), f.default)
     out["reuse_coarse"] = ((), False)
     return out
@@ -115,6 +117,7 @@ _VALUES = {"subdomains": ("6", 6), "overlap": ("2", 2), "partitioner": ("contigu
            "superlu"), "agdsw_skip_contrast": ("0", 0.0), "geneo_threshold": ("0.5", 0.5),
            "geneo_max_per_subdomain": ("7", 7),
            "geneo_oversampling": ("3", 3), "geneo_skip_contrast": ("10", 10.0),
+           "geneo_eigen_stop": ("count", "count"),
            "extension_reuse": ("ordering", "ordering"), "reuse_coarse": ("true", True)}
 
 

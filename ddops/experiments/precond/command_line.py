@@ -17,7 +17,12 @@ from typing import Any
 
 from ..._argtypes import int_at_least, positive_float
 from ...dd.agdsw import AGDSW_SKIP_CONTRAST
-from ...dd.geneo import GENEO_SKIP_CONTRAST, MAX_PER_NULL_VECTOR, MAX_PER_SUBDOMAIN
+from ...dd.geneo import (
+    GENEO_EIGEN_STOP,
+    GENEO_SKIP_CONTRAST,
+    MAX_PER_NULL_VECTOR,
+    MAX_PER_SUBDOMAIN,
+)
 from ...dd.partition import TARGET_SUBDOMAIN_UNKNOWNS
 from ...precond.learned import OBJECTIVES
 from ...precond.options import add_cli_arguments
@@ -161,9 +166,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     bites = "a warning in the table says where it bites"
     add_cli_arguments(
         dd, ["threshold", "max_per_component", "skip_contrast", "max_per_subdomain",
-             "oversampling", "null_space"],
+             "oversampling", "eigen_stop", "null_space"],
         defaults={"threshold": None, "max_per_component": None, "skip_contrast": None,
-                  "max_per_subdomain": None, "oversampling": None},
+                  "max_per_subdomain": None, "oversampling": None, "eigen_stop": None},
         extra_names={"null_space": tuple(n for n in NULL_SPACES if n != "constants")},
         notes={"threshold": "with --coarse all both take it",
                "max_per_component": bites, "max_per_subdomain": bites,
@@ -172,6 +177,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "constants, rigid (needs --coordinates and --block-size 2 or 3) "
                              "or a .npy/.mtx file with one column per vector"},
         default_help={"null_space": "rbm for elasticity, constants with --matrix",
+                      "eigen_stop": GENEO_EIGEN_STOP,
                       "max_per_subdomain": f"{MAX_PER_SUBDOMAIN}, or {MAX_PER_NULL_VECTOR} "
                                            "per null-space vector if more (192 for 3D "
                                            "elasticity)",
@@ -286,7 +292,7 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
         coarse=args.coarse, threshold=args.threshold, max_per_component=args.max_per_component,
         skip_contrast=args.skip_contrast,
         max_per_subdomain=args.max_per_subdomain, oversampling=args.oversampling,
-        variant=args.variant, partitioner=args.partitioner,
+        eigen_stop=args.eigen_stop, variant=args.variant, partitioner=args.partitioner,
         null_space=args.null_space, matrix=args.matrix, rhs=args.rhs,
         coordinates=args.coordinates, block_size=args.block_size, kernel=args.kernel,
         extra=args.extra, coarse_train_steps=coarse_steps,

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..._validation import check_choice, check_int, check_positive_float
 from ...dd.adaptive import AGDSW_THRESHOLD, GENEO_THRESHOLD
-from ...dd.geneo import GENEO_OVERSAMPLED_THRESHOLD
+from ...dd.geneo import GENEO_OVERSAMPLED_THRESHOLD, check_eigen_stop
 from ...dd.indicators import check_skip_contrast
 from ...dd.partition import default_subdomains
 from ...precond import options as library
@@ -165,6 +165,10 @@ class PrecondConfig:
         (:mod:`ddops.dd.oversampling`; default: 0 for a diagonally dominant ``A``, else
         :func:`ddops.dd.oversampling.default_oversampling`); only with ``coarse`` ``"geneo"``
         or ``"all"``.
+    eigen_stop : {"settled", "count"}, optional
+        When GenEO's eigensolve of a subdomain stops (default
+        :data:`ddops.dd.geneo.GENEO_EIGEN_STOP`; ``"count"``: faster, inexact); only with
+        ``coarse`` ``"geneo"`` or ``"all"``.
     variant : {"additive", "hybrid"}, optional
         Schwarz variant of the 2D/3D two-level rows (default ``"additive"``): ``"hybrid"``
         applies the coarse correction multiplicatively around the local one (fewer
@@ -275,6 +279,7 @@ class PrecondConfig:
     skip_contrast: float | None = None
     max_per_subdomain: int | None = None
     oversampling: int | None = None
+    eigen_stop: str | None = None
     variant: str | None = None
     partitioner: str | None = None
     null_space: str | None = None
@@ -446,7 +451,7 @@ def _check_adaptive_options(c: PrecondConfig) -> None:
     """The options of the adaptive coarse spaces: only with a row that uses them."""
     rows = coarse_list(c)
     for name in ("threshold", "max_per_component", "skip_contrast", "max_per_subdomain",
-                 "oversampling"):
+                 "oversampling", "eigen_stop"):
         if getattr(c, name) is None:
             continue
         users = library.coarse_option_users(name)  # the spaces whose options have it
@@ -458,6 +463,8 @@ def _check_adaptive_options(c: PrecondConfig) -> None:
         c.threshold = check_positive_float("threshold", c.threshold)
     if c.skip_contrast is not None:
         c.skip_contrast = check_skip_contrast(c.skip_contrast, None)
+    if c.eigen_stop is not None:
+        c.eigen_stop = check_eigen_stop(c.eigen_stop)
     for name in ("max_per_component", "max_per_subdomain", "oversampling"):
         if getattr(c, name) is not None:
             setattr(c, name, check_int(name, getattr(c, name), minimum=0))

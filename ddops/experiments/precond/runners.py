@@ -213,6 +213,8 @@ def _coarse_options(c: PrecondConfig, coarse: str) -> dict[str, Any]:
         options["max_per_subdomain"] = c.max_per_subdomain
     if coarse == "geneo" and c.oversampling is not None:
         options["oversampling"] = c.oversampling
+    if coarse == "geneo" and c.eigen_stop is not None:
+        options["eigen_stop"] = c.eigen_stop
     if coarse in ("gdsw", "rgdsw", "agdsw") and c.extension_solver != "auto":
         options["extension_solver"] = c.extension_solver
     return options
