@@ -57,8 +57,9 @@ def build(flags: list[str]):
     return prob, decompose(c, prob)[0]
 
 
-def measure(prob, d, kind: str, skip: float | None) -> dict:
-    """One set-up and CG solve (``kind``: gdsw, agdsw, geneo, sa or rs)."""
+def measure(prob, d, kind: str, skip: float | None, eigen_stop: str | None = None) -> dict:
+    """One set-up and CG solve (``kind``: gdsw, agdsw, geneo, sa or rs; ``eigen_stop``:
+    GenEO's)."""
     import scipy.sparse.linalg as spla
 
     import ddops
@@ -85,8 +86,9 @@ def measure(prob, d, kind: str, skip: float | None) -> dict:
         options = ddops.SchwarzOptions(coarse="gdsw", null_space=prob.null_space)
     else:
         neumann = prob.neumann(d) if prob.neumann is not None else None
-        space = (ddops.AGDSWOptions if kind == "agdsw" else ddops.GenEOOptions)(
-            neumann=neumann, skip_contrast=skip)
+        space = (ddops.AGDSWOptions(neumann=neumann, skip_contrast=skip) if kind == "agdsw"
+                 else ddops.GenEOOptions(neumann=neumann, skip_contrast=skip,
+                                         eigen_stop=eigen_stop))
         options = ddops.SchwarzOptions(coarse=kind, null_space=prob.null_space,
                                        **{kind: space})
     with warnings.catch_warnings():
@@ -100,6 +102,8 @@ def measure(prob, d, kind: str, skip: float | None) -> dict:
     return {"setup": setup, "setup_cpu": setup_cpu, "iterations": its[0], "info": int(info),
             "total": time.perf_counter() - wall,
             "coarse_dim": int(M.coarse_dim),
+            # GenEO: the most solves of a chunk's subspace iteration
+            "solves": int(stats.get("subspace_iterations", 0)),
             # AGDSW: components, its indicator's skipped ones; GenEO: subdomains
             "skipped": int(stats.get("skipped_by_contrast",
                                      stats.get("skipped_eigenproblems", 0))),
@@ -139,7 +143,7 @@ def main(argv=None) -> int:
     out = []
     with threadpool_limits(1):
         for i in chosen:
-            label, full_flags, quick_flags = PROBLEMS[i]
+            label, _, full_flags, quick_flags = PROBLEMS[i]
             prob, d = build(quick_flags if args.quick else full_flags)
             runs = {"full": (space, 0.0), "default": (space, indicator),
                     "gdsw": ("gdsw", None), "sa": ("sa", None), "rs": ("rs", None)}

@@ -54,7 +54,7 @@ def settings(flags: list[str]) -> dict:
 #: Neumann matrices too): setup_profile.py's problems
 PROBLEMS = [(label, settings(full), settings(quick), label.startswith(("2D elasticity",
                                                                        "3D elasticity")))
-            for label, full, quick in PROFILE_PROBLEMS]
+            for label, _, full, quick in PROFILE_PROBLEMS]
 
 def build(settings: dict):
     """The problem, its decomposition and (elasticity) its finite-element Neumann matrices."""

@@ -1,0 +1,84 @@
+"""GenEO with its eigensolves settled (the default) and stopped at the inertia's count.
+
+For every problem of ``setup_profile.py`` (the set-up issue's), ``ddops.TwoLevelSchwarz``
+with GenEO at ``eigen_stop="settled"`` and ``"count"`` (``ddops.dd.geneo.GENEO_EIGEN_STOP``:
+the subspace iteration of a subdomain stops as soon as it holds as many Ritz values below
+the threshold as the inertia of ``N_i - tau D_i A_i D_i`` counts, settled or not), the two
+set-ups interleaved in rounds, best of ``--repeat`` by set-up + solve, one BLAS/MKL thread,
+the decomposition built once per problem and not timed; the finite-element Neumann
+matrices on the elasticity problems (their assembly inside the timed set-up, as in
+``agdsw_indicator.py``).  CG (scipy) to ``rtol = 1e-8`` from zero, a random right-hand
+side.  Prints the iterations (the inexact stop's cost), the coarse dimensions, the most
+solves of a chunk's iteration, the set-up (wall / process CPU seconds) and the set-up +
+solve of both.  Needs PARDISO (``ddops[solvers]``): without its inertia there is no count,
+and the two rows are the same.
+
+    python benchmarks/geneo_eigen_stop.py              # the six problems (a few minutes)
+    python benchmarks/geneo_eigen_stop.py --quick      # small sizes
+    python benchmarks/geneo_eigen_stop.py --problems 1 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from agdsw_indicator import build, measure  # noqa: E402
+from common import add_json_flag, add_quick_flag, machine_summary  # noqa: E402
+from setup_profile import PROBLEMS  # noqa: E402
+
+STOPS = ("settled", "count")
+
+
+def main(argv=None) -> int:
+    from threadpoolctl import threadpool_limits
+
+    from ddops.linalg.local_solvers import default_exact_solver
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_quick_flag(parser, "small sizes")
+    add_json_flag(parser)
+    parser.add_argument("--problems", type=int, nargs="*",
+                        help="indices into setup_profile.py's problem list (default: all)")
+    parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds (best of)")
+    args = parser.parse_args(argv)
+    print(machine_summary(memory=True, ddops=True))
+    if default_exact_solver() != "pardiso":
+        print("PARDISO is not installed: no inertia counts, both stops settle\n")
+    print("one BLAS/MKL thread; set-up wall / CPU seconds, best of "
+          f"{args.repeat} interleaved rounds by set-up + solve; the decomposition is not "
+          "timed\n")
+    print("| problem | iterations (settled, count) | coarse dim (settled, count) | most solves "
+          "of a chunk (settled, count) | set-up s settled | set-up s count | set-up + "
+          "solve s (settled, count) | settled / count, set-up + solve |")
+    print("|---|---|---|---|---:|---:|---|---:|")
+    chosen = args.problems if args.problems else range(len(PROBLEMS))
+    out = []
+    with threadpool_limits(1):
+        for i in chosen:
+            label, _, full_flags, quick_flags = PROBLEMS[i]
+            prob, d = build(quick_flags if args.quick else full_flags)
+            best: dict = {}
+            for _ in range(max(args.repeat, 1)):  # interleaved rounds
+                for stop in STOPS:
+                    r = measure(prob, d, "geneo", None, eigen_stop=stop)
+                    if stop not in best or r["total"] < best[stop]["total"]:
+                        best[stop] = r
+            s, c = best["settled"], best["count"]
+            print(f"| {label}, {prob.A.shape[0]:,} unknowns | {s['iterations']}, "
+                  f"{c['iterations']} | {s['coarse_dim']}, {c['coarse_dim']} | "
+                  f"{s['solves']}, {c['solves']} | {s['setup']:.2f} / {s['setup_cpu']:.2f} | "
+                  f"{c['setup']:.2f} / {c['setup_cpu']:.2f} | {s['total']:.2f}, "
+                  f"{c['total']:.2f} | {s['total'] / c['total']:.2f} |", flush=True)
+            out.append({"problem": label, **best})
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
