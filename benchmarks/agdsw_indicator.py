@@ -111,15 +111,37 @@ def measure(prob, d, kind: str, skip: float | None, eigen_stop: str | None = Non
                 0 if kind == "geneo" else int(stats.get("skipped_eigenproblems", 0)))}
 
 
-def main(argv=None) -> int:
-    from threadpoolctl import threadpool_limits
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_round_flags(parser: argparse.ArgumentParser) -> None:
+    """``--quick``, ``--json``, ``--problems`` (of ``setup_profile.py``) and ``--repeat``: the
+    flags of the scripts that interleave set-ups on those problems."""
     add_quick_flag(parser, "small sizes")
     add_json_flag(parser)
     parser.add_argument("--problems", type=int, nargs="*",
                         help="indices into setup_profile.py's problem list (default: all)")
     parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds (best of)")
+
+
+def best_of_rounds(args: argparse.Namespace, runs: dict):
+    """For every problem of ``setup_profile.py`` chosen by ``args`` (:func:`add_round_flags`):
+    ``(label, problem, {name: best run})``, the runs (``name -> measure``'s keyword
+    arguments) interleaved in ``args.repeat`` rounds, the best by set-up + solve."""
+    for i in (args.problems if args.problems else range(len(PROBLEMS))):
+        label, _, full_flags, quick_flags = PROBLEMS[i]
+        prob, d = build(quick_flags if args.quick else full_flags)
+        best: dict = {}
+        for _ in range(max(args.repeat, 1)):  # interleaved rounds
+            for name, kwargs in runs.items():
+                r = measure(prob, d, **kwargs)
+                if name not in best or r["total"] < best[name]["total"]:
+                    best[name] = r
+        yield label, prob, best
+
+
+def main(argv=None) -> int:
+    from threadpoolctl import threadpool_limits
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_round_flags(parser)
     parser.add_argument("--space", choices=("agdsw", "geneo"), default="agdsw",
                         help="the adaptive space (default agdsw)")
     args = parser.parse_args(argv)
@@ -139,20 +161,11 @@ def main(argv=None) -> int:
           f"full / {other} | set-up + solve s: {name} full, {name} {other}, pyamg SA, "
           "pyamg RS |")
     print("|---|---:|---|---|---:|---:|---:|---:|---|")
-    chosen = args.problems if args.problems else range(len(PROBLEMS))
     out = []
+    runs = {"full": {"kind": space, "skip": 0.0}, "default": {"kind": space, "skip": indicator},
+            **{kind: {"kind": kind, "skip": None} for kind in ("gdsw", "sa", "rs")}}
     with threadpool_limits(1):
-        for i in chosen:
-            label, _, full_flags, quick_flags = PROBLEMS[i]
-            prob, d = build(quick_flags if args.quick else full_flags)
-            runs = {"full": (space, 0.0), "default": (space, indicator),
-                    "gdsw": ("gdsw", None), "sa": ("sa", None), "rs": ("rs", None)}
-            best: dict = {}
-            for _ in range(max(args.repeat, 1)):  # interleaved rounds
-                for name, (kind, skip) in runs.items():
-                    r = measure(prob, d, kind, skip)
-                    if name not in best or r["total"] < best[name]["total"]:
-                        best[name] = r
+        for label, prob, best in best_of_rounds(args, runs):
             f, g, s = best["full"], best["default"], best["gdsw"]
 
             def peer(r: dict) -> str:

@@ -27,9 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from agdsw_indicator import build, measure  # noqa: E402
-from common import add_json_flag, add_quick_flag, machine_summary  # noqa: E402
-from setup_profile import PROBLEMS  # noqa: E402
+from agdsw_indicator import add_round_flags, best_of_rounds  # noqa: E402
+from common import machine_summary  # noqa: E402
 
 STOPS = ("settled", "count")
 
@@ -40,11 +39,7 @@ def main(argv=None) -> int:
     from ddops.linalg.local_solvers import default_exact_solver
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_quick_flag(parser, "small sizes")
-    add_json_flag(parser)
-    parser.add_argument("--problems", type=int, nargs="*",
-                        help="indices into setup_profile.py's problem list (default: all)")
-    parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds (best of)")
+    add_round_flags(parser)
     args = parser.parse_args(argv)
     print(machine_summary(memory=True, ddops=True))
     if default_exact_solver() != "pardiso":
@@ -56,18 +51,10 @@ def main(argv=None) -> int:
           "of a chunk (settled, count) | set-up s settled | set-up s count | set-up + "
           "solve s (settled, count) | settled / count, set-up + solve |")
     print("|---|---|---|---|---:|---:|---|---:|")
-    chosen = args.problems if args.problems else range(len(PROBLEMS))
     out = []
+    runs = {stop: {"kind": "geneo", "skip": None, "eigen_stop": stop} for stop in STOPS}
     with threadpool_limits(1):
-        for i in chosen:
-            label, _, full_flags, quick_flags = PROBLEMS[i]
-            prob, d = build(quick_flags if args.quick else full_flags)
-            best: dict = {}
-            for _ in range(max(args.repeat, 1)):  # interleaved rounds
-                for stop in STOPS:
-                    r = measure(prob, d, "geneo", None, eigen_stop=stop)
-                    if stop not in best or r["total"] < best[stop]["total"]:
-                        best[stop] = r
+        for label, prob, best in best_of_rounds(args, runs):
             s, c = best["settled"], best["count"]
             print(f"| {label}, {prob.A.shape[0]:,} unknowns | {s['iterations']}, "
                   f"{c['iterations']} | {s['coarse_dim']}, {c['coarse_dim']} | "
