@@ -126,9 +126,12 @@ def test_inertia_says_what_the_iteration_misses_inside_a_cluster():
     assert f"counts {missing} eigenvalue(s)" in message
 
 
-@pytest.mark.parametrize("inertia", [False, True])
-def test_inertia_and_threads_give_the_same_basis(inertia, monkeypatch):
-    """The regrouped chunks are independent: one and two threads, the same basis bitwise."""
+@pytest.mark.parametrize("inertia,stop", [(False, "settled"), (True, "settled"),
+                                          (True, "count")])
+def test_inertia_and_threads_give_the_same_basis(inertia, stop, monkeypatch):
+    """The regrouped chunks are independent: one and two threads, the same basis bitwise
+    (also where each chunk stops at the inertia's count: the chunks do not depend on the
+    threads)."""
     if inertia:
         need("pardiso")
     monkeypatch.setattr(geneo, "GENEO_INERTIA", inertia)
@@ -140,7 +143,7 @@ def test_inertia_and_threads_give_the_same_basis(inertia, monkeypatch):
     for threads in (1, 2):
         with threadpool_limits(threads), warnings.catch_warnings():
             warnings.simplefilter("error")
-            bases.append(geneo_basis(A, d).toarray())
+            bases.append(geneo_basis(A, d, eigen_stop=stop).toarray())
     np.testing.assert_array_equal(bases[0], bases[1])
 
 
