@@ -148,8 +148,8 @@ def _eigen_stop(comm) -> dict:
     """GenEO with ``eigen_stop`` "settled" and "count" from the ranks' rows, beside the serial
     "count" run: the counts, coarse dimensions, CG iterations and the most solves of a
     chunk (over the ranks)."""
-    n = 31
-    A = diffusion_2d(high_contrast_channels(n, 1e6, margin=2, period=3))
+    n = 31  # (contrast 100: eigenvalues between a tenth of the threshold and it)
+    A = diffusion_2d(high_contrast_channels(n, 1e2, margin=2, period=3))
     d = ddops.Decomposition.from_grid((n, n), (4, 4), overlap=1)
     b = np.random.default_rng(3).standard_normal(n * n)
     out: dict = {}

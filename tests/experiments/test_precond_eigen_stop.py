@@ -8,7 +8,7 @@ from ddops.experiments.cli import main
 from tests._optional import need
 from tests.experiments._precond import QUIET, run
 
-FLAGS = ("--problem", "channels2d", "--n", "47", "--subdomains", "16", "--contrast", "1e6",
+FLAGS = ("--problem", "channels2d", "--n", "47", "--subdomains", "16", "--contrast", "1e2",
          "--coarse", "geneo", "--no-memory")
 
 
