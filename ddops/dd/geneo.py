@@ -234,7 +234,7 @@ GENEO_SHARED_ORDERING = True
 #:   other chunks of subdomains (ranks, chunk sizes) to the digits ``"settled"`` gives.
 #:
 #: Measured: ``docs/adaptive.md``, "When an eigensolve stops" (``python
-#: benchmarks/geneo_eigen_stop.py``): 1.1 to 1.25 times faster set-up + solve on the six
+#: benchmarks/geneo_eigen_stop.py``): 1.11 to 1.19 times faster set-up + solve on the six
 #: problems of ``benchmarks/setup_profile.py``, the same coarse dimensions and iterations
 #: (3D elasticity 46 -> 49).  Not the default: the dense references of the eigenvalues near
 #: the threshold, and the rank-local build of :mod:`ddops.distributed` reproducing the
@@ -247,10 +247,10 @@ GENEO_EIGEN_STOP = "settled"
 #: it carry the high-contrast modes that the coarse space must hold accurately, and they
 #: converge fastest.  Measured, 2D elasticity with stiff disks on two thirds of the unknowns
 #: (oversampled local matrices), condition number at contrasts 1e3, 1e6 and 1e8: settled
-#: 8.1, 8.1, 8.1; count alone (0) 8.1, 8.2, 19.9; count with 0.1 8.1, 8.1, 8.1; and the
-#: time it adds to the count alone is within noise on five of the six problems, 3 % on 3D
-#: elasticity (the 1e-2 settle of every Ritz value below the threshold gave back most of
-#: the time saved).
+#: 8.1, 8.1, 8.1; count alone (0) 8.1, 8.2, 19.9; count with 0.1 8.1, 8.1, 8.1.  It adds
+#: 1-3 % to the count alone's set-up + solve on five of the six problems of
+#: :data:`GENEO_EIGEN_STOP`'s measurement and 12 % on the channels (3 -> 5 solves); the 1e-2
+#: settle of every Ritz value below the threshold gave back most of the time saved.
 GENEO_COUNT_SETTLE = 0.1
 
 #: The accepted values of ``eigen_stop`` (:data:`GENEO_EIGEN_STOP`).
@@ -368,7 +368,8 @@ def geneo_basis(
         When a subdomain's eigensolve stops: its Ritz values settled (default
         :data:`~ddops.dd.geneo.GENEO_EIGEN_STOP`), or as soon as it holds as many Ritz
         values below the threshold as the inertia of ``N_i - threshold D_i A_i D_i``
-        counts (``"count"``: faster, inexact; with PARDISO only, see that constant).
+        counts, its Ritz values far below it settled (``"count"``: faster, inexact; with
+        PARDISO only, see that constant).
     return_info : bool
         Also return an :class:`~ddops.dd.eigen.AdaptiveInfo`.
     _block : (numpy.ndarray, float), optional
@@ -932,8 +933,9 @@ def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m
     many eigenvalues there, and the caller grows the subspace).  With ``counts`` (each
     block's eigenvalues below ``tau``, from the inertia) a block has found all of them when
     it holds that many Ritz values below ``tau``, instead of the extrapolation of
-    :data:`GENEO_BOUNDARY_RTOL`; with ``settle`` False (``eigen_stop="count"``) that alone
-    ends it, the Ritz values below ``tau`` need not settle (except where the cap bites).
+    :data:`GENEO_BOUNDARY_RTOL`; with ``settle`` False (``eigen_stop="count"``) that ends
+    it once the Ritz values below :data:`GENEO_COUNT_SETTLE` times ``tau`` have settled (all
+    the kept ones where the cap bites).
 
     Returns
     -------
