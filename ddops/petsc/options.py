@@ -139,9 +139,7 @@ def _sub_options() -> list[PetscOption]:
             if f.name == "neumann":  # matrices: not from the options database
                 continue
             spec = _shared.COARSE_OPTION_SPECS.get(f.name)
-            if f.name == "extension_solver":
-                kind, choices = "choice", _shared.EXTENSION_SOLVERS
-            elif spec is not None and spec.kind == "choice":
+            if spec is not None and spec.kind == "choice":  # extension_solver, eigen_stop
                 kind, choices = "choice", spec.choices
             elif spec is not None and spec.kind in ("int", "float"):
                 # the spec's kind: a default of None (a rule, GenEO's threshold and

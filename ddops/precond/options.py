@@ -188,7 +188,8 @@ COARSE_OPTION_SPECS = {s.name: s for s in (
           minimum=0, petsc=False),
     _spec("eigen_stop", "choice", "when GenEO's eigensolve of a subdomain stops: its Ritz "
           "values settled, or as soon as the inertia's count of eigenvalues below the "
-          "threshold is reached (count: faster, inexact; PARDISO only)", choices=EIGEN_STOPS,
+          "threshold is reached and those far below it have settled (count: faster, "
+          "inexact; PARDISO only)", choices=EIGEN_STOPS,
           petsc=False),
 )}
 
@@ -363,7 +364,8 @@ class GenEOOptions(_CoarseOptions):
     eigen_stop : {"settled", "count"}, optional
         When a subdomain's eigensolve stops.  Default
         :data:`~ddops.dd.geneo.GENEO_EIGEN_STOP` (``"settled"``); ``"count"`` stops as soon
-        as the inertia's count of eigenvalues below the threshold is reached: faster,
+        as the inertia's count of eigenvalues below the threshold is reached and those far
+        below it have settled (:data:`~ddops.dd.geneo.GENEO_COUNT_SETTLE`): faster,
         inexact, measured there.
     """
 
