@@ -21,7 +21,7 @@ def scripts(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     yield lambda name: importlib.import_module(name)
     for name in ("setup_profile", "agdsw_indicator", "geneo_inertia", "geneo_eigen_stop",
-                 "common"):
+                 "common"):  # (fresh modules for the next test)
         sys.modules.pop(name, None)
 
 
@@ -44,3 +44,32 @@ def test_geneo_eigen_stop_counts_fewer_solves(scripts, tmp_path):
         assert settled["coarse_dim"] == count["coarse_dim"] > 0
         assert count["solves"] < settled["solves"], row["problem"]
         assert count["info"] == settled["info"] == 0
+
+
+def test_setup_profile_targets_follow_from_its_rows(scripts, tmp_path):
+    """``setup_profile.py --both-cores`` at ``--quick`` sizes: every ratio it prints as a
+    target is the one recomputed here from the rows it reports (the race against pyamg SA
+    from ddops' fastest two-level row, the set-up ratios, the speed-ups of the one-thread
+    and all-cores runs), and PASS/MISS follows from the target's bound."""
+    out = tmp_path / "profile.json"
+    assert scripts("setup_profile").main(["--quick", "--problems", "0", "--both-cores",
+                                          "--json", str(out)]) == 0
+    one, many = json.loads(out.read_text())
+    rows = one["rows"]
+    targets = {t["target"]: t for t in one["targets"]}
+    ours = {k: r for k, r in rows.items() if k.startswith("two_level") and r["converged"]}
+    best = min(ours, key=lambda k: ours[k]["total"])
+    race = targets[f"pyamg set-up + solve / ddops' fastest ({best})"]
+    assert race["value"] == pytest.approx(rows["pyamg"]["total"] / ours[best]["total"])
+    assert race["pass"] == (race["value"] >= 2.0)
+    for space in ("agdsw", "geneo"):
+        ratio = targets[f"{space} set-up / GDSW's"]
+        assert ratio["value"] == pytest.approx(rows[f"two_level_{space}"]["setup"]
+                                               / rows["two_level_gdsw"]["setup"])
+        assert ratio["pass"] == (ratio["value"] <= 1.5)
+    speed = {t["target"]: t for t in one["both_cores"]}
+    assert set(speed) == {f"{k} both cores" for k in ours if many["rows"][k]["converged"]}
+    for name in ours:
+        s = speed[f"{name} both cores"]
+        assert s["value"] == pytest.approx(rows[name]["total"] / many["rows"][name]["total"])
+        assert s["pass"] == (s["value"] >= 1.6)
