@@ -1,6 +1,6 @@
 """The benchmark scripts that read ``setup_profile.py``'s problem list run at ``--quick``
 sizes (a smoke test: a changed layout of that list broke two of them once), and
-``geneo_eigen_stop.py`` measures what it says."""
+``geneo_eigen_stop.py`` and ``shared_order.py`` measure what they say."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def scripts(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     yield lambda name: importlib.import_module(name)
     for name in ("setup_profile", "agdsw_indicator", "geneo_inertia", "geneo_eigen_stop",
-                 "common"):  # (fresh modules for the next test)
+                 "shared_order", "common"):  # (fresh modules for the next test)
         sys.modules.pop(name, None)
 
 
@@ -44,6 +44,19 @@ def test_geneo_eigen_stop_counts_fewer_solves(scripts, tmp_path):
         assert settled["coarse_dim"] == count["coarse_dim"] > 0
         assert count["solves"] < settled["solves"], row["problem"]
         assert count["info"] == settled["info"] == 0
+
+
+def test_shared_order_shares_and_keeps_the_basis(scripts, tmp_path):
+    """``shared_order.py``: the shared row analyses its interiors by the subdomains' order,
+    the other row by PARDISO's own, and the two bases agree to rounding."""
+    need("pardiso")
+    out = tmp_path / "order.json"
+    assert scripts("shared_order").main(
+        ["--quick", "--repeat", "1", "--problems", "2", "4", "--json", str(out)]) == 0
+    for row in json.loads(out.read_text()):
+        assert row["shared"]["shared_chunks"] > 0 == row["own"]["shared_chunks"]
+        assert row["own"]["factor_nnz"] > 0 and row["shared"]["factor_nnz"] > 0
+        assert row["apart"] <= 1e-12, row["problem"]
 
 
 def test_setup_profile_targets_follow_from_its_rows(scripts, tmp_path):

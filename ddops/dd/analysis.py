@@ -67,6 +67,9 @@ class GDSWAnalysis:
         ``reuse`` (read-only: what is kept is of that kind).
     reused : int
         Chunks factorised on a kept analysis or ordering so far.
+    shared : int
+        Chunks analysed afresh by the order of the overlapping subdomains' factorisation
+        (:meth:`share_local_order`) so far.
     """
 
     def __init__(self, reuse: str = "analysis") -> None:
@@ -78,7 +81,9 @@ class GDSWAnalysis:
         self._reuse = reuse
         self._chunks: dict = {}
         self._components = None  # (pattern, owner, interface, block size, components)
+        self._local_order = None  # (sorted subdomain-unknown keys, positions, num_dofs)
         self.reused = 0
+        self.shared = 0
         self._lock = threading.Lock()  # chunks are factorised on several threads
 
     @property
@@ -100,14 +105,56 @@ class GDSWAnalysis:
                               for k in key), comps)
         return comps
 
+    def share_local_order(self, decomposition: Any, positions: np.ndarray | None) -> None:
+        """Take the elimination positions of the overlapping subdomains' factorisation
+        (:meth:`~ddops.precond.corrections.OverlappingCorrection.elimination_positions`,
+        one per packed entry of ``decomposition``) for the interior problems that follow,
+        or forget them (``positions`` None).
+
+        The interior of part ``p`` lies in subdomain ``p``, and an elimination order of a
+        graph restricted to a subset of its vertices fills no more than it fills there (a
+        fill path within the subset is one in the whole graph): the subdomain's order
+        serves its interior without an ordering step of its own (PARDISO's minimum degree
+        or nested dissection, about half of the interiors' analysis).
+        """
+        if positions is None:
+            self._local_order = None
+            return
+        n = int(decomposition.num_dofs)
+        keys = decomposition._subdomain_of_entry.astype(np.int64) * n + decomposition.indices
+        if keys.size != positions.size:
+            raise ValueError(f"positions: {positions.size} for {keys.size} packed entries")
+        if keys.size and not (np.diff(keys) > 0).all():  # (unknowns unsorted in a subdomain)
+            by = np.argsort(keys, kind="stable")
+            keys, positions = keys[by], positions[by]
+        self._local_order = (keys, np.asarray(positions, dtype=np.int64), n)
+
+    def local_order(self, rows: np.ndarray, parts: np.ndarray,
+                    blocks: np.ndarray) -> np.ndarray | None:
+        """An elimination order of a stack of blocks (``blocks``: the block of every row,
+        nondecreasing) whose rows are the unknowns ``rows`` of the parts ``parts``: each
+        block's rows in the order in which subdomain ``parts`` eliminates them
+        (:meth:`share_local_order`); None when none is shared, or when a row does not lie
+        in the subdomain of its part (a decomposition whose subdomain ``p`` is not grown
+        from part ``p``)."""
+        if self._local_order is None or not rows.size:
+            return None
+        keys, positions, n = self._local_order
+        wanted = np.asarray(parts, dtype=np.int64) * n + rows
+        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        if not np.array_equal(keys[at], wanted):
+            return None
+        return np.lexsort((positions[at], blocks))
+
     def factor(self, key: tuple, K: sp.csr_matrix, offsets: np.ndarray, solver: str,
-               **options: Any):
+               order: np.ndarray | None = None, **options: Any):
         """The factorisation of chunk ``key``: from what is kept of it when ``K`` has its
         pattern (a refactorisation of its analysis, or an analysis with its ordering),
-        else :func:`factorize_blocks` (kept when it is PARDISO's)."""
+        else :func:`factorize_blocks` (kept when it is PARDISO's), by ``order`` where
+        given (:meth:`local_order`)."""
         kept = self._chunks.pop(key, None)
         if self.reuse == "ordering":
-            return self._factor_ordered(key, kept, K, offsets, solver, options)
+            return self._factor_ordered(key, kept, K, offsets, solver, order, options)
         if kept is not None and solver == "pardiso":
             try:
                 lu = kept.refactor(K)
@@ -121,20 +168,30 @@ class GDSWAnalysis:
                 return lu
         elif kept is not None:
             kept.free()
-        lu = factorize_blocks(K, offsets, solver, **options)
+        lu = self._fresh(K, offsets, solver, order, options)
         if hasattr(lu, "release_factors"):
             self._chunks[key] = lu
         return lu
 
+    def _fresh(self, K: sp.csr_matrix, offsets: np.ndarray, solver: str,
+               order: np.ndarray | None, options: dict):
+        """:func:`factorize_blocks`, PARDISO's by ``order`` where given (counted in
+        :attr:`shared`)."""
+        if solver != "pardiso" or order is None:
+            return factorize_blocks(K, offsets, solver, **options)
+        with self._lock:
+            self.shared += 1
+        return factorize_blocks(K, offsets, solver, order=order, **options)
+
     def _factor_ordered(self, key: tuple, kept: Any, K: sp.csr_matrix, offsets: np.ndarray,
-                        solver: str, options: dict):
+                        solver: str, order: np.ndarray | None, options: dict):
         """:meth:`factor` with ``reuse="ordering"``: ``kept`` is (indptr, indices, order)."""
         if (kept is not None and solver == "pardiso" and np.array_equal(K.indptr, kept[0])
                 and np.array_equal(K.indices, kept[1])):
             lu = factorize_blocks(K, offsets, solver, order=kept[2], **options)
             self._count()
         else:
-            lu = factorize_blocks(K, offsets, solver, **options)
+            lu = self._fresh(K, offsets, solver, order, options)
         order = getattr(lu, "order", None)
         if order is not None:
             self._chunks[key] = (K.indptr.copy(), K.indices.copy(), order)
@@ -175,6 +232,7 @@ class GDSWAnalysis:
             _release(kept)
         self._chunks.clear()
         self._components = None
+        self._local_order = None
 
 
 def _release(kept: Any) -> None:

@@ -122,7 +122,9 @@ def harmonic_extension(
     analysis : ddops.dd.analysis.GDSWAnalysis, optional
         Keep PARDISO's analyses of the chunks there (or their orderings, by its
         ``reuse``), and reuse those it holds for a matrix with the same pattern (the result
-        is the same to rounding).
+        is the same to rounding); a chunk analysed afresh takes the order of the
+        overlapping subdomains' factorisation where it shares one
+        (:meth:`~ddops.dd.analysis.GDSWAnalysis.share_local_order`).
     block_size : int
         Unknowns per node, consecutive in ``A``'s numbering (the interface holds whole
         nodes): PARDISO's nested dissection then orders the interiors' node graph
@@ -195,10 +197,15 @@ def harmonic_extension(
         try:
             near = None if null_space is None else null_space[interior[r0:r1]]
             options = dict(exact_check=False, near_null=near, block_size=block_size)
-            lu = (factorize_blocks(K, part_offsets[p0:p1 + 1] - r0, solver, **options)
-                  if analysis is None else
-                  analysis.factor((c, r0, r1), K, part_offsets[p0:p1 + 1] - r0, solver,
-                                  **options))
+            if analysis is None:
+                lu = factorize_blocks(K, part_offsets[p0:p1 + 1] - r0, solver, **options)
+            else:
+                # the order of the overlapping subdomains' factorisation, where shared
+                order = None if solver != "pardiso" else analysis.local_order(
+                    interior[r0:r1], part[r0:r1],
+                    np.repeat(np.arange(p1 - p0), np.diff(part_offsets[p0:p1 + 1])))
+                lu = analysis.factor((c, r0, r1), K, part_offsets[p0:p1 + 1] - r0, solver,
+                                     order=order, **options)
         except SingularBlockError as exc:
             # SuperLU and PARDISO report a non-positive (or vanishing) Cholesky pivot: an
             # indefinite block as much as a singular one

@@ -25,6 +25,7 @@ __all__ = [
     "symmetry_defect",
     "symmetric_part",
     "check_matrix",
+    "check_positive_diagonal",
     "checked_once",
     "exactly_symmetric",
     "known_exactly_symmetric",
@@ -163,7 +164,7 @@ def check_matrix(A: Any, rows: bool = True) -> sp.csr_matrix:
         return A
     if rows:
         check_no_empty_rows(A, "A")
-        _check_positive_diagonal(A)
+        check_positive_diagonal(A)
     if A.nnz and not np.all(A.data):  # explicit zeros: dropped on a copy (A may share arrays)
         A = A.copy()
         A.eliminate_zeros()
@@ -177,12 +178,14 @@ def check_matrix(A: Any, rows: bool = True) -> sp.csr_matrix:
     return A
 
 
-def _check_positive_diagonal(A: sp.csr_matrix) -> None:
+def check_positive_diagonal(A: sp.csr_matrix) -> None:
     """Refuse a non-positive diagonal entry: ``A`` is then not positive (semi)definite.
 
-    The one-line test where ``A`` enters the coarse-space construction, so that ``-A``
-    is named as not positive definite instead of as a singular interior matrix later
-    (a zero diagonal of a positive semidefinite matrix means an empty row, refused before).
+    The one-line test where ``A`` enters the coarse-space construction (and
+    :class:`~ddops.TwoLevelSchwarz`'s set-up of one, before its local factors), so that
+    ``-A`` is named as not positive definite instead of as a singular interior or
+    subdomain matrix later (a zero diagonal of a positive semidefinite matrix means an
+    empty row, refused before).
     """
     diag = A.diagonal()
     bad = np.flatnonzero(~(diag > 0))

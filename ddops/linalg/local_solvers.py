@@ -1330,6 +1330,12 @@ def pardiso_ordering(K: sp.spmatrix, offsets: np.ndarray,
         The factorisation's flops of the largest block under each ordering analysed
         (PARDISO's estimate; no ``"nd"`` when it was not analysed) and ``"entries"``, the
         stored entries of that block's upper triangle; empty for blocks of one row.
+
+    Raises
+    ------
+    SingularBlockError
+        The largest block has a non-positive or missing diagonal entry (not SPD; PARDISO's
+        analysis would crash on it).
     """
     offsets = np.asarray(offsets, dtype=np.int64)
     best, _, flops = _probe_orderings(sp.csr_matrix(K), offsets, np.dtype(dtype), keep=False,
@@ -1354,6 +1360,8 @@ def _probe_orderings(K: sp.csr_matrix, offsets: np.ndarray, dtype: np.dtype,
         return "md", None, {}
     whole = int(sizes[i]) == K.shape[0]
     s = slice(int(offsets[i]), int(offsets[i + 1]))
+    if (K.diagonal()[s] <= 0).any():  # (PARDISO's analysis crashes on a missing diagonal)
+        raise SingularBlockError(i)
     upper = sp.triu(K if whole else K[s, s], format="csr")
     upper.sum_duplicates()
     upper.sort_indices()

@@ -237,6 +237,13 @@ class ThreadedBlocks(BlockSolver):
         if K.shape[0] == 0:
             raise ValueError("ThreadedBlocks needs a nonempty matrix")
         block = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+        if offsets[-1] != K.shape[0] or (K.shape[0] != K.shape[1]):
+            raise ValueError(f"offsets must end at the {K.shape[0]} rows of a square K, got "
+                             f"{int(offsets[-1])} for shape {K.shape}")
+        # before any analysis: PARDISO's crashes on a missing diagonal entry
+        diagonal = K.diagonal()
+        if (diagonal <= 0).any():
+            raise SingularBlockError(int(block[np.argmax(diagonal <= 0)]))
         self.shape, self.dtype = K.shape, np.dtype(dtype)
         self.parts: list[PardisoBlocks] = []
         m = K.shape[0]
@@ -266,6 +273,17 @@ class ThreadedBlocks(BlockSolver):
     @property
     def nnz(self) -> int:
         return sum(int(p.nnz) for p in self.parts)
+
+    @property
+    def order(self) -> np.ndarray | None:
+        """The elimination order of all rows: each group's
+        :attr:`~ddops.linalg.local_solvers.PardisoBlocks.order`, in the whole matrix's
+        numbering, one group after the other (None when a group keeps its order inside
+        PARDISO)."""
+        orders = [p.order for p in self.parts]
+        if any(o is None for o in orders):
+            return None
+        return np.concatenate([o + b for o, b in zip(orders, self.bounds[:-1], strict=True)])
 
     @property
     def nbytes(self) -> int:

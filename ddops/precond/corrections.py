@@ -275,6 +275,19 @@ class OverlappingCorrection:
                 raise self._singular_block_error(exc.block) from None
         self.factorization_seconds = time.perf_counter() - start - self.extraction_seconds
 
+    def elimination_positions(self) -> np.ndarray | None:
+        """Where PARDISO's factorisation of the subdomain matrices eliminates every row of
+        the stack (the packed entries of the decomposition, subdomain after subdomain), or
+        None for the other solvers.  Within one subdomain these positions are a
+        fill-reducing order of its unknowns, which serves the factorisations of its
+        submatrices too (:meth:`~ddops.dd.analysis.GDSWAnalysis.share_local_order`)."""
+        order = getattr(self.solver, "order", None) if self.sparse_solver == "pardiso" else None
+        if order is None:
+            return None
+        positions = np.empty(order.size, dtype=np.int64)
+        positions[order] = np.arange(order.size)
+        return positions
+
     def _singular_block_error(self, i: int) -> ValueError:
         # subdomain_matrix_name already names the subdomain; the size follows it once
         return ValueError(f"{subdomain_matrix_name(i)}, with "

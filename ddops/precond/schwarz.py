@@ -50,7 +50,12 @@ from ..dd.kernel import (
     inconsistent_residual,
     remove_kernel,
 )
-from ..dd.validation import exactly_symmetric, symmetric_part, symmetry_defect
+from ..dd.validation import (
+    check_positive_diagonal,
+    exactly_symmetric,
+    symmetric_part,
+    symmetry_defect,
+)
 from ..linalg.local_solvers import (
     BlockSolver,
     check_threads,
@@ -602,12 +607,35 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
     # -- set-up: the numeric phase ----------------------------------------------------------------
     def _numeric(self, A: sp.csr_matrix, reuse_coarse: bool) -> None:
-        """Everything that depends on the values of ``A``: the coarse basis (unless kept),
-        the local factors, ``A_0`` and its factor."""
+        """Everything that depends on the values of ``A``: the local factors, the coarse
+        basis (unless kept), ``A_0`` and its factor.
+
+        The local factors come first: a GDSW-type basis analyses its interior problems by
+        their elimination order (:meth:`~ddops.dd.analysis.GDSWAnalysis.share_local_order`).
+        """
+        numeric_start = time.perf_counter()
+        builds_basis = self.coarse is not None and not reuse_coarse
+        if builds_basis and self.coarse._user_basis is None and self.coarse.kind in (
+                "gdsw", "rgdsw", "agdsw", "geneo"):
+            # the first check of these bases, before the local factors fail on -A less
+            # clearly
+            check_positive_diagonal(A)
+        local_start = time.perf_counter()
+        self.local.compute(A)
+        self.local_setup_seconds = time.perf_counter() - local_start
+
         basis_start = time.perf_counter()
-        if self.coarse is not None and not reuse_coarse:
-            with exactly_symmetric(A):  # (by _checked_matrix): not transposed again to check
-                self.coarse.build_basis(A)
+        if builds_basis:
+            analysis = self.coarse.analysis
+            if analysis is not None:
+                analysis.share_local_order(self.decomposition,
+                                           self.local.elimination_positions())
+            try:
+                with exactly_symmetric(A):  # (by _checked_matrix): not transposed again
+                    self.coarse.build_basis(A)
+            finally:
+                if analysis is not None:
+                    analysis.share_local_order(self.decomposition, None)
         self.coarse_basis_seconds = time.perf_counter() - basis_start
         if self.coarse is not None:
             self.coarse_info, self.coarse_stats = self.coarse.info, self.coarse.stats
@@ -617,10 +645,6 @@ class TwoLevelSchwarz(BackendLinearOperator):
         self._basis_stats = {} if reuse_coarse else self.coarse_stats
         Phi = None if self.coarse is None else self.coarse.Phi
         self.coarse_basis_name = None if Phi is None else self.coarse.kind
-
-        local_start = time.perf_counter()
-        self.local.compute(A)
-        self.local_setup_seconds = time.perf_counter() - local_start
 
         coarse_start = time.perf_counter()
         if self.coarse is not None:
@@ -634,7 +658,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
             self._composition = SumCorrection(self.local, self.coarse)
         else:
             self._composition = self.local
-        self.numeric_seconds = time.perf_counter() - basis_start
+        self.numeric_seconds = time.perf_counter() - numeric_start
 
     def update(self, A: Any, *, reuse_coarse: bool = False,
                neumann: Any = None) -> TwoLevelSchwarz:

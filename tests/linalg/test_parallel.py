@@ -237,6 +237,33 @@ def test_threaded_groups_name_a_singular_block_in_the_whole_matrix():
     assert caught.value.block == 5
 
 
+@pytest.mark.parametrize("where", ["largest", "other"])
+def test_a_missing_diagonal_entry_is_a_singular_block_not_a_crash(where):
+    """PARDISO's analysis crashes the process on a missing diagonal entry: the ordering probe
+    of the largest block and every group check the diagonal first."""
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    sizes = np.diff(offsets)
+    nonempty = np.flatnonzero(sizes > 0)
+    block = int(np.argmax(sizes)) if where == "largest" else int(
+        nonempty[np.argmin(sizes[nonempty])])
+    row = int(offsets[block]) + 1
+    bad = K.tolil()
+    bad[row, row] = 0.0
+    bad = sp.csr_matrix(bad)
+    bad.eliminate_zeros()
+    assert bad[row, row] == 0
+    with pytest.raises(SingularBlockError) as caught:
+        ThreadedBlocks(bad, offsets, groups=3)
+    assert caught.value.block == block
+    if where == "largest":
+        from ddops.linalg.local_solvers import pardiso_ordering
+
+        with pytest.raises(SingularBlockError) as caught:
+            pardiso_ordering(bad, offsets)
+        assert caught.value.block == block
+
+
 def test_more_groups_than_blocks_give_at_most_one_group_per_nonempty_block():
     need("pardiso")
     K, offsets = _varied_blocks()

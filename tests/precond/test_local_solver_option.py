@@ -72,12 +72,16 @@ def test_exact_sparse_solvers_equal_dense(small, solver, variant):
     assert np.linalg.norm(y - ref @ X[:, 0]) <= 1e-10 * np.linalg.norm(y)
 
 
-def test_pardiso_node_nested_dissection_gives_the_dense_preconditioner(monkeypatch):
+@pytest.mark.parametrize("shared", [True, False])
+def test_pardiso_node_nested_dissection_gives_the_dense_preconditioner(monkeypatch, shared):
     """On 3D elasticity (block size 3) with nested dissection made to win every "auto"
-    probe, PARDISO's local factors and interior (extension) factors are ordered on the node
-    graph, and M is the one with the dense padded inverses and the SuperLU extension, to
-    1e-10 relative."""
+    probe, PARDISO's local factors are ordered on the node graph, and the interior
+    (extension) factors by their restriction (``shared``) or on their own node graph, and M
+    is the one with the dense padded inverses and the SuperLU extension, to 1e-10
+    relative."""
     need("pardiso")
+    from ddops.precond.corrections import OverlappingCorrection
+
     from ddops.linalg import local_solvers
     from ddops.problems.fem import fem_elasticity_3d
 
@@ -100,6 +104,8 @@ def test_pardiso_node_nested_dissection_gives_the_dense_preconditioner(monkeypat
 
     monkeypatch.setattr(local_solvers, "PARDISO_ND_FLOPS_PER_ENTRY", -np.inf)
     monkeypatch.setattr(local_solvers, "node_nested_dissection", recorded)
+    if not shared:
+        monkeypatch.setattr(OverlappingCorrection, "elimination_positions", lambda self: None)
     M = TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
         coarse="gdsw", null_space=Z, local_solver="pardiso",
         gdsw=ddops.GDSWOptions(extension_solver="pardiso")))
@@ -109,7 +115,9 @@ def test_pardiso_node_nested_dissection_gives_the_dense_preconditioner(monkeypat
     cut = d.owner[C.row] != d.owner[C.col]
     interface = np.unique(np.concatenate([C.row[cut] // 3 * 3 + k for k in range(3)]))
     assert d.indices.size in rows  # the stacked subdomains
-    assert A.shape[0] - interface.size in rows  # the interiors of the extension
+    # the interiors of the extension: by the subdomains' node order, or their own
+    assert (A.shape[0] - interface.size in rows) == (not shared)
+    assert (M.coarse.analysis.shared > 0) == shared
     Y = np.random.default_rng(4).standard_normal((A.shape[0], 3))
     assert np.linalg.norm(M @ Y - ref @ Y) <= 1e-10 * np.linalg.norm(ref @ Y)
 

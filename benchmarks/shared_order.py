@@ -1,0 +1,119 @@
+"""GDSW-type set-ups with the interiors analysed by the subdomains' order, and without.
+
+For every problem of ``setup_profile.py`` (the set-up issue's), ``ddops.TwoLevelSchwarz``
+with GDSW (``--coarse`` for AGDSW or RGDSW) as it is built now, the local factorisation
+first and its elimination order handed to the extension's interior problems
+(``GDSWAnalysis.share_local_order``: the interior of part ``p`` eliminated in the order of
+subdomain ``p``, no ordering step of its own), against the same set-up with every chunk of
+interiors ordered by PARDISO itself (``OverlappingCorrection.elimination_positions``
+patched to give no order).  The two set-ups alternate in rounds, best of ``--repeat``,
+one BLAS/MKL thread, the decomposition built once per problem and not timed.  Prints the
+set-up (wall / process CPU seconds), the extension phase, the interiors' factor nonzeros
+(PARDISO's count over the chunks) and the largest difference of the two bases relative
+to the largest entry.  Needs PARDISO (``ddops[solvers]``): without it nothing is shared
+and the two rows are the same.
+
+    python benchmarks/shared_order.py                 # the six problems (about a minute)
+    python benchmarks/shared_order.py --coarse agdsw --problems 0 3
+    python benchmarks/shared_order.py --quick         # small sizes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from agdsw_indicator import add_round_flags, build  # noqa: E402
+from common import machine_summary  # noqa: E402
+from setup_profile import PROBLEMS  # noqa: E402
+
+WAYS = ("own", "shared")
+
+
+def measure(prob, d, coarse: str, shared: bool, nnz: list) -> dict:
+    """One set-up; ``nnz`` collects the interiors' factor nonzeros of its chunks."""
+    import ddops
+    from ddops.precond.corrections import OverlappingCorrection
+
+    original = OverlappingCorrection.elimination_positions
+    if not shared:
+        OverlappingCorrection.elimination_positions = lambda self: None
+    nnz.clear()
+    try:
+        options = ddops.SchwarzOptions(coarse=coarse, null_space=prob.null_space)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # elasticity: not dominant
+            wall, cpu = time.perf_counter(), time.process_time()
+            M = ddops.TwoLevelSchwarz(prob.A.tocsr(), d, options=options)
+            setup, setup_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    finally:
+        OverlappingCorrection.elimination_positions = original
+    return {"setup": setup, "setup_cpu": setup_cpu,
+            "extension": M.setup_phases["extension"], "factor_nnz": int(sum(nnz)),
+            "shared_chunks": int(M.coarse.analysis.shared), "Phi": M.coarse.Phi}
+
+
+def main(argv=None) -> int:
+    from threadpoolctl import threadpool_limits
+
+    from ddops.dd import analysis
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_round_flags(parser)
+    parser.add_argument("--coarse", choices=("gdsw", "rgdsw", "agdsw"), default="gdsw",
+                        help="the GDSW-type coarse space (default gdsw)")
+    args = parser.parse_args(argv)
+    print(machine_summary(memory=True, ddops=True))
+    print(f"{args.coarse}, one BLAS/MKL thread; set-up wall / CPU seconds, best of "
+          f"{args.repeat} alternating rounds; the decomposition is not timed\n")
+    print("| problem | set-up own | set-up shared | own / shared | extension s (own, shared) | "
+          "interiors' factor nnz (own, shared) | shared chunks | bases apart |")
+    print("|---|---:|---:|---:|---|---|---:|---:|")
+    # the interiors' factor nonzeros, counted where the analysis factorises a chunk
+    nnz: list = []
+    factorize = analysis.factorize_blocks
+
+    def counted(*a, **k):
+        lu = factorize(*a, **k)
+        nnz.append(getattr(lu, "nnz", 0))
+        return lu
+
+    analysis.factorize_blocks = counted
+    out = []
+    try:
+        with threadpool_limits(1):
+            for i in (args.problems if args.problems else range(len(PROBLEMS))):
+                label, _, full_flags, quick_flags = PROBLEMS[i]
+                prob, d = build(quick_flags if args.quick else full_flags)
+                best: dict = {}
+                for _ in range(max(args.repeat, 1)):
+                    for way in WAYS:
+                        r = measure(prob, d, args.coarse, way == "shared", nnz)
+                        if way not in best or r["setup"] < best[way]["setup"]:
+                            best[way] = r
+                o, s = best["own"], best["shared"]
+                P, Q = o.pop("Phi"), s.pop("Phi")
+                apart = float(abs(P - Q).max() / abs(P).max()) if P.nnz else 0.0
+                print(f"| {label}, {prob.A.shape[0]:,} unknowns | {o['setup']:.3f} / "
+                      f"{o['setup_cpu']:.3f} | {s['setup']:.3f} / {s['setup_cpu']:.3f} | "
+                      f"{o['setup'] / s['setup']:.2f} | {o['extension']:.3f}, "
+                      f"{s['extension']:.3f} | {o['factor_nnz']:,}, {s['factor_nnz']:,} | "
+                      f"{s['shared_chunks']} | {apart:.1e} |", flush=True)
+                out.append({"problem": label, "own": o, "shared": s, "apart": apart})
+    finally:
+        analysis.factorize_blocks = factorize
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
