@@ -27,8 +27,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agdsw_indicator import add_round_flags, build  # noqa: E402

@@ -80,9 +80,8 @@ def test_pardiso_node_nested_dissection_gives_the_dense_preconditioner(monkeypat
     is the one with the dense padded inverses and the SuperLU extension, to 1e-10
     relative."""
     need("pardiso")
-    from ddops.precond.corrections import OverlappingCorrection
-
     from ddops.linalg import local_solvers
+    from ddops.precond.corrections import OverlappingCorrection
     from ddops.problems.fem import fem_elasticity_3d
 
     A, X = fem_elasticity_3d(4, length=2.0)
