@@ -82,6 +82,7 @@ class GDSWAnalysis:
         self._chunks: dict = {}
         self._components = None  # (pattern, owner, interface, block size, components)
         self._local_order = None  # (sorted subdomain-unknown keys, positions, num_dofs)
+        self._subdomain_orders = None  # every subdomain's rows in the shared order
         self.reused = 0
         self.shared = 0
         self._lock = threading.Lock()  # chunks are factorised on several threads
@@ -118,16 +119,28 @@ class GDSWAnalysis:
         or nested dissection, about half of the interiors' analysis).
         """
         if positions is None:
-            self._local_order = None
+            self._local_order = self._subdomain_orders = None
             return
         n = int(decomposition.num_dofs)
-        keys = decomposition._subdomain_of_entry.astype(np.int64) * n + decomposition.indices
+        group = decomposition._subdomain_of_entry.astype(np.int64)
+        keys = group * n + decomposition.indices
         if keys.size != positions.size:
             raise ValueError(f"positions: {positions.size} for {keys.size} packed entries")
+        # every subdomain's own rows in its elimination order, one subdomain after the other
+        by = np.lexsort((positions, group))
+        self._subdomain_orders = by - decomposition.offsets[group[by]]
         if keys.size and not (np.diff(keys) > 0).all():  # (unknowns unsorted in a subdomain)
             by = np.argsort(keys, kind="stable")
             keys, positions = keys[by], positions[by]
         self._local_order = (keys, np.asarray(positions, dtype=np.int64), n)
+
+    def subdomain_orders(self) -> np.ndarray | None:
+        """The shared order (:meth:`share_local_order`) of every subdomain's own rows: for
+        each subdomain in turn, its rows (numbered within it, as its packed entries) in the
+        order its factorisation eliminates them; None when none is shared.  GenEO's
+        factorisations of ``N_i - tau B_i`` and ``N_i + sigma B_i`` with finite-element
+        Neumann matrices (the graph of ``A_i``) take it instead of ordering."""
+        return self._subdomain_orders
 
     def local_order(self, rows: np.ndarray, parts: np.ndarray,
                     blocks: np.ndarray) -> np.ndarray | None:
@@ -232,7 +245,7 @@ class GDSWAnalysis:
             _release(kept)
         self._chunks.clear()
         self._components = None
-        self._local_order = None
+        self._local_order = self._subdomain_orders = None
 
 
 def _release(kept: Any) -> None:

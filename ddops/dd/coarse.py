@@ -224,8 +224,10 @@ def coarse_basis(
         ``"gdsw"``, ``"rgdsw"``, ``"agdsw"``: keeps the interface components and the
         extension's PARDISO analyses (or orderings) for a later call on a matrix with the
         same pattern, and
-        reuses those it holds (what :meth:`ddops.TwoLevelSchwarz.update` does).  Ignored by
-        the other kinds.
+        reuses those it holds (what :meth:`ddops.TwoLevelSchwarz.update` does).
+        ``"geneo"`` with ``neumann``: its factorisations take the subdomains' elimination
+        order it shares (:meth:`~ddops.dd.analysis.GDSWAnalysis.share_local_order`).
+        Ignored by the other kinds.
     return_info : bool
         Also return what the builder reports: a
         :class:`~ddops.dd.adaptive.AdaptiveInfo` for ``"agdsw"``/``"geneo"``, a
@@ -308,7 +310,7 @@ def coarse_basis(
         return Phi
     if kind in MATRIX_COARSE_BASES:
         options = {k: v for k, v in given.items() if v is not None}
-        if analysis is not None and kind != "geneo":
+        if analysis is not None:
             options["analysis"] = analysis
         return _matrix_basis(d, kind, A, null_space, options, return_info)
     n0 = d.num_subdomains - 1 if size is None else check_int("size", size, minimum=1)

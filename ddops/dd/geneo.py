@@ -313,6 +313,7 @@ def geneo_basis(
     dependence_rtol: float = DEPENDENCE_RTOL,
     skip_contrast: float | None = None,
     eigen_stop: str | None = None,
+    analysis: Any = None,
     return_info: bool = False,
     _block: tuple[np.ndarray, float] | None = None,
     _contrast: np.ndarray | None = None,
@@ -370,6 +371,12 @@ def geneo_basis(
         values below the threshold as the inertia of ``N_i - threshold D_i A_i D_i``
         counts, its Ritz values far below it settled (``"count"``: faster, inexact; with
         PARDISO only, see that constant).
+    analysis : ddops.dd.analysis.GDSWAnalysis, optional
+        With ``neumann``: the elimination order of the subdomains' own factorisation that
+        it shares (:meth:`~ddops.dd.analysis.GDSWAnalysis.share_local_order`, as
+        :class:`~ddops.TwoLevelSchwarz` does) orders the factorisations of the
+        eigenproblems instead of PARDISO's own ordering step (the same basis to
+        rounding).  Ignored without ``neumann`` (the grown sets are not the subdomains).
     return_info : bool
         Also return an :class:`~ddops.dd.eigen.AdaptiveInfo`.
     _block : (numpy.ndarray, float), optional
@@ -492,6 +499,15 @@ def geneo_basis(
     order_off = np.concatenate([[0], np.cumsum(ext_sizes)])
     orders = (np.empty(int(order_off[-1]), dtype=np.int64)
               if inertia and GENEO_SHARED_ORDERING else None)
+    # with finite-element Neumann matrices the grown sets are the subdomains, and N_i and
+    # D_i A_i D_i have A_i's graph: the subdomains' own factorisation's order serves both
+    # factorisations of a chunk, with no ordering step (PCHPDDM shares the subdomain
+    # factorisation with its eigensolver likewise)
+    shared = (analysis.subdomain_orders() if analysis is not None and neumann is not None
+              and orders is not None else None)
+    preordered = shared is not None and shared.size == orders.size
+    if preordered:
+        orders[:] = shared
     candidates = Z if k else np.ones((n, 1))
     iterations = 0
     unconverged, worst_drift = [], 0.0  # subdomains whose iteration hit its limit
@@ -541,12 +557,14 @@ def geneo_basis(
         of ``N_i`` accounts for (as ``iterate_chunk`` returns them), the other
         subdomains and their counts (None where the inertia is not certain)."""
         Ns, Bs, real, ent, pos = assemble(members, width)
-        out = _inertia_counts(Ns, Bs, below, members.size, width)
+        ext = ext_sizes[members]
+        out = _inertia_counts(Ns, Bs, below, members.size, width, None if not preordered else
+                              _chunk_order(orders[_member_rows(order_off[members], ext)],
+                                           ext, width))
         if out is None:
             return None, members, None
         counts, order = out
-        if orders is not None:
-            ext = ext_sizes[members]
+        if orders is not None and not preordered:
             orders[_member_rows(order_off[members], ext)] = _block_orders(order, width, ext)
         Zk, gram, k0 = _kernel_columns(Ns, Bs, kernel_candidates(members, width, ent, pos),
                                        members.size, width)
@@ -750,6 +768,7 @@ def geneo_basis(
                "eigenproblems": int(N), "largest_eigenproblem": largest,
                "eigen_seconds": eigen_seconds, "extension_seconds": 0.0,
                "subspace_iterations": iterations,
+               "shared_ordering": bool(preordered),
                "skipped_eigenproblems": skipped + int((~need).sum()),
                "skipped_by_contrast": int((~need).sum()),
                "k0": k0, "k1": k1, "bound": float(bound),
@@ -837,15 +856,16 @@ def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndar
 
 
 def _inertia_counts(Ns: sp.csr_matrix, Bs: sp.csr_matrix, below: float, m: int,
-                    width: int) -> tuple[np.ndarray, np.ndarray] | None:
+                    width: int, order: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray] | None:
     """The number of eigenvalues of ``N_i v = lambda B_i v`` below ``below`` for each of the
     ``m`` stacked blocks: the negative eigenvalues of ``N_i - below B_i`` (Sylvester's law
     of inertia, ``B_i`` positive semidefinite) from one symmetric indefinite factorisation
     of the chunk (:func:`~ddops.linalg.local_solvers.pardiso_inertia`), and that
-    factorisation's ordering of the chunk's rows.  None when it is not certain (a perturbed
-    or vanishing pivot)."""
+    factorisation's ordering of the chunk's rows (``order`` where given).  None when it is
+    not certain (a perturbed or vanishing pivot)."""
     out = pardiso_inertia((Ns - Bs * below).tocsr(), np.arange(m + 1) * width,
-                          return_order=True)
+                          return_order=True, order=order)
     return None if out is None else (out[0], out[2])
 
 

@@ -1260,7 +1260,8 @@ def pardiso_pivots(K: sp.spmatrix, rhs: np.ndarray | None = None) -> Any:
 
 
 def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None, *,
-                    return_order: bool = False) -> tuple | None:
+                    return_order: bool = False, order: np.ndarray | None = None
+                    ) -> tuple | None:
     """The number of negative eigenvalues of the symmetric ``K``, or of each of its diagonal
     blocks, from PARDISO's symmetric indefinite factorisation.
 
@@ -1284,6 +1285,10 @@ def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None, *,
         Also return the fill-reducing ordering of the factorisation (position ``i``
         eliminates row ``order[i]``; the ``order`` of :class:`PardisoBlocks`, which a matrix of
         the same pattern can then be factorised with, without ordering again).
+    order : numpy.ndarray, optional
+        The fill-reducing ordering to factorise by (the same convention), instead of
+        PARDISO's minimum degree: no ordering step.  The block boundaries must stay whole
+        under it (a blockwise order), so that each block counts its own.
 
     Returns
     -------
@@ -1294,7 +1299,9 @@ def pardiso_inertia(K: sp.spmatrix, offsets: np.ndarray | None = None, *,
     m = int(K.shape[0])
     offsets = np.array([0, m] if offsets is None else offsets, dtype=np.int64)
     handle = _ldl_handle(K, perturb=8)  # pivots below 1e-8 of the largest entry
-    if return_order:
+    if order is not None:
+        handle.use_order(check_order(order, m))
+    elif return_order:
         handle.use_order(None)
     iparm = handle.iparm
     try:

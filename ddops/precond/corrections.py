@@ -468,8 +468,9 @@ class CoarseCorrection:
         self.dtype, self.backend, self.factorization = dtype, backend, factorization
         self.Phi = self.info = None
         # the symbolic part of the GDSW-type extensions, kept for update()
+        # (GenEO's: the subdomains' elimination order that it shares, nothing kept)
         self.analysis = (GDSWAnalysis(extension_reuse)
-                         if self.kind in ("auto", "gdsw", "rgdsw", "agdsw") else None)
+                         if self.kind in ("auto", "gdsw", "rgdsw", "agdsw", "geneo") else None)
         self._kept = self._previous_lu = None
         self._given_A0 = None  # Phi^T A Phi that the basis's builder formed (GenEO, AGDSW)
         self.stats: dict = {}

@@ -149,3 +149,45 @@ def test_an_update_refactorises_and_shares_nothing_new(channels, reuse):
     X = np.random.default_rng(3).standard_normal((A.shape[0], 2))
     assert np.abs(M.matmat(X) - fresh.matmat(X)).max() <= 1e-10 * np.abs(
         fresh.matmat(X)).max()
+
+
+def test_geneo_with_neumann_matrices_takes_the_shared_order(monkeypatch):
+    """GenEO with finite-element Neumann matrices factorises its eigenproblems in the
+    subdomains' own elimination order (no ordering step): the same basis and
+    preconditioner to rounding as with PARDISO's own ordering; without Neumann matrices
+    (grown sets) nothing is shared."""
+    need("pardiso")
+    skfem = pytest.importorskip("skfem")
+    from ddops.problems.fem import fem_elasticity_2d
+
+    mesh = skfem.MeshTri.init_sqsymmetric().refined(3)
+    E = np.where(mesh.p[0, mesh.t].mean(axis=0) > 0.5, 1e4, 1.0)
+    A, X = fem_elasticity_2d(mesh=mesh, E=E)
+    A = A.tocsr()
+    Z = ddops.rigid_body_modes(X)
+    d = ddops.Decomposition.from_matrix(A, 6, block_size=2)
+    neumann = ddops.problems.fem_elasticity_neumann(mesh, d, E=E)
+
+    def build(neumann):
+        return ddops.TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
+            coarse="geneo", null_space=Z, local_solver="pardiso",
+            geneo=ddops.GenEOOptions(neumann=neumann)))
+
+    from ddops.dd import geneo
+
+    given = []  # whether each inertia's factorisation was given its order
+    inertia = geneo.pardiso_inertia
+    monkeypatch.setattr(geneo, "pardiso_inertia",
+                        lambda *a, **k: given.append(k.get("order") is not None)
+                        or inertia(*a, **k))
+    shared = build(neumann)
+    assert shared.coarse_stats["shared_ordering"]
+    assert given and all(given)
+    assert not build(None).coarse_stats["shared_ordering"]
+    monkeypatch.setattr(OverlappingCorrection, "elimination_positions", lambda self: None)
+    own = build(neumann)
+    assert not own.coarse_stats["shared_ordering"]
+    assert shared.coarse_dim == own.coarse_dim > 0
+    X = np.random.default_rng(5).standard_normal((A.shape[0], 2))
+    Y, W = shared.matmat(X), own.matmat(X)
+    assert np.abs(Y - W).max() <= 1e-10 * np.abs(W).max()
