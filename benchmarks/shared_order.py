@@ -1,4 +1,4 @@
-"""GDSW-type set-ups with the interiors analysed by the subdomains' order, and without.
+"""Set-ups with the subdomains' elimination order shared, and without.
 
 For every problem of ``setup_profile.py`` (the set-up issue's), ``ddops.TwoLevelSchwarz``
 with GDSW (``--coarse`` for AGDSW or RGDSW) as it is built now, the local factorisation
@@ -10,11 +10,15 @@ patched to give no order).  The two set-ups alternate in rounds, best of ``--rep
 one BLAS/MKL thread, the decomposition built once per problem and not timed.  Prints the
 set-up (wall / process CPU seconds), the extension phase, the interiors' factor nonzeros
 (PARDISO's count over the chunks) and the largest difference of the two bases relative
-to the largest entry.  Needs PARDISO (``ddops[solvers]``): without it nothing is shared
-and the two rows are the same.
+to the largest entry.  ``--coarse geneo``: GenEO with the finite-element Neumann matrices
+on the elasticity problems, whose eigenproblems' factorisations take the subdomains' order
+instead of ordering (the eigenproblem phase instead of the extension; nothing is shared
+on the scalar problems, where GenEO grows its sets).  Needs PARDISO (``ddops[solvers]``):
+without it nothing is shared and the two rows are the same.
 
     python benchmarks/shared_order.py                 # the six problems (about a minute)
     python benchmarks/shared_order.py --coarse agdsw --problems 0 3
+    python benchmarks/shared_order.py --coarse geneo --problems 0 1
     python benchmarks/shared_order.py --quick         # small sizes
 """
 
@@ -36,8 +40,9 @@ from setup_profile import PROBLEMS  # noqa: E402
 WAYS = ("own", "shared")
 
 
-def measure(prob, d, coarse: str, shared: bool, nnz: list) -> dict:
-    """One set-up; ``nnz`` collects the interiors' factor nonzeros of its chunks."""
+def measure(prob, d, coarse: str, shared: bool, nnz: list, neumann=None) -> dict:
+    """One set-up; ``nnz`` collects the interiors' factor nonzeros of its chunks (GDSW
+    types); ``neumann``: GenEO's finite-element Neumann matrices."""
     import ddops
     from ddops.precond.corrections import OverlappingCorrection
 
@@ -46,7 +51,9 @@ def measure(prob, d, coarse: str, shared: bool, nnz: list) -> dict:
         OverlappingCorrection.elimination_positions = lambda self: None
     nnz.clear()
     try:
-        options = ddops.SchwarzOptions(coarse=coarse, null_space=prob.null_space)
+        space = ({"geneo": ddops.GenEOOptions(neumann=neumann)} if coarse == "geneo"
+                 else {})
+        options = ddops.SchwarzOptions(coarse=coarse, null_space=prob.null_space, **space)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # elasticity: not dominant
             wall, cpu = time.perf_counter(), time.process_time()
@@ -54,9 +61,13 @@ def measure(prob, d, coarse: str, shared: bool, nnz: list) -> dict:
             setup, setup_cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:
         OverlappingCorrection.elimination_positions = original
-    return {"setup": setup, "setup_cpu": setup_cpu,
-            "extension": M.setup_phases["extension"], "factor_nnz": int(sum(nnz)),
-            "shared_chunks": int(M.coarse.analysis.shared), "Phi": M.coarse.Phi}
+    # GenEO: whether its eigenproblems took the order (one count), else the extension's
+    # chunks that did
+    chunks = (int(M.coarse_stats.get("shared_ordering", False)) if coarse == "geneo"
+              else int(M.coarse.analysis.shared))
+    phase = "eigenproblems" if coarse == "geneo" else "extension"
+    return {"setup": setup, "setup_cpu": setup_cpu, "phase": M.setup_phases[phase],
+            "factor_nnz": int(sum(nnz)), "shared_chunks": chunks, "Phi": M.coarse.Phi}
 
 
 def main(argv=None) -> int:
@@ -66,13 +77,17 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_round_flags(parser)
-    parser.add_argument("--coarse", choices=("gdsw", "rgdsw", "agdsw"), default="gdsw",
-                        help="the GDSW-type coarse space (default gdsw)")
+    parser.add_argument("--coarse", choices=("gdsw", "rgdsw", "agdsw", "geneo"),
+                        default="gdsw",
+                        help="the coarse space (default gdsw; geneo: with the "
+                             "finite-element Neumann matrices where the problem has them, "
+                             "assembled once and not timed)")
     args = parser.parse_args(argv)
     print(machine_summary(memory=True, ddops=True))
     print(f"{args.coarse}, one BLAS/MKL thread; set-up wall / CPU seconds, best of "
           f"{args.repeat} alternating rounds; the decomposition is not timed\n")
-    print("| problem | set-up own | set-up shared | own / shared | extension s (own, shared) | "
+    phase = "eigenproblems" if args.coarse == "geneo" else "extension"
+    print(f"| problem | set-up own | set-up shared | own / shared | {phase} s (own, shared) | "
           "interiors' factor nnz (own, shared) | shared chunks | bases apart |")
     print("|---|---:|---:|---:|---|---|---:|---:|")
     # the interiors' factor nonzeros, counted where the analysis factorises a chunk
@@ -91,10 +106,12 @@ def main(argv=None) -> int:
             for i in (args.problems if args.problems else range(len(PROBLEMS))):
                 label, _, full_flags, quick_flags = PROBLEMS[i]
                 prob, d = build(quick_flags if args.quick else full_flags)
+                neumann = (prob.neumann(d) if args.coarse == "geneo"
+                           and prob.neumann is not None else None)
                 best: dict = {}
                 for _ in range(max(args.repeat, 1)):
                     for way in WAYS:
-                        r = measure(prob, d, args.coarse, way == "shared", nnz)
+                        r = measure(prob, d, args.coarse, way == "shared", nnz, neumann)
                         if way not in best or r["setup"] < best[way]["setup"]:
                             best[way] = r
                 o, s = best["own"], best["shared"]
@@ -102,8 +119,8 @@ def main(argv=None) -> int:
                 apart = float(abs(P - Q).max() / abs(P).max()) if P.nnz else 0.0
                 print(f"| {label}, {prob.A.shape[0]:,} unknowns | {o['setup']:.3f} / "
                       f"{o['setup_cpu']:.3f} | {s['setup']:.3f} / {s['setup_cpu']:.3f} | "
-                      f"{o['setup'] / s['setup']:.2f} | {o['extension']:.3f}, "
-                      f"{s['extension']:.3f} | {o['factor_nnz']:,}, {s['factor_nnz']:,} | "
+                      f"{o['setup'] / s['setup']:.2f} | {o['phase']:.3f}, "
+                      f"{s['phase']:.3f} | {o['factor_nnz']:,}, {s['factor_nnz']:,} | "
                       f"{s['shared_chunks']} | {apart:.1e} |", flush=True)
                 out.append({"problem": label, "own": o, "shared": s, "apart": apart})
     finally:

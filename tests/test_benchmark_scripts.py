@@ -57,6 +57,13 @@ def test_shared_order_shares_and_keeps_the_basis(scripts, tmp_path):
         assert row["shared"]["shared_chunks"] > 0 == row["own"]["shared_chunks"]
         assert row["own"]["factor_nnz"] > 0 and row["shared"]["factor_nnz"] > 0
         assert row["apart"] <= 1e-12, row["problem"]
+    # GenEO with the Neumann matrices of 2D elasticity: its eigenproblems take the order
+    assert scripts("shared_order").main(
+        ["--quick", "--repeat", "1", "--problems", "0", "--coarse", "geneo", "--json",
+         str(out)]) == 0
+    (row,) = json.loads(out.read_text())
+    assert (row["own"]["shared_chunks"], row["shared"]["shared_chunks"]) == (0, 1)
+    assert row["apart"] <= 1e-12
 
 
 def test_setup_profile_targets_follow_from_its_rows(scripts, tmp_path):

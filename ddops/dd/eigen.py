@@ -109,8 +109,9 @@ class AdaptiveInfo:
         ``skipped_eigenproblems``: AGDSW's components whose eigenproblem the contrast
         indicator skipped (:mod:`ddops.dd.indicators`), GenEO's subdomains settled by the
         inertia count alone (:data:`ddops.dd.geneo.GENEO_INERTIA`); GenEO adds
-        ``subspace_iterations``, ``k0``, ``k1`` and ``bound`` (the condition-number bound
-        of :mod:`ddops.dd.geneo`).
+        ``subspace_iterations``, ``k0``, ``k1``, ``bound`` (the condition-number bound
+        of :mod:`ddops.dd.geneo`) and ``shared_ordering`` (whether its factorisations
+        took the subdomains' shared elimination order, ``analysis=``).
     """
 
     method: str
