@@ -82,7 +82,7 @@ class GDSWAnalysis:
         self._chunks: dict = {}
         self._components = None  # (pattern, owner, interface, block size, components)
         self._local_order = None  # (sorted subdomain-unknown keys, positions, num_dofs)
-        self._subdomain_orders = None  # every subdomain's rows in the shared order
+        self._subdomain_orders = None  # (positions, subdomain of every entry, offsets)
         self.reused = 0
         self.shared = 0
         self._lock = threading.Lock()  # chunks are factorised on several threads
@@ -126,9 +126,9 @@ class GDSWAnalysis:
         keys = group * n + decomposition.indices
         if keys.size != positions.size:
             raise ValueError(f"positions: {positions.size} for {keys.size} packed entries")
-        # every subdomain's own rows in its elimination order, one subdomain after the other
-        by = np.lexsort((positions, group))
-        self._subdomain_orders = by - decomposition.offsets[group[by]]
+        # (every subdomain's own rows in this order: computed when GenEO asks)
+        self._subdomain_orders = (np.asarray(positions, dtype=np.int64), group,
+                                  np.asarray(decomposition.offsets, dtype=np.int64))
         if keys.size and not (np.diff(keys) > 0).all():  # (unknowns unsorted in a subdomain)
             by = np.argsort(keys, kind="stable")
             keys, positions = keys[by], positions[by]
@@ -140,7 +140,11 @@ class GDSWAnalysis:
         order its factorisation eliminates them; None when none is shared.  GenEO's
         factorisations of ``N_i - tau B_i`` and ``N_i + sigma B_i`` with finite-element
         Neumann matrices (the graph of ``A_i``) take it instead of ordering."""
-        return self._subdomain_orders
+        if self._subdomain_orders is None:
+            return None
+        positions, group, offsets = self._subdomain_orders
+        by = np.lexsort((positions, group))
+        return by - offsets[group[by]]
 
     def local_order(self, rows: np.ndarray, parts: np.ndarray,
                     blocks: np.ndarray) -> np.ndarray | None:

@@ -723,7 +723,7 @@ def geneo_basis(
     eigen_seconds = time.perf_counter() - eig_start
     # the columns on the packed entries: [D Z, D v_1, D v_2, ...] of every subdomain; the
     # eigenvectors as (entry, slot, value) triples, not a dense (entries x slots) array
-    # whose slots most subdomains leave empty (2D elasticity: 0.07 s to assemble Phi)
+    # whose slots most subdomains leave empty
     VZ = Z[d.indices] * w[:, None] if k else np.zeros((d.indices.size, 0))
     e_ent = np.concatenate([offsets[sub] + row for sub, row, _, _ in kept_vals] or [[]]
                            ).astype(np.int64)

@@ -55,8 +55,13 @@ def test_local_order_is_each_subdomain_s_order_restricted(channels):
     blocks = np.repeat(np.arange(3), [np.count_nonzero(parts == p) for p in (4, 1, 3)])
     order = kept.local_order(rows, parts, blocks)
     np.testing.assert_array_equal(order, _reference_order(d, positions, rows, parts, blocks))
+    # every subdomain's own rows (numbered within it) in the order of their positions
+    reference = np.concatenate([np.argsort(positions[a:b])
+                                for a, b in zip(d.offsets[:-1], d.offsets[1:])])
+    np.testing.assert_array_equal(kept.subdomain_orders(), reference)
     kept.share_local_order(d, None)  # forgotten: no order
     assert kept.local_order(rows, parts, blocks) is None
+    assert kept.subdomain_orders() is None
 
 
 def test_no_order_for_an_unknown_outside_its_part_s_subdomain(channels):
