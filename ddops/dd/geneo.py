@@ -70,7 +70,7 @@ from .eigen import (
     warn_cap,
 )
 from .extension import FACTOR_CHUNK_ROWS
-from .groups import DEPENDENCE_RTOL, independent_vectors
+from .groups import DEPENDENCE_RTOL, columns_from_groups, independent_vectors
 from .indicators import check_skip_contrast, subdomain_contrast
 from .oversampling import check_oversampling, default_oversampling, oversampled_sets
 from .set_entries import entries_within_sets
@@ -744,7 +744,8 @@ def geneo_basis(
     # the Nicolaides functions: D_i Z, and the constants of the subdomains skipped without Z
     nicolaides = (col_vec < k) | ~need[col_group]
     if keep.any():
-        Phi = _kept_columns(d.indices, group, VZ, (e_ent, e_slot, e_val), keep, n)
+        Phi, _ = columns_from_groups(d.indices, group, VZ, keep, n,
+                                     triples=(e_ent, e_slot, e_val))
         Phi, cols, A0 = drop_dependent_columns(A, Phi, first=nicolaides, return_matrix=True)
     else:  # no eigenvalue below the threshold anywhere (and no null space)
         Phi, cols = sp.csr_matrix((n, 0)), np.zeros(0, dtype=np.int64)
@@ -775,32 +776,6 @@ def geneo_basis(
                "oversampling": layers, "oversampled_size": float(ext_sizes.sum() / sizes.sum()),
                "seconds": time.perf_counter() - start})
     return Phi, info
-
-
-def _kept_columns(indices: np.ndarray, group: np.ndarray, VZ: np.ndarray, eigen: tuple,
-                  keep: np.ndarray, n: int) -> sp.csr_matrix:
-    """The kept (subdomain, slot) pairs of ``keep`` as ``n x keep.sum()`` columns, numbered
-    subdomain-major, then slot (as :func:`~ddops.dd.groups.columns_from_groups`): slots
-    ``a < k`` hold ``VZ[:, a]`` on the packed entries (``indices``, ``group``), the others
-    the eigenvector triples ``eigen = (entry, slot, value)``."""
-    column = np.full(keep.shape, -1, dtype=np.int64)
-    column[keep] = np.arange(int(keep.sum()))
-    rows, cols, vals = [], [], []
-    for a in range(VZ.shape[1]):  # the few null-space vectors only
-        sel = keep[group, a]
-        rows.append(indices[sel])
-        cols.append(column[group[sel], a])
-        vals.append(VZ[sel, a])
-    e_ent, e_slot, e_val = eigen
-    sel = keep[group[e_ent], e_slot]
-    rows.append(indices[e_ent[sel]])
-    cols.append(column[group[e_ent[sel]], e_slot[sel]])
-    vals.append(e_val[sel])
-    Phi = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                        shape=(n, int(keep.sum())))
-    Phi.eliminate_zeros()
-    Phi.sort_indices()
-    return Phi
 
 
 def check_eigen_stop(value: Any) -> str:

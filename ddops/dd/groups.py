@@ -60,23 +60,32 @@ def independent_vectors(group: np.ndarray, values: np.ndarray, num_groups: int,
     return keep
 
 
-def columns_from_groups(rows, group, values, keep, n):
+def columns_from_groups(rows, group, values, keep, n, triples=None):
     """Assemble the kept group vectors as ``n x n0`` columns (group-major, then vector).
 
     ``rows`` are the unknowns of the ``m`` entries, ``group`` their groups, ``values``
     (``m x k``) the vectors there and ``keep`` (``num_groups x k``) the pairs to assemble,
-    as :func:`independent_vectors` returns them.  Returns the matrix and the
-    ``num_groups x k`` column index of every (group, vector) pair (-1 where not kept).
+    as :func:`independent_vectors` returns them.  With ``triples = (entry, vector, value)``
+    the vectors from ``values.shape[1]`` on come as their nonzero entries instead (GenEO's
+    eigenvectors: most groups leave most of those slots empty, which a dense ``m x k``
+    array would hold).  Returns the matrix and the ``num_groups x k`` column index of every
+    (group, vector) pair (-1 where not kept).
     """
     num_groups, k = keep.shape
     column = np.full((num_groups, k), -1, dtype=np.int64)
     column[keep] = np.arange(int(keep.sum()))  # row-major: group-major order
     r_all, c_all, v_all = [], [], []
-    for a in range(k):  # loop over the few null-space vectors only
+    for a in range(values.shape[1]):  # loop over the few null-space vectors only
         sel = keep[group, a]
         r_all.append(rows[sel])
         c_all.append(column[group[sel], a])
         v_all.append(values[sel, a])
+    if triples is not None:
+        entry, vector, value = triples
+        sel = keep[group[entry], vector]
+        r_all.append(rows[entry[sel]])
+        c_all.append(column[group[entry[sel]], vector[sel]])
+        v_all.append(value[sel])
     Phi = sp.csr_matrix((np.concatenate(v_all), (np.concatenate(r_all), np.concatenate(c_all))),
                         shape=(n, int(keep.sum())))
     Phi.eliminate_zeros()

@@ -240,10 +240,6 @@ class ThreadedBlocks(BlockSolver):
         if offsets[-1] != K.shape[0] or (K.shape[0] != K.shape[1]):
             raise ValueError(f"offsets must end at the {K.shape[0]} rows of a square K, got "
                              f"{int(offsets[-1])} for shape {K.shape}")
-        # before any analysis: PARDISO's crashes on a missing diagonal entry
-        diagonal = K.diagonal()
-        if (diagonal <= 0).any():
-            raise SingularBlockError(int(block[np.argmax(diagonal <= 0)]))
         self.shape, self.dtype = K.shape, np.dtype(dtype)
         self.parts: list[PardisoBlocks] = []
         m = K.shape[0]

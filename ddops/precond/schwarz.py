@@ -42,7 +42,7 @@ from .._validation import (
     warn,
 )
 from ..backend import asarray, check_backend
-from ..dd.coarse import resolve_coarse_kind
+from ..dd.coarse import MATRIX_COARSE_BASES, resolve_coarse_kind
 from ..dd.decomposition import Decomposition
 from ..dd.kernel import (
     KERNEL_RTOL,
@@ -615,8 +615,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
         """
         numeric_start = time.perf_counter()
         builds_basis = self.coarse is not None and not reuse_coarse
-        if builds_basis and self.coarse._user_basis is None and self.coarse.kind in (
-                "gdsw", "rgdsw", "agdsw", "geneo"):
+        if (builds_basis and self.coarse._user_basis is None
+                and self.coarse.kind in MATRIX_COARSE_BASES):
             # the first check of these bases, before the local factors fail on -A less
             # clearly
             check_positive_diagonal(A)

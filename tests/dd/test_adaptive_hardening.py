@@ -155,6 +155,7 @@ def test_agdsw_schur_blocks_are_refused_before_they_are_allocated(monkeypatch):
     lambda A, d: agdsw_basis(A, d.owner),
     lambda A, d: geneo_basis(A, d),
     lambda A, d: ddops.TwoLevelSchwarz(A, d, "gdsw"),
+    lambda A, d: ddops.TwoLevelSchwarz(A, d, "geneo"),
 ])
 def test_minus_a_is_named_not_positive_definite(build):
     n = 12

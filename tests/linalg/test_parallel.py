@@ -264,6 +264,15 @@ def test_a_missing_diagonal_entry_is_a_singular_block_not_a_crash(where):
         assert caught.value.block == block
 
 
+def test_offsets_must_cover_a_square_matrix():
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    with pytest.raises(ValueError, match="offsets must end at the"):
+        ThreadedBlocks(K, offsets[:-1], groups=2)
+    with pytest.raises(ValueError, match="offsets must end at the"):
+        ThreadedBlocks(K[:, :-1], offsets, groups=2)
+
+
 def test_more_groups_than_blocks_give_at_most_one_group_per_nonempty_block():
     need("pardiso")
     K, offsets = _varied_blocks()
