@@ -111,6 +111,15 @@ def measure(prob, d, kind: str, skip: float | None, eigen_stop: str | None = Non
                 0 if kind == "geneo" else int(stats.get("skipped_eigenproblems", 0)))}
 
 
+def peer_cell(r: dict) -> str:
+    """A peer's set-up + solve seconds and iterations (or that it failed or did not
+    converge), for a table cell."""
+    if r["iterations"] is None:
+        return "failed"
+    note = "" if r["info"] == 0 else ", not converged"
+    return f"{r['total']:.2f} ({r['iterations']}{note})"
+
+
 def add_round_flags(parser: argparse.ArgumentParser) -> None:
     """``--quick``, ``--json``, ``--problems`` (of ``setup_profile.py``) and ``--repeat``: the
     flags of the scripts that interleave set-ups on those problems."""
@@ -168,18 +177,13 @@ def main(argv=None) -> int:
         for label, prob, best in best_of_rounds(args, runs):
             f, g, s = best["full"], best["default"], best["gdsw"]
 
-            def peer(r: dict) -> str:
-                if r["iterations"] is None:
-                    return "failed"
-                note = "" if r["info"] == 0 else ", not converged"
-                return f"{r['total']:.2f} ({r['iterations']}{note})"
             print(f"| {label}, {prob.A.shape[0]:,} unknowns | {g['skipped']} / "
                   f"{g['components']} | {f['iterations']}, {g['iterations']}, "
                   f"{s['iterations']} | {f['coarse_dim']}, {g['coarse_dim']} | "
                   f"{f['setup']:.2f} / {f['setup_cpu']:.2f} | {g['setup']:.2f} / "
                   f"{g['setup_cpu']:.2f} | {s['setup']:.2f} / {s['setup_cpu']:.2f} | "
                   f"{f['setup'] / g['setup']:.2f} | {f['total']:.2f}, {g['total']:.2f}, "
-                  f"{peer(best['sa'])}, {peer(best['rs'])} |", flush=True)
+                  f"{peer_cell(best['sa'])}, {peer_cell(best['rs'])} |", flush=True)
             out.append({"problem": label, **{k: v for k, v in best.items()}})
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

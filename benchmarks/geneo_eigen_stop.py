@@ -10,8 +10,10 @@ matrices on the elasticity problems (their assembly inside the timed set-up, as 
 ``agdsw_indicator.py``).  CG (scipy) to ``rtol = 1e-8`` from zero, a random right-hand
 side.  Prints the iterations (the inexact stop's cost), the coarse dimensions, the most
 solves of a chunk's iteration, the set-up (wall / process CPU seconds) and the set-up +
-solve of both.  Needs PARDISO (``ddops[solvers]``): without its inertia there is no count,
-and the two rows are the same.
+solve of both, beside pyamg's smoothed aggregation (rigid body modes on elasticity) and
+Ruge-Stuben AMG measured in the same rounds (PETSc GAMG and hypre BoomerAMG:
+``setup_profile.py --petsc-python``).  Needs PARDISO (``ddops[solvers]``): without its
+inertia there is no count, and the two rows are the same.
 
     python benchmarks/geneo_eigen_stop.py              # the six problems (a few minutes)
     python benchmarks/geneo_eigen_stop.py --quick      # small sizes
@@ -27,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from agdsw_indicator import add_round_flags, best_of_rounds  # noqa: E402
+from agdsw_indicator import add_round_flags, best_of_rounds, peer_cell  # noqa: E402
 from common import machine_summary  # noqa: E402
 
 STOPS = ("settled", "count")
@@ -49,10 +51,14 @@ def main(argv=None) -> int:
           "timed\n")
     print("| problem | iterations (settled, count) | coarse dim (settled, count) | most solves "
           "of a chunk (settled, count) | set-up s settled | set-up s count | set-up + "
-          "solve s (settled, count) | settled / count, set-up + solve |")
-    print("|---|---|---|---|---:|---:|---|---:|")
+          "solve s (settled, count) | settled / count, set-up + solve | set-up + solve s "
+          "(its), pyamg SA, Ruge-Stuben |")
+    print("|---|---|---|---|---:|---:|---|---:|---|")
     out = []
-    runs = {stop: {"kind": "geneo", "skip": None, "eigen_stop": stop} for stop in STOPS}
+    # the installed peers in the same rounds (PETSc GAMG and hypre BoomerAMG:
+    # setup_profile.py --petsc-python)
+    runs = {**{stop: {"kind": "geneo", "skip": None, "eigen_stop": stop} for stop in STOPS},
+            **{kind: {"kind": kind, "skip": None} for kind in ("sa", "rs")}}
     with threadpool_limits(1):
         for label, prob, best in best_of_rounds(args, runs):
             s, c = best["settled"], best["count"]
@@ -60,7 +66,8 @@ def main(argv=None) -> int:
                   f"{c['iterations']} | {s['coarse_dim']}, {c['coarse_dim']} | "
                   f"{s['solves']}, {c['solves']} | {s['setup']:.2f} / {s['setup_cpu']:.2f} | "
                   f"{c['setup']:.2f} / {c['setup_cpu']:.2f} | {s['total']:.2f}, "
-                  f"{c['total']:.2f} | {s['total'] / c['total']:.2f} |", flush=True)
+                  f"{c['total']:.2f} | {s['total'] / c['total']:.2f} | "
+                  f"{peer_cell(best['sa'])}, {peer_cell(best['rs'])} |", flush=True)
             out.append({"problem": label, **best})
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

@@ -9,10 +9,12 @@ interiors ordered by PARDISO itself (``OverlappingCorrection.elimination_positio
 patched to give no order).  The two set-ups alternate in rounds, best of ``--repeat``,
 one BLAS/MKL thread, the decomposition built once per problem and not timed.  Prints the
 set-up (wall / process CPU seconds), the extension phase, the interiors' factor nonzeros
-(PARDISO's count over the chunks) and the largest difference of the two bases relative
-to the largest entry.  ``--coarse geneo``: GenEO with the finite-element Neumann matrices
-on the elasticity problems, whose eigenproblems' factorisations take the subdomains' order
-instead of ordering (the eigenproblem phase instead of the extension; nothing is shared
+(PARDISO's count over the chunks), the largest difference of the two bases relative
+to the largest entry, and pyamg's smoothed aggregation set-up (rigid body modes on
+elasticity) timed in the same rounds, the peer the set-up target names (PETSc GAMG and
+hypre BoomerAMG: ``setup_profile.py --petsc-python``).  ``--coarse geneo``: GenEO with
+the finite-element Neumann matrices on the elasticity problems, whose eigenproblems'
+factorisations take the subdomains' order instead of ordering (the eigenproblem phase instead of the extension; nothing is shared
 on the scalar problems, where GenEO grows its sets).  Needs PARDISO (``ddops[solvers]``):
 without it nothing is shared and the two rows are the same.
 
@@ -70,6 +72,16 @@ def measure(prob, d, coarse: str, shared: bool, nnz: list, neumann=None) -> dict
             "factor_nnz": int(sum(nnz)), "shared_chunks": chunks, "Phi": M.coarse.Phi}
 
 
+def sa_setup(prob) -> dict:
+    """pyamg's smoothed aggregation set-up (rigid body modes on elasticity), the peer."""
+    import pyamg
+
+    A = prob.A.tocsr()
+    wall, cpu = time.perf_counter(), time.process_time()
+    pyamg.smoothed_aggregation_solver(A, B=prob.null_space)
+    return {"setup": time.perf_counter() - wall, "setup_cpu": time.process_time() - cpu}
+
+
 def main(argv=None) -> int:
     from threadpoolctl import threadpool_limits
 
@@ -88,8 +100,9 @@ def main(argv=None) -> int:
           f"{args.repeat} alternating rounds; the decomposition is not timed\n")
     phase = "eigenproblems" if args.coarse == "geneo" else "extension"
     print(f"| problem | set-up own | set-up shared | own / shared | {phase} s (own, shared) | "
-          "interiors' factor nnz (own, shared) | shared chunks | bases apart |")
-    print("|---|---:|---:|---:|---|---|---:|---:|")
+          "interiors' factor nnz (own, shared) | shared chunks | bases apart | pyamg SA set-up | "
+          "shared / SA |")
+    print("|---|---:|---:|---:|---|---|---:|---:|---:|---:|")
     # the interiors' factor nonzeros, counted where the analysis factorises a chunk
     nnz: list = []
     factorize = analysis.factorize_blocks
@@ -110,8 +123,9 @@ def main(argv=None) -> int:
                            and prob.neumann is not None else None)
                 best: dict = {}
                 for _ in range(max(args.repeat, 1)):
-                    for way in WAYS:
-                        r = measure(prob, d, args.coarse, way == "shared", nnz, neumann)
+                    for way in (*WAYS, "sa"):
+                        r = (sa_setup(prob) if way == "sa" else
+                             measure(prob, d, args.coarse, way == "shared", nnz, neumann))
                         if way not in best or r["setup"] < best[way]["setup"]:
                             best[way] = r
                 o, s = best["own"], best["shared"]
@@ -121,8 +135,11 @@ def main(argv=None) -> int:
                       f"{o['setup_cpu']:.3f} | {s['setup']:.3f} / {s['setup_cpu']:.3f} | "
                       f"{o['setup'] / s['setup']:.2f} | {o['phase']:.3f}, "
                       f"{s['phase']:.3f} | {o['factor_nnz']:,}, {s['factor_nnz']:,} | "
-                      f"{s['shared_chunks']} | {apart:.1e} |", flush=True)
-                out.append({"problem": label, "own": o, "shared": s, "apart": apart})
+                      f"{s['shared_chunks']} | {apart:.1e} | {best['sa']['setup']:.3f} / "
+                      f"{best['sa']['setup_cpu']:.3f} | {s['setup'] / best['sa']['setup']:.1f} |",
+                      flush=True)
+                out.append({"problem": label, "own": o, "shared": s, "apart": apart,
+                            "sa": best["sa"]})
     finally:
         analysis.factorize_blocks = factorize
     if args.json:
