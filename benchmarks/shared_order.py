@@ -6,17 +6,18 @@ first and its elimination order handed to the extension's interior problems
 (``GDSWAnalysis.share_local_order``: the interior of part ``p`` eliminated in the order of
 subdomain ``p``, no ordering step of its own), against the same set-up with every chunk of
 interiors ordered by PARDISO itself (``OverlappingCorrection.elimination_positions``
-patched to give no order).  The two set-ups alternate in rounds, best of ``--repeat``,
-one BLAS/MKL thread, the decomposition built once per problem and not timed.  Prints the
-set-up (wall / process CPU seconds), the extension phase, the interiors' factor nonzeros
-(PARDISO's count over the chunks), the largest difference of the two bases relative
-to the largest entry, and pyamg's smoothed aggregation set-up (rigid body modes on
-elasticity) timed in the same rounds, the peer the set-up target names (PETSc GAMG and
-hypre BoomerAMG: ``setup_profile.py --petsc-python``).  ``--coarse geneo``: GenEO with
-the finite-element Neumann matrices on the elasticity problems, whose eigenproblems'
-factorisations take the subdomains' order instead of ordering (the eigenproblem phase instead of the extension; nothing is shared
-on the scalar problems, where GenEO grows its sets).  Needs PARDISO (``ddops[solvers]``):
-without it nothing is shared and the two rows are the same.
+patched to give no order). The two set-ups alternate in rounds, best of ``--repeat``, one
+BLAS/MKL thread, the decomposition built once per problem and not timed. Prints the set-up
+(wall / process CPU seconds), the extension phase, the interiors' factor nonzeros
+(PARDISO's count over the chunks), the largest difference of the two bases relative to the
+largest entry, and pyamg's smoothed aggregation set-up (rigid body modes on elasticity)
+timed in the same rounds, the peer the set-up target names (PETSc GAMG and hypre
+BoomerAMG: ``setup_profile.py --petsc-python``). ``--coarse geneo``: GenEO with the
+finite-element Neumann matrices on the elasticity problems, whose eigenproblems'
+factorisations take the subdomains' order instead of ordering (the eigenproblem phase
+instead of the extension; nothing is shared on the scalar problems, where GenEO grows its
+sets). Needs PARDISO (``ddops[solvers]``): without it nothing is shared and the two rows
+are the same.
 
     python benchmarks/shared_order.py                 # the six problems (about a minute)
     python benchmarks/shared_order.py --coarse agdsw --problems 0 3
