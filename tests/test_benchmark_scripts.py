@@ -44,6 +44,7 @@ def test_geneo_eigen_stop_counts_fewer_solves(scripts, tmp_path):
         assert settled["coarse_dim"] == count["coarse_dim"] > 0
         assert count["solves"] < settled["solves"], row["problem"]
         assert count["info"] == settled["info"] == 0
+        assert row["sa"]["total"] > 0 and row["rs"]["total"] > 0  # the peers, same rounds
 
 
 def test_shared_order_shares_and_keeps_the_basis(scripts, tmp_path):
@@ -57,6 +58,7 @@ def test_shared_order_shares_and_keeps_the_basis(scripts, tmp_path):
         assert row["shared"]["shared_chunks"] > 0 == row["own"]["shared_chunks"]
         assert row["own"]["factor_nnz"] > 0 and row["shared"]["factor_nnz"] > 0
         assert row["apart"] <= 1e-12, row["problem"]
+        assert row["sa"]["setup"] > 0  # the peer, same rounds
     # GenEO with the Neumann matrices of 2D elasticity: its eigenproblems take the order
     assert scripts("shared_order").main(
         ["--quick", "--repeat", "1", "--problems", "0", "--coarse", "geneo", "--json",
