@@ -372,11 +372,11 @@ def geneo_basis(
         counts, its Ritz values far below it settled (``"count"``: faster, inexact; with
         PARDISO only, see that constant).
     analysis : ddops.dd.analysis.GDSWAnalysis, optional
-        With ``neumann``: the elimination order of the subdomains' own factorisation that
-        it shares (:meth:`~ddops.dd.analysis.GDSWAnalysis.share_local_order`, as
+        The elimination order of the subdomains' own factorisation that it shares
+        (:meth:`~ddops.dd.analysis.GDSWAnalysis.share_local_order`, as
         :class:`~ddops.TwoLevelSchwarz` does) orders the factorisations of the
         eigenproblems instead of PARDISO's own ordering step (the same basis to
-        rounding).  Ignored without ``neumann`` (the grown sets are not the subdomains).
+        rounding).  Ignored with oversampling (the grown sets are not the subdomains).
     return_info : bool
         Also return an :class:`~ddops.dd.eigen.AdaptiveInfo`.
     _block : (numpy.ndarray, float), optional
@@ -499,11 +499,12 @@ def geneo_basis(
     order_off = np.concatenate([[0], np.cumsum(ext_sizes)])
     orders = (np.empty(int(order_off[-1]), dtype=np.int64)
               if inertia and GENEO_SHARED_ORDERING else None)
-    # with finite-element Neumann matrices the grown sets are the subdomains, and N_i and
-    # D_i A_i D_i have A_i's graph: the subdomains' own factorisation's order serves both
-    # factorisations of a chunk, with no ordering step (PCHPDDM shares the subdomain
-    # factorisation with its eigensolver likewise)
-    shared = (analysis.subdomain_orders() if analysis is not None and neumann is not None
+    # with finite-element Neumann matrices, or from A without oversampling, the grown sets
+    # are the subdomains, and N_i and D_i A_i D_i have A_i's graph (the cut couplings go to
+    # the diagonal): the subdomains' own factorisation's order serves both factorisations
+    # of a chunk, with no ordering step (PCHPDDM shares the subdomain factorisation with
+    # its eigensolver likewise)
+    shared = (analysis.subdomain_orders() if analysis is not None and layers == 0
               and orders is not None else None)
     preordered = shared is not None and shared.size == orders.size
     if preordered:

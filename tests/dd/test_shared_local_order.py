@@ -196,3 +196,37 @@ def test_geneo_with_neumann_matrices_takes_the_shared_order(monkeypatch):
     X = np.random.default_rng(5).standard_normal((A.shape[0], 2))
     Y, W = shared.matmat(X), own.matmat(X)
     assert np.abs(Y - W).max() <= 1e-10 * np.abs(W).max()
+
+
+def test_geneo_from_a_alone_takes_the_shared_order(channels, monkeypatch):
+    """GenEO's local matrices from ``A`` without oversampling live on the subdomains and
+    have ``A_i``'s graph: its eigenproblems take the shared order too (the same
+    preconditioner to rounding as with PARDISO's own ordering); oversampled (grown) sets
+    take none."""
+    need("pardiso")
+    A, d = channels
+    from ddops.dd import geneo
+
+    given = []  # whether each inertia's factorisation was given its order
+    inertia = geneo.pardiso_inertia
+    monkeypatch.setattr(geneo, "pardiso_inertia",
+                        lambda *a, **k: given.append(k.get("order") is not None)
+                        or inertia(*a, **k))
+
+    def build(**options):
+        return ddops.TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
+            coarse="geneo", local_solver="pardiso", geneo=ddops.GenEOOptions(**options)))
+
+    shared = build()
+    assert shared.coarse_stats["shared_ordering"]
+    assert given and all(given)
+    given.clear()
+    assert not build(oversampling=1).coarse_stats["shared_ordering"]
+    assert given and not any(given)
+    monkeypatch.setattr(OverlappingCorrection, "elimination_positions", lambda self: None)
+    own = build()
+    assert not own.coarse_stats["shared_ordering"]
+    assert shared.coarse_dim == own.coarse_dim > 0
+    X = np.random.default_rng(6).standard_normal((A.shape[0], 2))
+    Y, W = shared.matmat(X), own.matmat(X)
+    assert np.abs(Y - W).max() <= 1e-10 * np.abs(W).max()
