@@ -563,6 +563,9 @@ def _interior_schur(A_II, A_IG, g_slot, entry_part, part, part_off, p0, p1, widt
         rhs = np.zeros((near.size, s1 - s0))
         rhs[e_near[cs], e_slot[cs] - s0] = e_val[cs]
         X = lu.solve_sparse(rhs, rows_only=True)
+        del rhs
+        if s1 - s0 == width:  # one block: the product is W_p, no copy into a zeroed stack
+            return (Aexp @ X).reshape(nparts, width, width)
         Wp[:, :, s0:s1] = (Aexp @ X).reshape(nparts, width, s1 - s0)
     return Wp
 
