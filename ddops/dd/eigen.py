@@ -43,6 +43,7 @@ __all__ = [
     "EIGEN_DEPENDENCE_RTOL",
     "AdaptiveInfo",
     "size_groups",
+    "split_padded_chunks",
     "local_neumann_matrices",
     "check_threshold",
     "check_cap",
@@ -150,6 +151,27 @@ def size_groups(sizes: np.ndarray, ratio: float = 1.25) -> tuple[np.ndarray, np.
     steps = np.array(steps, dtype=np.int64)
     padded = steps[np.searchsorted(steps, sizes)]
     return padded, np.unique(padded)
+
+
+def split_padded_chunks(width: np.ndarray, bounds: np.ndarray, saving: float) -> np.ndarray:
+    """Chunk boundaries ``bounds`` (``0 = b_0 < ... = len(width)``) of items whose ``width``
+    does not decrease within a chunk, with each chunk split in two, again and again, where
+    that saves at least the fraction ``saving`` of its padded columns: a batched chunk pads
+    every item to its widest, ``(b - a) * width[b - 1]`` columns for the items ``a:b``.
+    ``saving >= 1`` splits nothing."""
+    width = np.asarray(width, dtype=np.int64)
+    work = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+    starts = []
+    while work:  # a loop over chunks (a few per size group), not over items
+        a, b = work.pop()
+        j = np.arange(1, b - a)  # split after j items: j of them, then b - a - j
+        cost = j * width[a + j - 1] + (b - a - j) * width[b - 1]
+        at = int(np.argmin(cost)) if j.size else 0
+        if j.size and cost[at] <= (1.0 - saving) * (b - a) * width[b - 1]:
+            work += [(a, a + int(j[at])), (a + int(j[at]), b)]
+        else:
+            starts.append(a)
+    return np.array(sorted(starts) + [width.size], dtype=np.int64)
 
 
 def check_threshold(threshold: Any, default: float) -> float:

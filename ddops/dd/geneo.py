@@ -67,6 +67,7 @@ from .eigen import (
     project_out,
     select_eigenpairs,
     size_groups,
+    split_padded_chunks,
     warn_cap,
 )
 from .extension import FACTOR_CHUNK_ROWS
@@ -871,20 +872,9 @@ def _count_chunk_bounds(counts: np.ndarray, step: int, cap: int) -> np.ndarray:
     threshold): every ``step`` subdomains, and a chunk split in two where that saves at
     least :data:`GENEO_COUNT_SPLIT` of its subspace columns (every subdomain of a chunk
     iterates with the subspace of the chunk's largest count, see :func:`_subspace_size`)."""
-    size = _subspace_size(np.asarray(counts, dtype=np.int64), cap)
-    n = size.size
-    work = [(a, min(a + step, n)) for a in range(0, n, step)]
-    starts = []
-    while work:  # a loop over chunks (a few per size group)
-        a, b = work.pop()
-        j = np.arange(1, b - a)  # split after j subdomains: j of them, then b - a - j
-        cost = j * size[a + j - 1] + (b - a - j) * size[b - 1]
-        at = int(np.argmin(cost)) if j.size else 0
-        if j.size and cost[at] <= (1.0 - GENEO_COUNT_SPLIT) * (b - a) * size[b - 1]:
-            work += [(a, a + int(j[at])), (a + int(j[at]), b)]
-        else:
-            starts.append(a)
-    return np.array(sorted(starts) + [n], dtype=np.int64)
+    n = int(np.asarray(counts).size)
+    return split_padded_chunks(_subspace_size(np.asarray(counts, dtype=np.int64), cap),
+                               np.append(np.arange(0, n, step), n), GENEO_COUNT_SPLIT)
 
 
 def _member_rows(first: np.ndarray, sizes: np.ndarray) -> np.ndarray:

@@ -119,3 +119,25 @@ def test_neumann_may_be_any_iterable():
     np.testing.assert_array_equal(P.toarray(), Q.toarray())
     with pytest.raises(TypeError, match="neumann"):
         agdsw_basis(A, d.owner, neumann=3, **kw)
+
+
+def test_chunks_run_over_parts_sorted_by_interface_width(channels, monkeypatch):
+    """The chunks of the Schur complements take the parts by increasing ``|Gamma_p|`` (a
+    chunk pads its parts to its widest; corner, edge and inner boxes have 2, 3 and 4
+    neighbours), and the basis is that of chunks in any order: one part per chunk against
+    the default chunks, the same to rounding."""
+    from ddops.dd import agdsw
+
+    A, d = channels
+    default = agdsw_basis(A, d.owner, skip_contrast=0)
+    widths = []
+    schur = agdsw._interior_schur
+    monkeypatch.setattr(agdsw, "_interior_schur",
+                        lambda *a: widths.append((a[6], a[8])) or schur(*a))
+    monkeypatch.setattr(agdsw, "FACTOR_CHUNK_ROWS", 1)  # one part per chunk
+    single = agdsw_basis(A, d.owner, skip_contrast=0)
+    assert len(widths) == d.num_subdomains
+    widths = [w for _, w in sorted(widths)]  # in part order (the chunks may run on threads)
+    assert np.all(np.diff(widths) >= 0) and widths[0] < widths[-1]
+    assert single.shape == default.shape
+    assert abs(single - default).max() <= 1e-10 * abs(default).max()
