@@ -154,11 +154,13 @@ def size_groups(sizes: np.ndarray, ratio: float = 1.25) -> tuple[np.ndarray, np.
 
 
 def split_padded_chunks(width: np.ndarray, bounds: np.ndarray, saving: float) -> np.ndarray:
-    """Chunk boundaries ``bounds`` (``0 = b_0 < ... = len(width)``) of items whose ``width``
-    does not decrease within a chunk, with each chunk split in two, again and again, where
-    that saves at least the fraction ``saving`` of its padded columns: a batched chunk pads
-    every item to its widest, ``(b - a) * width[b - 1]`` columns for the items ``a:b``.
-    ``saving >= 1`` splits nothing."""
+    """Chunks of items split where that saves padded columns.
+
+    ``bounds`` (from 0 to the number of items, increasing) cuts items whose ``width`` does
+    not decrease within a chunk; each chunk is split in two, again and again, where that
+    saves at least the fraction ``saving`` of its padded columns (a batched chunk pads every
+    item to its widest: ``(b - a) * width[b - 1]`` columns for the items ``a:b``).
+    ``saving >= 1`` splits nothing.  Returns the new boundaries."""
     width = np.asarray(width, dtype=np.int64)
     work = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
     starts = []
