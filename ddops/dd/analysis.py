@@ -138,8 +138,9 @@ class GDSWAnalysis:
         """The shared order (:meth:`share_local_order`) of every subdomain's own rows: for
         each subdomain in turn, its rows (numbered within it, as its packed entries) in the
         order its factorisation eliminates them; None when none is shared.  GenEO's
-        factorisations of ``N_i - tau B_i`` and ``N_i + sigma B_i`` with finite-element
-        Neumann matrices (the graph of ``A_i``) take it instead of ordering."""
+        factorisations of ``N_i - tau B_i`` and ``N_i + sigma B_i`` on the subdomains (with
+        finite-element Neumann matrices, or from ``A`` without oversampling: the graph of
+        ``A_i``) take it instead of ordering."""
         if self._subdomain_orders is None:
             return None
         positions, group, offsets = self._subdomain_orders

@@ -872,9 +872,10 @@ def _count_chunk_bounds(counts: np.ndarray, step: int, cap: int) -> np.ndarray:
     threshold): every ``step`` subdomains, and a chunk split in two where that saves at
     least :data:`GENEO_COUNT_SPLIT` of its subspace columns (every subdomain of a chunk
     iterates with the subspace of the chunk's largest count, see :func:`_subspace_size`)."""
-    n = int(np.asarray(counts).size)
-    return split_padded_chunks(_subspace_size(np.asarray(counts, dtype=np.int64), cap),
-                               np.append(np.arange(0, n, step), n), GENEO_COUNT_SPLIT)
+    counts = np.asarray(counts, dtype=np.int64)
+    return split_padded_chunks(_subspace_size(counts, cap),
+                               np.append(np.arange(0, counts.size, step), counts.size),
+                               GENEO_COUNT_SPLIT)
 
 
 def _member_rows(first: np.ndarray, sizes: np.ndarray) -> np.ndarray:
