@@ -110,7 +110,9 @@ class AdaptiveInfo:
         ``skipped_eigenproblems``: AGDSW's components whose eigenproblem the contrast
         indicator skipped (:mod:`ddops.dd.indicators`), GenEO's subdomains settled by the
         inertia count alone (:data:`ddops.dd.geneo.GENEO_INERTIA`); GenEO adds
-        ``subspace_iterations``, ``k0``, ``k1``, ``bound`` (the condition-number bound
+        ``subspace_iterations`` (the most solves of a chunk), ``solved_columns`` (the
+        columns solved with the chunks' shifted factorisations, summed), ``k0``,
+        ``k1``, ``bound`` (the condition-number bound
         of :mod:`ddops.dd.geneo`) and ``shared_ordering`` (whether its factorisations
         took the subdomains' shared elimination order, ``analysis=``).
     """

@@ -107,11 +107,12 @@ def test_inertia_with_a_null_space_adds_nothing_where_the_kernel_is_all(monkeypa
     assert in_span(P, R, 1e-4) and in_span(R, P, 1e-4)
 
 
-def test_inertia_says_what_the_iteration_misses_inside_a_cluster():
+def test_inertia_says_what_the_iteration_misses_inside_a_cluster(monkeypatch):
     """At ``threshold=1`` the channels' pencils have a cluster of eigenvalues just below and
     at 1, where the subspace iteration stalls: the warning counts the eigenvalues that the
     inertia finds below the threshold and the iteration does not (dense reference)."""
     need("pardiso")
+    monkeypatch.setattr(geneo, "GENEO_KRYLOV", False)  # (the block Krylov method stalls less)
     n = 23
     A = channels(n, 1e6)
     d = ddops.Decomposition.from_grid((n, n), (3, 3), overlap=1)
@@ -232,7 +233,8 @@ def test_the_eigenproblems_run_in_chunks_of_at_most_the_chunk_rows(monkeypatch):
         assert rows and all(m * width <= max(limit, width) for m, width in rows)
         np.testing.assert_array_equal(info.selected, ref_info.selected)
         assert Phi.shape == reference.shape
-        # (Ritz vectors to GENEO_RESIDUAL_RTOL: 4e-5 apart here with 200 rows, 4e-16 with
-        # the default, the chunks of the reference)
-        assert in_span(reference.toarray(), Phi.toarray(), tol=1e-4)
+        # (the Ritz vectors settle with their values, to GENEO_RESIDUAL_RTOL of the
+        # threshold below half of it and to 1e-3 of it above: 1.6e-4 apart here with 200
+        # rows, by the block Krylov method; the default is the reference's chunks)
+        assert in_span(reference.toarray(), Phi.toarray(), tol=1e-3)
     assert len(rows) > 2  # 200 rows: several chunks where the default has one or two
