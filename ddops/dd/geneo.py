@@ -240,13 +240,16 @@ GENEO_SHARED_ORDERING = True
 #: Where the inertia counts each subdomain's eigenvalues below the threshold (PARDISO), the
 #: eigenpairs come from a block Krylov method instead of the subspace iteration: the basis
 #: ``X_0, S X_0, S^2 X_0, ...`` (``S = (N + sigma B)^{-1} B``, blocks of
-#: :func:`_krylov_block` columns, B-orthonormalised), with one batched Rayleigh-Ritz step
-#: of the pencil after each solve and the stopping rules of the subspace iteration.  The
-#: subspace iteration's vectors after ``j`` solves lie in the Krylov space of degree ``j``
-#: of its start block (its Chebyshev filter is a polynomial in ``S``), so the Krylov space
-#: of the same degree holds Ritz values at least as good; it gets there in fewer solved
-#: columns because its blocks are narrower: 2D and 3D elasticity with finite-element
-#: Neumann matrices, 36 to 74 % fewer columns solved than the subspace iteration.
+#: :func:`_krylov_block` columns, orthonormal in the inner product of ``N + sigma B``),
+#: with one batched Rayleigh-Ritz step after each solve and the stopping rules of the
+#: subspace iteration (:data:`KRYLOV_UPPER_RTOL` above half the threshold).  The subspace
+#: iteration's vectors after ``j`` solves lie in the Krylov space of degree ``j`` of its
+#: start block (its Chebyshev filter is a polynomial in ``S``), so that space contains
+#: them; built from narrower blocks, the Krylov method settles in fewer solved columns.
+#: Measured (``benchmarks/geneo_krylov.py``, the problems of
+#: ``benchmarks/setup_profile.py``, one thread, best of three; subspace iteration /
+#: Krylov): 43 to 71 % fewer columns solved, GenEO's set-up 1.04x (3D Poisson) to 1.21x
+#: (3D elasticity) faster, the same coarse dimensions and CG iterations.
 GENEO_KRYLOV = True
 
 #: The block Krylov method's block: a third of the subspace, at least this many columns ...
