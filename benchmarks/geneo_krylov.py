@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agdsw_indicator import add_round_flags, build  # noqa: E402
-from common import machine_summary  # noqa: E402
+from common import machine_summary, timed_setup  # noqa: E402
 from setup_profile import PROBLEMS  # noqa: E402
 from shared_order import sa_setup  # noqa: E402
 
@@ -52,11 +50,7 @@ def measure(prob, d, krylov: bool, neumann=None) -> dict:
     try:
         options = ddops.SchwarzOptions(coarse="geneo", null_space=prob.null_space,
                                        geneo=ddops.GenEOOptions(neumann=neumann))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # elasticity: not dominant
-            wall, cpu = time.perf_counter(), time.process_time()
-            M = ddops.TwoLevelSchwarz(prob.A.tocsr(), d, options=options)
-            setup, setup_cpu = time.perf_counter() - wall, time.process_time() - cpu
+        M, setup, setup_cpu = timed_setup(prob, d, options)
     finally:
         geneo.GENEO_KRYLOV = True
     columns = M.coarse_stats["solved_columns"]

@@ -31,13 +31,12 @@ import argparse
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agdsw_indicator import add_round_flags, build  # noqa: E402
-from common import machine_summary  # noqa: E402
+from common import machine_summary, timed_setup  # noqa: E402
 from setup_profile import PROBLEMS  # noqa: E402
 
 WAYS = ("own", "shared")
@@ -57,11 +56,7 @@ def measure(prob, d, coarse: str, shared: bool, nnz: list, neumann=None) -> dict
         space = ({"geneo": ddops.GenEOOptions(neumann=neumann)} if coarse == "geneo"
                  else {})
         options = ddops.SchwarzOptions(coarse=coarse, null_space=prob.null_space, **space)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # elasticity: not dominant
-            wall, cpu = time.perf_counter(), time.process_time()
-            M = ddops.TwoLevelSchwarz(prob.A.tocsr(), d, options=options)
-            setup, setup_cpu = time.perf_counter() - wall, time.process_time() - cpu
+        M, setup, setup_cpu = timed_setup(prob, d, options)
     finally:
         OverlappingCorrection.elimination_positions = original
     # GenEO: whether its eigenproblems took the order (one count), else the extension's

@@ -52,6 +52,22 @@ def test_geneo_eigen_stop_counts_fewer_solves(scripts, tmp_path, monkeypatch):
         assert row["sa"]["total"] > 0 and row["rs"]["total"] > 0  # the peers, same rounds
 
 
+def test_geneo_krylov_solves_fewer_columns_for_the_same_space(scripts, tmp_path):
+    """``geneo_krylov.py``: the block Krylov row solves fewer columns than the subspace
+    iteration's, for the same coarse dimension, iterations and eigenvalues to the settle
+    tolerance."""
+    need("pardiso")
+    out = tmp_path / "krylov.json"
+    assert scripts("geneo_krylov").main(
+        ["--quick", "--repeat", "1", "--problems", "0", "2", "--json", str(out)]) == 0
+    for row in json.loads(out.read_text()):
+        subspace, krylov = row["subspace"], row["krylov"]
+        assert 0 < krylov["columns"] < subspace["columns"], row["problem"]
+        assert krylov["coarse_dim"] == subspace["coarse_dim"] > 0
+        assert abs(krylov["iterations"] - subspace["iterations"]) <= 1
+        assert row["apart"] <= 1e-5 and row["sa"]["setup"] > 0
+
+
 def test_shared_order_shares_and_keeps_the_basis(scripts, tmp_path):
     """``shared_order.py``: the shared row analyses its interiors by the subdomains' order,
     the other row by PARDISO's own, and the two bases agree to rounding."""
