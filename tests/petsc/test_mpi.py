@@ -125,12 +125,14 @@ def test_same_coarse_basis(results, case):
     """The PC's coarse basis (every rank's own rows, gathered) spans the serial library's
     and nothing else, up to column order, sign and scale: exactly for the bases without
     eigenproblems and on one rank; GenEO's on several ranks to its subspace iteration's
-    accuracy (each rank iterates on its own chunks of subdomains)."""
+    accuracy (each rank iterates on its own chunks of subdomains; the docs state 1e-3)."""
     r = results["cases"][case]
     assert r["coarse_dim"] == r["serial_coarse_dim"]
     eigen = results["size"] > 1 and case.startswith(_cases.RANK_LOCAL_EIGEN)
-    # (measured: at most 5e-15 exactly, 8e-3 for elasticity and 1e-5 for Poisson otherwise)
-    assert r["basis_gap"] <= ((2e-2 if "elasticity" in case else 1e-4) if eigen else 1e-12)
+    # (measured: at most 5e-15 exactly, 8e-3 for elasticity and 2.4e-4 for Poisson
+    # otherwise, by the block Krylov method; 1e-5 by the subspace iteration, which settles
+    # past the stopping rule)
+    assert r["basis_gap"] <= ((2e-2 if "elasticity" in case else 1e-3) if eigen else 1e-12)
 
 
 @pytest.mark.parametrize("case", ["poisson2d/geneo/1/additive/metis/auto",

@@ -66,7 +66,7 @@ def test_same_coarse_basis(results, case):
     accuracy."""
     r = results["cases"][case]
     eigen = results["size"] > 1 and case.startswith(_cases.RANK_LOCAL_EIGEN)
-    assert r["basis_gap"] <= ((2e-2 if "elasticity" in case else 1e-4) if eigen else 1e-12)
+    assert r["basis_gap"] <= ((2e-2 if "elasticity" in case else 1e-3) if eigen else 1e-12)
 
 
 def test_coarse_problem_on_fewer_ranks(results):
