@@ -1022,7 +1022,9 @@ def _pending(lam: np.ndarray, change: np.ndarray, tau: float, cap: int,
     ``boundary`` whether nothing more hides below ``tau`` (the inertia's count reached, or
     the first Ritz value above ``tau`` settled), ``settle`` False for
     ``eigen_stop="count"`` (only the Ritz values below :data:`GENEO_COUNT_SETTLE` times
-    ``tau`` must settle).
+    ``tau`` must settle), ``upper`` the settle of the Ritz values between half of ``tau``
+    and ``tau``, a fraction of ``tau`` (:data:`KRYLOV_UPPER_RTOL` for the block Krylov
+    method).
     """
     m, block = lam.shape
     need = lam < tau
