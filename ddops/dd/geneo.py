@@ -1125,7 +1125,7 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
     Y[~real] = 0.0
     size = block + 4 * p  # the basis' capacity, doubled when it fills
     Vt, KVt = np.empty((m, size, width)), np.empty((m, size, width))
-    Gb, Gk = np.zeros((m, size, size)), np.zeros((m, size, size))
+    Gb = np.zeros((m, size, size))
     k = its = 0
     previous = None
 
@@ -1159,17 +1159,16 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
             size *= 2
             Vt, KVt = (np.concatenate([a[:, :k], np.empty((m, size - k, width))], axis=1)
                        for a in (Vt, KVt))
-            Gb, Gk = (np.pad(G[:, :k, :k], ((0, 0), (0, size - k), (0, size - k)))
-                      for G in (Gb, Gk))
+            Gb = np.pad(Gb[:, :k, :k], ((0, 0), (0, size - k), (0, size - k)))
         Vt[:, k:k + p] = np.swapaxes(Y3, 1, 2)
         KVt[:, k:k + p] = np.swapaxes(KY3, 1, 2)
-        for G, Z in ((Gb, BY3), (Gk, KY3)):
-            G[:, :k + p, k:k + p] = Vt[:, :k + p] @ Z
-            G[:, k:k + p, :k] = np.swapaxes(G[:, :k, k:k + p], 1, 2)
-        j = k + np.arange(p)
-        Gk[:, j, j] -= good  # V^T K V - I (a left-out direction: a zero column)
+        Gb[:, :k + p, k:k + p] = Vt[:, :k + p] @ BY3
+        Gb[:, k:k + p, :k] = np.swapaxes(Gb[:, :k, k:k + p], 1, 2)
+        # the new columns of V^T K V - I (a left-out direction: a zero column)
+        off = Vt[:, :k + p] @ KY3
+        off[:, k + np.arange(p), np.arange(p)] -= good
         k += p
-        if np.abs(Gk[:, :k, k - p:k]).max() > KRYLOV_ORTHOGONALITY:
+        if np.abs(off).max() > KRYLOV_ORTHOGONALITY:
             # the basis lost its K-orthogonality to rounding (V^T K V too far from the
             # identity for the Rayleigh-Ritz step that assumes it): a shift far above the
             # block's eigenvalues (S nearly a multiple of the identity, its powers point
@@ -1191,6 +1190,7 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
         Y[~real] = 0.0
         its += 1
     mu, C = np.linalg.eigh(Gb[:, :k, :k])
+    lam = ritz(mu)
     mu, C = mu[:, ::-1][:, :block], C[:, :, ::-1][:, :, :block]
     # the Ritz vectors, K-orthonormal, scaled to B-norm 1 (v^T B v = mu)
     scale = np.where(mu > tiny, 1.0 / np.sqrt(np.where(mu > tiny, mu, 1.0)), 0.0)
@@ -1198,7 +1198,7 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
     if V.shape[2] < block:
         V = np.pad(V, ((0, 0), (0, 0), (0, block - V.shape[2])))
     drift = np.where(pending, drift, 0.0)
-    return ritz(mu[:, ::-1]), V, its, drift
+    return lam, V, its, drift
 
 
 def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int,
