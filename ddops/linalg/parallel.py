@@ -177,8 +177,8 @@ class ThreadedBlocks(BlockSolver):
     its solve phase is no faster on more), so an application of a one-level Schwarz operator
     with one factorisation uses one core however many there are.  The blocks being
     independent, ``groups`` factorisations of consecutive blocks of about equal rows give
-    ``groups`` solves that run at once: the calling thread solves the first group while the
-    threads of :func:`solve_pool` solve the others (ctypes releases the GIL).  Measured on
+    ``groups`` solves that run at once: the calling thread and the threads of
+    :func:`solve_pool` take the groups in turn (ctypes releases the GIL).  Measured on
     two cores, one application of GDSW's local solver: 3D elasticity, 64 parts of 750
     unknowns, 7.5 -> 4.4 ms; 3D Poisson, 62 parts of 2,750, 15.5 -> 9.5 ms.  The
     factorisations run side by side too (:func:`map_chunks`): 0.22 -> 0.13 s and
@@ -203,7 +203,7 @@ class ThreadedBlocks(BlockSolver):
         the groups are factorised and solved in turn on the calling thread: more groups
         than threads still pay, since PARDISO's analysis of a stack of blocks grows faster
         than its rows (see :data:`~ddops.precond.corrections.LOCAL_GROUP_ROWS`).  With
-        ``1 < workers < groups`` each thread solves a run of consecutive groups.
+        ``1 < workers < groups`` each thread takes the next group as it finishes one.
 
     Attributes
     ----------
@@ -286,34 +286,55 @@ class ThreadedBlocks(BlockSolver):
         return sum(int(p.nbytes) for p in self.parts)
 
     def solve(self, X: np.ndarray, trans: str = "N") -> np.ndarray:
+        return self.solve_beside(X)[0]
+
+    def solve_beside(self, X: np.ndarray, beside: Callable[[], Any] | None = None
+                     ) -> tuple[np.ndarray, Any]:
+        """:meth:`solve`, and ``beside()`` run as one more task among the groups' solves.
+
+        The workers (the calling thread and ``workers - 1`` threads of :func:`solve_pool`)
+        take the tasks in turn as they finish one, ``beside`` first: a task of another
+        operator that does not depend on this solve (the coarse correction of an additive
+        two-level preconditioner, :class:`~ddops.precond.corrections.SumCorrection`) then
+        fills the time a worker would wait for the others, instead of running after all of
+        them.  Each group writes its own rows, so the solution is the same bit for bit in
+        any order.  Returns the solution and what ``beside`` returned (None without it);
+        an exception of any task is raised once every task has finished.
+        """
         X = np.asarray(X)
         if X.ndim not in (1, 2) or X.shape[0] != self.shape[0]:
             raise ValueError(f"X must have {self.shape[0]} rows (1-D or 2-D), got shape "
                              f"{X.shape}")
+        extra = [None]
         if X.ndim == 2 and X.shape[1] == 0:
-            return np.zeros(X.shape)
+            if beside is not None:
+                extra[0] = beside()
+            return np.zeros(X.shape), extra[0]
         b, out = self.bounds, np.empty(X.shape)
+        tasks = ([-1] if beside is not None else []) + list(range(len(self.parts)))
+        taken = iter(range(len(tasks)))  # next() of a range iterator is atomic under the GIL
 
-        def run(k0: int, k1: int) -> None:  # groups k0:k1 in turn, each into its own rows
-            for k in range(k0, k1):
-                out[b[k]:b[k + 1]] = self.parts[k].solve(X[b[k]:b[k + 1]])
+        def work() -> None:  # tasks in turn until none is left
+            for j in taken:
+                k = tasks[j]
+                if k < 0:
+                    extra[0] = beside()
+                else:
+                    out[b[k]:b[k + 1]] = self.parts[k].solve(X[b[k]:b[k + 1]])
 
         # on a pool thread (waiting on the pool could deadlock) or with one worker: in turn
         if self.workers <= 1 or getattr(_in_pool, "flag", False):
-            run(0, len(self.parts))
-            return out
-        # a run of consecutive groups per worker; the calling thread takes the first
-        runs = np.linspace(0, len(self.parts), self.workers + 1).round().astype(int)
+            work()
+            return out, extra[0]
         pool = solve_pool()
-        rest = [pool.submit(run, int(runs[i]), int(runs[i + 1]))
-                for i in range(1, self.workers)]
+        rest = [pool.submit(work) for _ in range(self.workers - 1)]
         try:
-            run(int(runs[0]), int(runs[1]))
+            work()
             for future in rest:
                 future.result()
-        finally:  # no group still solving once this returns or raises
+        finally:  # no task still running once this returns or raises
             wait(rest)
-        return out
+        return out, extra[0]
 
     def refactor(self, K: sp.csr_matrix) -> ThreadedBlocks:
         """Every group's numeric phase on the values of ``K`` (the pattern of the first

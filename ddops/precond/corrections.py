@@ -342,11 +342,27 @@ class OverlappingCorrection:
             return int(self.solver.nbytes)
         return 0 if self.inverses is None else int(self.inverses.nbytes)
 
+    @property
+    def threaded(self) -> bool:
+        """Whether :meth:`apply` solves on several threads (a PARDISO solver in groups,
+        :class:`~ddops.linalg.parallel.ThreadedBlocks`), so that :meth:`apply_beside` runs
+        its other task among the solves."""
+        return (self.backend == "numpy" and isinstance(self.solver, ThreadedBlocks)
+                and self.solver.workers > 1)
+
     def apply(self, X: Any, adjoint: bool = False) -> Any:
         """``sum_i R_i^T W_out A_i^{-1} W_in R_i X`` (or its adjoint) in the product dtype."""
+        return self.apply_beside(X, None, adjoint)[0]
+
+    def apply_beside(self, X: Any, beside: Any, adjoint: bool = False) -> tuple[Any, Any]:
+        """:meth:`apply`, and ``beside()`` (None: nothing) run by the threads of the local
+        solves as one more task where :attr:`threaded`
+        (:meth:`~ddops.linalg.parallel.ThreadedBlocks.solve_beside`), after the solves
+        elsewhere.  Returns both results."""
         xp = np if self.backend == "numpy" else _cupy()
         S_in, S_outT = (self.S_out, self.S_inT) if adjoint else (self.S_in, self.S_outT)
         Xl = S_in @ X
+        extra, pending = None, beside is not None
         if self.inverses is not None:
             N, p = self.decomposition.num_subdomains, self.decomposition.max_size
             B = X.shape[1]
@@ -358,10 +374,16 @@ class OverlappingCorrection:
             Yl = xp.asarray(Yl, dtype=self.dtype)
         else:
             # float32 factors: the solver casts the residual to float32 and returns float64
-            Yl = self.solver.solve(Xl, trans="T" if adjoint else "N")
+            if self.threaded:  # (symmetric blocks: the adjoint's solve is the same)
+                Yl, extra = self.solver.solve_beside(Xl, beside)
+                pending = False
+            else:
+                Yl = self.solver.solve(Xl, trans="T" if adjoint else "N")
             if Yl.dtype != self.dtype:
                 Yl = Yl.astype(self.dtype)
-        return S_outT @ Yl
+        if pending:
+            extra = beside()
+        return S_outT @ Yl, extra
 
 
 def _cupy():
@@ -747,18 +769,35 @@ def _rows_to_full(rows_matrix: sp.csr_matrix, rows: np.ndarray, shape: tuple) ->
     return sp.csr_matrix((rows_matrix.data, rows_matrix.indices, indptr), shape=shape)
 
 
+#: In an additive two-level application whose local solves run on several threads
+#: (:attr:`OverlappingCorrection.threaded`), the coarse correction runs as one more task
+#: among them (:meth:`OverlappingCorrection.apply_beside`) instead of after them: it is
+#: independent of the local one, and on the coarse space of elasticity it takes as long as
+#: the local solves of a thread.  The same sum bit for bit.  Measured
+#: (``benchmarks/coarse_beside.py``, two threads, one application of GDSW): see
+#: ``docs/preconditioning.md``, "The coarse correction beside the local solves".
+COARSE_BESIDE = True
+
+
 class SumCorrection:
     """The additive composition ``M X = sum_k M_k X`` of corrections (FROSch's
-    ``SumOperator``); a part of dimension 0 (no coarse function) is skipped."""
+    ``SumOperator``); a part of dimension 0 (no coarse function) is skipped.  A threaded
+    local correction first runs the parts after it among its solves
+    (:data:`COARSE_BESIDE`)."""
 
     def __init__(self, *parts: Any) -> None:
         self.parts = parts
 
     def apply(self, X: Any, adjoint: bool = False) -> Any:
         active = [p for p in self.parts if getattr(p, "dim", 1)]
-        out = active[0].apply(X, adjoint)
-        for part in active[1:]:
-            out = out + part.apply(X, adjoint)
+        first, rest = active[0], active[1:]
+        if rest and COARSE_BESIDE and getattr(first, "threaded", False):
+            out, others = first.apply_beside(
+                X, lambda: [part.apply(X, adjoint) for part in rest], adjoint)
+        else:
+            out, others = first.apply(X, adjoint), None
+        for k, part in enumerate(rest):  # the same sum, in the same order, either way
+            out = out + (part.apply(X, adjoint) if others is None else others[k])
         return out
 
 

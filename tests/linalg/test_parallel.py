@@ -284,8 +284,8 @@ def test_more_groups_than_blocks_give_at_most_one_group_per_nonempty_block():
 
 @pytest.mark.parametrize("workers", [1, 2, 4])
 def test_fewer_workers_than_groups_solve_every_group_once(workers, monkeypatch):
-    """``workers`` threads solve runs of consecutive groups (one thread: in turn, on the
-    calling thread): every row is solved once, as the dense inverse solves it."""
+    """``workers`` threads take the groups in turn (one thread: in order, on the calling
+    thread): every row is solved once, as the dense inverse solves it."""
     need("pardiso")
     K, offsets = _varied_blocks()
     f = ThreadedBlocks(K, offsets, groups=5, workers=workers)
@@ -480,3 +480,66 @@ def test_a_failing_group_returns_only_when_the_other_groups_are_done():
     with pytest.raises(RuntimeError, match="group 0"):
         f.solve(np.ones(K.shape[0]))
     assert done == [True]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_task_beside_the_groups_runs_once_and_leaves_the_solve_unchanged(workers):
+    """``solve_beside`` returns :meth:`solve`'s solution bit for bit and what the task
+    returned, having run it exactly once (with one worker too, on the calling thread)."""
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    f = ThreadedBlocks(K, offsets, groups=3, workers=workers)
+    X = np.random.default_rng(4).standard_normal((K.shape[0], 2))
+    runs = []
+    out, extra = f.solve_beside(X, lambda: runs.append(threading.get_ident()) or "coarse")
+    assert extra == "coarse" and len(runs) == 1
+    assert np.array_equal(out, f.solve(X))
+    assert np.array_equal(f.solve_beside(X)[0], out) and f.solve_beside(X)[1] is None
+    if workers == 1:
+        assert runs == [threading.get_ident()]
+
+
+@two_cpus
+def test_a_task_beside_the_groups_runs_while_they_solve(monkeypatch):
+    """With two workers the task runs beside the groups, not after them: every group's solve
+    waits until the task has started (run in turn after the solves, they would time out),
+    and the task waits until a group has started."""
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    f = ThreadedBlocks(K, offsets, groups=3, workers=2)
+    task_started, group_started, waited = threading.Event(), threading.Event(), []
+    for part in f.parts:
+        solve = part.solve
+
+        def waiting(X, trans="N", solve=solve):
+            group_started.set()
+            waited.append(task_started.wait(timeout=10))
+            return solve(X)
+
+        monkeypatch.setattr(part, "solve", waiting)
+
+    def task():
+        task_started.set()
+        return group_started.wait(timeout=10)
+
+    X = np.random.default_rng(5).standard_normal(K.shape[0])
+    out, saw_a_group = f.solve_beside(X, task)
+    assert saw_a_group and waited == [True] * 3
+    assert np.abs(out - np.linalg.solve(K.toarray(), X)).max() <= 1e-11
+
+
+def test_a_failing_task_beside_the_groups_raises_once_they_are_done():
+    """The task's error is raised once every group has been solved."""
+    need("pardiso")
+    K, offsets = _varied_blocks()
+    f = ThreadedBlocks(K, offsets, groups=2, workers=2)
+    done = []
+    for part in f.parts:
+        part.solve = lambda X, trans="N": time.sleep(0.2) or done.append(1) or np.zeros(X.shape)
+
+    def failing():
+        raise RuntimeError("the coarse task failed")
+
+    with pytest.raises(RuntimeError, match="coarse task"):
+        f.solve_beside(np.ones(K.shape[0]), failing)
+    assert done == [1, 1]

@@ -44,6 +44,34 @@ def test_groups_give_the_operator_of_one_factorisation(problem, variant):
     assert two._local_solver.nnz == sum(p.nnz for p in two._local_solver.parts) > 0
 
 
+@pytest.mark.parametrize("variant", ["additive", "restricted"])
+def test_the_coarse_correction_beside_the_local_solves_gives_the_same_sum(problem,
+                                                                           monkeypatch,
+                                                                           variant):
+    """An additive two-level application with threaded local solves runs the coarse
+    correction as one more task among them: the same operator bit for bit as the coarse
+    correction after them (``COARSE_BESIDE`` off), applied and adjoint, and the coarse
+    correction runs once per application."""
+    A, d = problem
+    M = ddops.TwoLevelSchwarz(A, d, "gdsw", variant=variant, local_solver="pardiso",
+                              threads=2)
+    assert M.local.threaded
+    X = np.random.default_rng(2).standard_normal((A.shape[0], 3))
+    tasks = []
+    solve_beside = ThreadedBlocks.solve_beside
+    monkeypatch.setattr(ThreadedBlocks, "solve_beside", lambda self, X, beside=None: (
+        tasks.append(beside is not None), solve_beside(self, X, beside))[1])
+    beside, beside_adjoint = M @ X, M.rmatmat(X)
+    assert tasks == [True, True]
+    monkeypatch.setattr(corrections, "COARSE_BESIDE", False)
+    assert np.array_equal(M @ X, beside) and np.array_equal(M.rmatmat(X), beside_adjoint)
+    assert tasks == [True, True, False, False]
+    one = ddops.TwoLevelSchwarz(A, d, "gdsw", variant=variant, local_solver="pardiso",
+                                threads=1)
+    assert not one.local.threaded
+    assert rel(beside, one @ X) <= 1e-12
+
+
 def test_groups_follow_a_callers_thread_limit(problem):
     A, d = problem
     with threadpool_limits(limits=1):
