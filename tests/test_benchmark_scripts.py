@@ -68,6 +68,20 @@ def test_geneo_krylov_solves_fewer_columns_for_the_same_space(scripts, tmp_path)
         assert row["apart"] <= 1e-5 and row["sa"]["setup"] > 0
 
 
+def test_coarse_beside_keeps_the_iterations(scripts, tmp_path):
+    """``coarse_beside.py``: the three rows (one thread, two with the coarse correction after
+    the local solves, two with it beside them) give the same iterations, and every row
+    timed an application and a solve."""
+    out = tmp_path / "beside.json"
+    assert scripts("coarse_beside").main(
+        ["--quick", "--repeat", "1", "--problems", "2", "--json", str(out)]) == 0
+    for row in json.loads(out.read_text()):
+        runs = [row[way] for way in ("one", "after", "beside")]
+        assert len({r["iterations"] for r in runs}) == 1 and runs[0]["iterations"] > 0
+        assert all(r["apply_ms"] > 0 and r["solve"] > 0 for r in runs)
+        assert row["sa"]["total"] > 0 and row["coarse_dim"] > 0
+
+
 def test_shared_order_shares_and_keeps_the_basis(scripts, tmp_path):
     """``shared_order.py``: the shared row analyses its interiors by the subdomains' order,
     the other row by PARDISO's own, and the two bases agree to rounding."""
