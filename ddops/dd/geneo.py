@@ -1085,6 +1085,15 @@ KRYLOV_ORTHOGONALITY = 1e-6
 #: cost 2-9 % more columns and lost the gain on 2D elasticity.
 KRYLOV_UPPER_RTOL = 1e-4
 
+#: The block Krylov method's basis holds the subspace and this many blocks before it grows
+#: (doubled, a copy of the basis so far): the method stops after 4 to 13 solves on the
+#: problems of ``benchmarks/setup_profile.py``, each adding one block; unused capacity is
+#: allocated, not written.  Measured against 4 (one thread, GenEO's set-up, best of three
+#: to five interleaved rounds, the same basis bit for bit): 2D elasticity 1.03x to 1.10x in
+#: three runs (its chunks grew once or twice, 0.06 s of copies), the other problems within
+#: this machine's noise (0.95x to 1.03x).
+KRYLOV_CAPACITY = 12
+
 #: The Ritz value given to the slots beyond the basis while it is smaller than the
 #: subspace, and to the directions of ``mu = 0`` (the kernel of ``B``, a left-out
 #: direction): never below the threshold, never selected.
@@ -1123,7 +1132,7 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
     K = (Ns + Bs * sigma).tocsr()
     Y = np.random.default_rng(0).standard_normal((rows, p))
     Y[~real] = 0.0
-    size = block + 4 * p  # the basis' capacity, doubled when it fills
+    size = block + KRYLOV_CAPACITY * p  # the basis' capacity, doubled when it fills
     Vt, KVt = np.empty((m, size, width)), np.empty((m, size, width))
     Gb = np.zeros((m, size, size))
     k = its = 0

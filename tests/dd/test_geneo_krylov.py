@@ -191,3 +191,31 @@ def test_a_basis_that_loses_its_orthogonality_hands_over_to_the_subspace_iterati
     exact = np.array([int((sla.eigh(Ni, Bi, eigvals_only=True) < below).sum())
                       for Ni, Bi in dense_pencils(A, d)])
     assert np.all(info.selected <= exact)
+
+
+@pytest.mark.parametrize("capacity", [0, 1])
+def test_a_basis_that_outgrows_its_capacity_is_the_same_bit_for_bit(monkeypatch, capacity):
+    """The basis grows (doubling its capacity, a copy) past :data:`KRYLOV_CAPACITY` blocks:
+    the same Ritz values, vectors and solves bit for bit as with room for every block."""
+    need("pardiso")
+    sizes, width, tau = [40, 33, 37], 40, 0.25
+    Ns, Bs, real, dense = stacked_pencils(sizes, width, seed=3)
+    m = len(sizes)
+    sigma = geneo.GENEO_SHIFT * tau
+    shifted = factorize_blocks((Ns + sigma * Bs).tocsr(), np.arange(m + 1) * width,
+                               "pardiso")
+    counts = np.array([int((sla.eigh(Ni, Bi, eigvals_only=True) < tau).sum())
+                       for Ni, Bi in dense])
+    block = int(geneo._subspace_size(np.int64(counts.max()), 48))
+
+    def run():
+        return geneo._block_krylov_eigh(shifted, Ns, Bs, m, width, block, tau, real, 48,
+                                        counts, sigma)
+
+    roomy, p, room = run(), geneo._krylov_block(block), geneo.KRYLOV_CAPACITY
+    monkeypatch.setattr(geneo, "KRYLOV_CAPACITY", capacity)
+    grown = run()
+    columns = (roomy[2] + 1) * p  # the basis: the start block and one per solve
+    assert block + capacity * p < columns <= block + room * p  # grew here only
+    for a, b in zip(roomy, grown, strict=True):
+        assert np.array_equal(a, b)
