@@ -25,15 +25,14 @@ import argparse
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from agdsw_indicator import add_round_flags, build  # noqa: E402
-from common import machine_summary  # noqa: E402
+from agdsw_indicator import add_round_flags, build, measure  # noqa: E402
+from common import machine_summary, timed_setup  # noqa: E402
 from setup_profile import PROBLEMS  # noqa: E402
 
 WAYS = ("one thread", "two, after", "two, beside")
@@ -61,19 +60,6 @@ def apply_ms(M, x, times: int = 30) -> float:
     return 1e3 * best
 
 
-def sa_total(prob, b) -> dict:
-    """pyamg's smoothed aggregation (rigid body modes where the problem has them): set-up
-    + CG solve, wall and process CPU seconds."""
-    import pyamg
-    import scipy.sparse.linalg as spla
-
-    A = prob.A.tocsr()
-    wall, cpu = time.perf_counter(), time.process_time()
-    ml = pyamg.smoothed_aggregation_solver(A, B=prob.null_space)
-    spla.cg(A, b, M=ml.aspreconditioner(), rtol=1e-8, maxiter=5000)
-    return {"total": time.perf_counter() - wall, "total_cpu": time.process_time() - cpu}
-
-
 def main(argv=None) -> int:
     from threadpoolctl import threadpool_limits
 
@@ -97,18 +83,16 @@ def main(argv=None) -> int:
         prob, d = build(quick_flags if args.quick else full_flags)
         A = prob.A.tocsr()
         b = np.random.default_rng(0).standard_normal(A.shape[0])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            built = {threads: ddops.TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
-                coarse=args.coarse, null_space=prob.null_space, threads=threads))
-                for threads in (1, 2)}
+        built = {threads: timed_setup(prob, d, ddops.SchwarzOptions(
+            coarse=args.coarse, null_space=prob.null_space, threads=threads))[0]
+            for threads in (1, 2)}
         best: dict = {}
         try:
             with threadpool_limits(1):
                 for _ in range(max(args.repeat, 1)):
                     for way in (*WAYS, "sa"):
                         if way == "sa":
-                            r = sa_total(prob, b)
+                            r = measure(prob, d, "sa", None)  # (the same b)
                             if way not in best or r["total"] < best[way]["total"]:
                                 best[way] = r
                             continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -68,10 +69,16 @@ def test_geneo_krylov_solves_fewer_columns_for_the_same_space(scripts, tmp_path)
         assert row["apart"] <= 1e-5 and row["sa"]["setup"] > 0
 
 
-def test_coarse_beside_keeps_the_iterations(scripts, tmp_path):
+def test_coarse_beside_keeps_the_iterations(scripts, tmp_path, monkeypatch):
     """``coarse_beside.py``: the three rows (one thread, two with the coarse correction after
-    the local solves, two with it beside them) give the same iterations, and every row
-    timed an application and a solve."""
+    the local solves, two with it beside them; the local solves threaded at this small size
+    too) give the same iterations, and every row timed an application and a solve."""
+    need("pardiso")
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two CPUs")
+    from ddops.precond import corrections
+
+    monkeypatch.setattr(corrections, "THREADED_SOLVE_MIN_ROWS", 0)
     out = tmp_path / "beside.json"
     assert scripts("coarse_beside").main(
         ["--quick", "--repeat", "1", "--problems", "2", "--json", str(out)]) == 0
@@ -79,7 +86,7 @@ def test_coarse_beside_keeps_the_iterations(scripts, tmp_path):
         runs = [row[way] for way in ("one", "after", "beside")]
         assert len({r["iterations"] for r in runs}) == 1 and runs[0]["iterations"] > 0
         assert all(r["apply_ms"] > 0 and r["solve"] > 0 for r in runs)
-        assert row["sa"]["total"] > 0 and row["coarse_dim"] > 0
+        assert row["sa"]["total"] > 0 and row["coarse_dim"] > 0 and row["threaded"]
 
 
 def test_shared_order_shares_and_keeps_the_basis(scripts, tmp_path):
