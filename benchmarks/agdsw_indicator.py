@@ -131,6 +131,16 @@ def add_round_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds (best of)")
 
 
+def chosen_problems(args: argparse.Namespace):
+    """For every problem of ``setup_profile.py`` chosen by ``args`` (:func:`add_round_flags`):
+    ``(label, problem, decomposition, neumann)``, ``neumann`` the finite-element Neumann
+    matrices of the elasticity problems (None elsewhere), assembled once."""
+    for i in (args.problems if args.problems else range(len(PROBLEMS))):
+        label, _, full_flags, quick_flags = PROBLEMS[i]
+        prob, d = build(quick_flags if args.quick else full_flags)
+        yield label, prob, d, (prob.neumann(d) if prob.neumann is not None else None)
+
+
 def best_of_rounds(args: argparse.Namespace, runs: dict):
     """For every problem of ``setup_profile.py`` chosen by ``args`` (:func:`add_round_flags`):
     ``(label, problem, {name: best run})``, the runs (``name -> measure``'s keyword

@@ -31,9 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from agdsw_indicator import add_round_flags, build  # noqa: E402
+from agdsw_indicator import add_round_flags, chosen_problems  # noqa: E402
 from common import machine_summary, timed_setup  # noqa: E402
-from setup_profile import PROBLEMS  # noqa: E402
 from shared_order import sa_setup  # noqa: E402
 
 WAYS = ("subspace", "krylov")
@@ -81,10 +80,7 @@ def main(argv=None) -> int:
     print("|---|---:|---:|---:|---|---|---|---|---:|---:|---:|")
     out = []
     with threadpool_limits(1):
-        for i in (args.problems if args.problems else range(len(PROBLEMS))):
-            label, _, full_flags, quick_flags = PROBLEMS[i]
-            prob, d = build(quick_flags if args.quick else full_flags)
-            neumann = prob.neumann(d) if prob.neumann is not None else None
+        for label, prob, d, neumann in chosen_problems(args):
             best: dict = {}
             for _ in range(max(args.repeat, 1)):
                 for way in (*WAYS, "sa"):

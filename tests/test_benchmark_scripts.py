@@ -22,7 +22,7 @@ def scripts(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     yield lambda name: importlib.import_module(name)
     for name in ("setup_profile", "agdsw_indicator", "geneo_inertia", "geneo_eigen_stop",
-                 "shared_order", "common"):  # (fresh modules for the next test)
+                 "shared_order", "pardiso_columns", "common"):  # (fresh for the next test)
         sys.modules.pop(name, None)
 
 
@@ -137,3 +137,26 @@ def test_setup_profile_targets_follow_from_its_rows(scripts, tmp_path):
         s = speed[f"{name} both cores"]
         assert s["value"] == pytest.approx(rows[name]["total"] / many["rows"][name]["total"])
         assert s["pass"] == (s["value"] >= 1.6)
+
+
+def test_pardiso_columns_keeps_the_coarse_spaces(scripts, tmp_path):
+    """``pardiso_columns.py``: the set-ups with PARDISO's narrow multi-column solves split
+    and in one call build the same coarse spaces to rounding."""
+    need("pardiso")
+    out = tmp_path / "columns.json"
+    assert scripts("pardiso_columns").main(
+        ["--quick", "--repeat", "1", "--problems", "2", "--kinds", "gdsw", "geneo",
+         "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [row["kind"] for row in rows] == ["gdsw", "geneo"]
+    for row in rows:
+        assert row["one_call"]["coarse_dim"] == row["split"]["coarse_dim"] > 0
+        assert row["apart"] <= 1e-10, row["kind"]
+        assert row["one_call"]["setup"] > 0 and row["split"]["setup"] > 0
+        assert row["sa"]["setup"] > 0  # the peer, same rounds
+    # --calls: every full solve of several columns of the set-up, timed both ways
+    assert scripts("pardiso_columns").main(
+        ["--quick", "--calls", "--problems", "2", "--kinds", "geneo", "--json", str(out)]) == 0
+    calls = json.loads(out.read_text())
+    assert calls and all(c[1] == "geneo" and c[2] >= 2 and c[5] > 0 and c[6] > 0
+                         for c in calls)

@@ -134,6 +134,21 @@ PARDISO_ORDERINGS = ("auto", "nd", "md")
 #: 8 parts of 4,300, 0.27 s against 0.28 s (nd saves 560 MFlop, the rule asks 450).
 PARDISO_ND_FLOPS_PER_ENTRY = 5000
 
+#: A full solve with ``p > 1`` right-hand sides goes to PARDISO one column at a time when
+#: ``p * nnz(L) < PARDISO_COLUMN_SOLVES * rows``.  PARDISO's solve with several right-hand
+#: sides (its classic factorisation, the one used here) costs about 0.6 us per row more
+#: than as many single-column solves, which cost about 3.5 ns per factor nonzero each
+#: (MKL 2026.2, one thread, block-diagonal Laplacians of about 15,000 rows: 2D, 13 factor
+#: nonzeros per row, 2 columns 10.5 ms against 2.0 ms one by one, 32 columns 38 ms against
+#: 31 ms; 3D, 70 per row, 4 columns 17.8 ms against 12.0 ms, 8 columns alike, 32 columns
+#: 64 ms against 109 ms).  The columns are then solved one by one while their triangular
+#: work stays below about that overhead (the crossover of both measurements).  GenEO's
+#: block Krylov method solves 4 to 12 columns at a time on every chunk, and the harmonic
+#: extension a few on the 2D problems.  (PARDISO's two-level factorisation, ``iparm[23] =
+#: 10``, solves several columns without the overhead, but factorised 3D elasticity's
+#: subdomains twice as slowly and reports no inertia.)
+PARDISO_COLUMN_SOLVES = 400
+
 #: PARDISO's error codes and their meaning (oneMKL reference, ``pardiso``).
 PARDISO_ERRORS = {
     -1: "input inconsistent",
@@ -789,7 +804,8 @@ class PardisoBlocks(BlockSolver):
     the OpenMP threads they wake spin beside the caller's BLAS threads, and a solve on
     another thread count than the factorisation's makes the next refactorisation crash;
     :class:`~ddops.linalg.parallel.ThreadedBlocks` runs several factorisations side by
-    side instead.  The factors
+    side instead.  A full solve of a few columns goes to PARDISO one column at a time
+    (:data:`PARDISO_COLUMN_SOLVES`).  The factors
     live in MKL's memory, and the matrix PARDISO points to in ours, until :meth:`free`
     or the object is collected.
 
@@ -1012,6 +1028,13 @@ class PardisoBlocks(BlockSolver):
         if self._released:
             raise RuntimeError("the PARDISO factors were released (release_factors); "
                                "refactor first")
+        if (partial == 0 and X.ndim == 2 and X.shape[1] > 1
+                and X.shape[1] * self.nnz < PARDISO_COLUMN_SOLVES * X.shape[0]):
+            # one column at a time: cheaper than one call with all of them (see the constant)
+            Y = np.empty(X.shape, dtype=np.float64)
+            for j in range(X.shape[1]):  # a loop over a few columns, not over blocks
+                Y[:, j] = self._solve_phase(np.ascontiguousarray(X[:, j]), 0)
+            return Y
         Y, error = self._handle.call(33, X, partial=partial)
         if error != 0:  # pragma: no cover - a solve after a good factorisation
             raise _pardiso_error("solve", error)
