@@ -142,7 +142,10 @@ PARDISO_ND_FLOPS_PER_ENTRY = 5000
 #: nonzeros per row, 2 columns 10.5 ms against 2.0 ms one by one, 32 columns 38 ms against
 #: 31 ms; 3D, 70 per row, 4 columns 17.8 ms against 12.0 ms, 8 columns alike, 32 columns
 #: 64 ms against 109 ms).  The columns are then solved one by one while their triangular
-#: work stays below about that overhead (the crossover of both measurements).  GenEO's
+#: work stays below about that overhead (the crossover of both measurements; over the 602
+#: multi-column solves of GDSW's, AGDSW's and GenEO's set-ups on the problems of
+#: ``benchmarks/setup_profile.py``, thresholds 300 to 600 all take the faster way but for
+#: 0.3 %: ``benchmarks/pardiso_columns.py --calls``, 4.53 s in one call each, 2.45 s so).  GenEO's
 #: block Krylov method solves 4 to 12 columns at a time on every chunk, and the harmonic
 #: extension a few on the 2D problems.  (PARDISO's two-level factorisation, ``iparm[23] =
 #: 10``, solves several columns without the overhead, but factorised 3D elasticity's
