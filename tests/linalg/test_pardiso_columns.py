@@ -87,3 +87,26 @@ def test_partial_solves_keep_one_call(monkeypatch):
     expected = np.linalg.solve(K.toarray(), full)
     assert np.abs(X - expected).max() <= 1e-12 * np.abs(expected).max()
     assert calls == [3]
+
+
+def test_the_default_splits_a_2d_factor_and_keeps_a_3d_one_whole(monkeypatch):
+    """The two regimes measured for the default: 4 columns of a 2D factor (about 10 factor
+    nonzeros per row) go one by one, 12 columns of a 3D one (about 70) in one call."""
+    need("pardiso")
+    n = 14
+    T = sp.diags([-np.ones(n - 1), 2.01 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1])
+    I = sp.identity(n)
+    K3 = (sp.kron(sp.kron(T, I), I) + sp.kron(sp.kron(I, T), I)
+          + sp.kron(sp.kron(I, I), T)).tocsr()
+    K2, offsets2 = _blocks()
+    f2 = factorize_blocks(K2, offsets2, "pardiso")
+    f3 = factorize_blocks(K3, [0, K3.shape[0]], "pardiso")
+    calls = _count_solve_calls(monkeypatch)
+    rng = np.random.default_rng(4)
+    f2.solve(rng.standard_normal((K2.shape[0], 4)))
+    assert calls == [1, 1, 1, 1]
+    calls.clear()
+    X = rng.standard_normal((K3.shape[0], 12))
+    Y = f3.solve(X)
+    assert calls == [12]
+    assert np.abs(K3 @ Y - X).max() <= 1e-10 * np.abs(X).max()
