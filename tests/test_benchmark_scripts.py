@@ -22,7 +22,8 @@ def scripts(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     yield lambda name: importlib.import_module(name)
     for name in ("setup_profile", "agdsw_indicator", "geneo_inertia", "geneo_eigen_stop",
-                 "shared_order", "pardiso_columns", "common"):  # (fresh for the next test)
+                 "shared_order", "pardiso_columns", "local_beside",
+                 "common"):  # (fresh for the next test)
         sys.modules.pop(name, None)
 
 
@@ -87,6 +88,29 @@ def test_coarse_beside_keeps_the_iterations(scripts, tmp_path, monkeypatch):
         assert len({r["iterations"] for r in runs}) == 1 and runs[0]["iterations"] > 0
         assert all(r["apply_ms"] > 0 and r["solve"] > 0 for r in runs)
         assert row["sa"]["total"] > 0 and row["coarse_dim"] > 0 and row["threaded"]
+
+
+def test_local_beside_keeps_the_preconditioner(scripts, tmp_path, monkeypatch):
+    """``local_beside.py``: on two threads the numeric local factorisation ran beside the
+    coarse space in the beside row only (the local solver threaded at this small size too),
+    the two-thread preconditioners apply the same bit for bit, and the one-thread one
+    within rounding."""
+    need("pardiso")
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two CPUs")
+    from ddops.precond import corrections
+
+    monkeypatch.setattr(corrections, "THREADED_SOLVE_MIN_ROWS", 0)
+    out = tmp_path / "beside.json"
+    assert scripts("local_beside").main(
+        ["--quick", "--repeat", "1", "--problems", "2", "--coarse", "gdsw", "geneo",
+         "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [row["coarse"] for row in rows] == ["gdsw", "geneo"]
+    for row in rows:
+        assert row["beside"]["beside"] > 0 == row["before"]["beside"] == row["one"]["beside"]
+        assert row["same"] and row["one_thread_apart"] <= 1e-10
+        assert row["sa"]["setup"] > 0 and row["beside"]["coarse_dim"] > 0
 
 
 def test_shared_order_shares_and_keeps_the_basis(scripts, tmp_path):

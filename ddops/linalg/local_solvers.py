@@ -830,6 +830,11 @@ class PardisoBlocks(BlockSolver):
     (GenEO's inertia of ``N - tau B`` before its factorisation of ``N + sigma B``, see
     :func:`pardiso_inertia`) saves the ordering and the probes, about half of the analysis.
 
+    With ``numeric=False`` the constructor stops after the analysis (:attr:`order` is
+    known, there are no factors yet) and :meth:`factor_deferred` runs the numeric phase
+    later: the set-up of a two-level preconditioner on two threads or more factorises the
+    subdomains beside its coarse space (:data:`~ddops.precond.corrections.LOCAL_BESIDE_COARSE`).
+
     With ``block_size = b > 1`` (every block of whole nodes of ``b`` consecutive rows),
     nested dissection, probed or chosen, is METIS's on the node graph
     (:func:`node_nested_dissection`) handed to PARDISO as the ordering, instead of
@@ -858,7 +863,8 @@ class PardisoBlocks(BlockSolver):
     def __init__(self, K: sp.csr_matrix, offsets: np.ndarray, block: np.ndarray, *,
                  dtype: Any = np.float64, ordering: str = "auto",
                  sparse_rows: np.ndarray | None = None,
-                 order: np.ndarray | None = None, block_size: int = 1) -> None:
+                 order: np.ndarray | None = None, block_size: int = 1,
+                 numeric: bool = True) -> None:
         if ordering not in PARDISO_ORDERINGS:
             raise ValueError(f"ordering must be one of {PARDISO_ORDERINGS}, got {ordering!r}")
         if order is not None:
@@ -870,6 +876,7 @@ class PardisoBlocks(BlockSolver):
         self.dtype = np.dtype(dtype)
         self._handle = None
         self._released = False
+        self._deferred = None  # the matrix of a numeric phase left to factor_deferred()
         _pardiso_64()  # ImportError naming the extra before any work
         diagonal = K.diagonal()
         if (diagonal <= 0).any():  # not SPD, and PARDISO fails on a missing diagonal entry
@@ -905,7 +912,7 @@ class PardisoBlocks(BlockSolver):
         if analysed is not None:
             self._handle = analysed
             self.order = analysed.order
-            self._factor(K)
+            self._numeric_now_or_later(K, numeric)
             return
         upper = sp.triu(K, format="csr")
         upper.sum_duplicates()
@@ -930,7 +937,27 @@ class PardisoBlocks(BlockSolver):
             self.free()
             raise _pardiso_error("analysis", error)
         self.order = handle.order
+        self._numeric_now_or_later(K, numeric)
+
+    def _numeric_now_or_later(self, K: sp.csr_matrix, numeric: bool) -> None:
+        """The numeric phase after the analysis, or (``numeric`` False) no factors until
+        :meth:`factor_deferred`."""
+        if numeric:
+            self._factor(K)
+        else:
+            self._deferred, self._released = K, True
+
+    def factor_deferred(self) -> PardisoBlocks:
+        """The numeric factorisation that the constructor left out (``numeric=False``),
+        with its checks: a caller that needs only the analysis first (its :attr:`order`)
+        runs the numeric phase later, beside other work.  Returns ``self``."""
+        K, self._deferred = self._deferred, None
+        if K is None or self._handle is None:
+            raise RuntimeError("no deferred numeric factorisation (numeric=True, done, or "
+                               "freed)")
+        self._released = False
         self._factor(K)
+        return self
 
     def _factor(self, K: sp.csr_matrix) -> None:
         """PARDISO's numeric phase on the values in the handle, checked."""
@@ -975,7 +1002,7 @@ class PardisoBlocks(BlockSolver):
         upper.sum_duplicates()
         upper.sort_indices()
         self._handle.data[:] = upper.data.astype(self.dtype, copy=False)
-        self._released = False
+        self._released, self._deferred = False, None
         self._factor(K)
         return self
 
@@ -1029,8 +1056,9 @@ class PardisoBlocks(BlockSolver):
         if self._handle is None:
             raise RuntimeError("the PARDISO factors were freed")
         if self._released:
-            raise RuntimeError("the PARDISO factors were released (release_factors); "
-                               "refactor first")
+            raise RuntimeError("the PARDISO factors were released (release_factors), or "
+                               "not made yet (numeric=False); refactor or factor_deferred "
+                               "first")
         if (partial == 0 and X.ndim == 2 and X.shape[1] > 1
                 and X.shape[1] * self.nnz < PARDISO_COLUMN_SOLVES * X.shape[0]):
             # one column at a time: cheaper than one call with all of them (see the constant)
@@ -1047,7 +1075,7 @@ class PardisoBlocks(BlockSolver):
         """Release the factors held by MKL and the matrix held for it (also done when the
         object is collected); a later :meth:`solve` raises RuntimeError."""
         handle = getattr(self, "_handle", None)
-        self._handle = None
+        self._handle = self._deferred = None
         self._pattern = self._block = None  # what refactor() needs, gone with the factors
         if handle is not None:
             handle.free()
@@ -1426,7 +1454,8 @@ def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu
                      near_null: np.ndarray | None = None, cycles: int = AMG_CYCLES,
                      chunk_rows: int = CHUNK_ROWS, ordering: str = "auto",
                      sparse_rows: np.ndarray | None = None,
-                     order: np.ndarray | None = None, block_size: int = 1) -> BlockSolver:
+                     order: np.ndarray | None = None, block_size: int = 1,
+                     numeric: bool = True) -> BlockSolver:
     """A solver for the block-diagonal SPD matrix ``K`` with blocks at ``offsets``.
 
     Parameters
@@ -1473,9 +1502,13 @@ def factorize_blocks(K: sp.spmatrix, offsets: np.ndarray, solver: str = "superlu
     offsets = np.asarray(offsets, dtype=np.int64)
     K = sp.csr_matrix(K)
     block = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    if not numeric and not (solver == "pardiso" and K.shape[0] > 0):
+        raise ValueError(f"numeric=False needs solver='pardiso' and a nonempty matrix, got "
+                         f"solver={solver!r} with {K.shape[0]} rows")
     if solver == "pardiso" and K.shape[0] > 0:  # (PARDISO refuses an empty matrix)
         return PardisoBlocks(K, offsets, block, dtype=dtype, ordering=ordering,
-                             sparse_rows=sparse_rows, order=order, block_size=block_size)
+                             sparse_rows=sparse_rows, order=order, block_size=block_size,
+                             numeric=numeric)
     if solver in ("superlu", "pardiso"):
         out = SuperLUBlocks(K, offsets, block, dtype=dtype, exact_check=exact_check,
                             chunk_rows=chunk_rows)

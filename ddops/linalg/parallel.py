@@ -18,8 +18,10 @@ PARDISO factorisation into groups of consecutive blocks solved side by side.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
@@ -37,7 +39,7 @@ from .local_solvers import (
     thread_limit,
 )
 
-__all__ = ["MAX_CHUNK_WORKERS", "MIN_SPLIT_ROWS", "ThreadedBlocks", "chunk_workers",
+__all__ = ["MAX_CHUNK_WORKERS", "MIN_SPLIT_ROWS", "Beside", "ThreadedBlocks", "chunk_workers",
            "map_chunks", "rows_per_chunk", "solve_pool"]
 
 #: At most this many chunks in flight: each holds its factors and a few dense blocks of up to
@@ -82,7 +84,7 @@ def rows_per_chunk(total_rows: int, chunk_rows: int, workers: int | None = None)
 
 
 def map_chunks(function: Callable[..., Any], chunks: Sequence[tuple],
-               workers: int | None = None) -> Iterator[Any]:
+               workers: int | None = None, process_limits: bool = True) -> Iterator[Any]:
     """``function(*chunk) for chunk in chunks``, on up to ``workers`` threads.
 
     Parameters
@@ -100,6 +102,10 @@ def map_chunks(function: Callable[..., Any], chunks: Sequence[tuple],
         BLAS's threads than on one) (MKL's also in each worker,
         :func:`~ddops.linalg.local_solvers.limit_mkl_threads_here`; an OpenMP limit set by
         threadpoolctl holds in the calling thread only).
+    process_limits : bool
+        False: no process-wide limit on more than one worker (MKL's thread-local one only),
+        for chunks that run no BLAS call (PARDISO's numeric factorisations): then the call
+        may run on a thread beside others that set limits of their own (see Notes).
 
     Yields
     ------
@@ -120,15 +126,15 @@ def map_chunks(function: Callable[..., Any], chunks: Sequence[tuple],
         for chunk in chunks:
             yield function(*chunk)
         return
+    limit = thread_limit(1) if process_limits else contextlib.nullcontext()
     if len(chunks) == 1:  # on the calling thread, but on one BLAS thread as every chunk
-        with thread_limit(1):
+        with limit:
             yield function(*chunks[0])
         return
     # one thread per pool for the whole process (BLAS, MKL), and MKL's thread-local limit in
     # every worker, which the global one does not reach
-    with thread_limit(1), ThreadPoolExecutor(max_workers=min(workers, len(chunks)),
-                                             initializer=limit_mkl_threads_here,
-                                             initargs=(1,)) as pool:
+    with limit, ThreadPoolExecutor(max_workers=min(workers, len(chunks)),
+                                   initializer=limit_mkl_threads_here, initargs=(1,)) as pool:
         yield from pool.map(lambda chunk: function(*chunk), chunks)
 
 
@@ -169,6 +175,49 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
+class Beside:
+    """``function()`` on a thread of its own, started at once, beside the caller's work.
+
+    For work that sets no process-wide thread limit (:mod:`threadpoolctl`'s limits are
+    process-wide, and two threads entering and leaving them restore each other's in the
+    wrong order): PARDISO's numeric factorisations, which take their one MKL thread per
+    call (:meth:`ThreadedBlocks.factor_deferred`).  Whatever ``function``
+    raises is raised by :meth:`join`.
+
+    Attributes
+    ----------
+    seconds : float
+        The wall time ``function`` ran (after :meth:`join`).
+    """
+
+    def __init__(self, function: Callable[[], Any]) -> None:
+        self.seconds = 0.0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(function,),
+                                        name="ddops-beside", daemon=True)
+        self._thread.start()
+
+    def _run(self, function: Callable[[], Any]) -> None:
+        start = time.perf_counter()
+        try:
+            function()
+        except BaseException as exc:  # handed to the caller by join()
+            self._error = exc
+        finally:
+            self.seconds = time.perf_counter() - start
+
+    def join(self) -> float:
+        """Wait for ``function`` to finish; returns the seconds waited here, or raises
+        what ``function`` raised."""
+        start = time.perf_counter()
+        self._thread.join()
+        waited = time.perf_counter() - start
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return waited
+
+
 class ThreadedBlocks(BlockSolver):
     """Groups of consecutive blocks, each with its own PARDISO factorisation, factorised
     and solved side by side on threads.
@@ -198,6 +247,9 @@ class ThreadedBlocks(BlockSolver):
         At least 1: group ``k`` starts at the block boundary nearest to row
         ``k m / groups`` (about equal rows; blocks larger than ``m / groups`` can leave
         two cuts on one boundary, so there may be fewer groups).
+    numeric : bool
+        False: the groups are analysed only, and :meth:`factor_deferred` factorises them
+        later (see :class:`~ddops.linalg.local_solvers.PardisoBlocks`).
     workers : int, optional
         Threads that factorise and solve the groups (default: one per group).  With one,
         the groups are factorised and solved in turn on the calling thread: more groups
@@ -225,7 +277,7 @@ class ThreadedBlocks(BlockSolver):
 
     def __init__(self, K: sp.spmatrix, offsets: np.ndarray, *, groups: int,
                  workers: int | None = None, dtype: Any = np.float64,
-                 ordering: str = "auto", block_size: int = 1) -> None:
+                 ordering: str = "auto", block_size: int = 1, numeric: bool = True) -> None:
         K = sp.csr_matrix(K)
         offsets = np.asarray(offsets, dtype=np.int64)
         if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
@@ -261,7 +313,7 @@ class ThreadedBlocks(BlockSolver):
         self.parts = self._on_groups(lambda k, a, b: PardisoBlocks(
             diagonal_block(K, a, b), offsets[(offsets >= a) & (offsets <= b)] - a,
             block[a:b] - self._first_block[k], dtype=dtype, ordering=ordering,
-            block_size=block_size))
+            block_size=block_size, numeric=numeric))
         self.ordering = self.parts[0].ordering
         if not self.ordering_flops:
             self.ordering_flops = self.parts[0].ordering_flops
@@ -338,7 +390,8 @@ class ThreadedBlocks(BlockSolver):
 
     def refactor(self, K: sp.csr_matrix) -> ThreadedBlocks:
         """Every group's numeric phase on the values of ``K`` (the pattern of the first
-        matrix; a ValueError otherwise), side by side; returns ``self``.
+        matrix; a ValueError otherwise), side by side, with no process-wide thread limit
+        (as :meth:`factor_deferred`); returns ``self``.
 
         Each group checks its rows' pattern (its own copy, none of the whole matrix is
         kept): an entry outside the groups' diagonal blocks changes some group's rows.
@@ -347,12 +400,23 @@ class ThreadedBlocks(BlockSolver):
         if K.shape != self.shape:
             raise ValueError(f"refactor: K has shape {K.shape}, not {self.shape}")
 
-        self._on_groups(lambda k, a, b: self.parts[k].refactor(diagonal_block(K, a, b)))
+        self._on_groups(lambda k, a, b: self.parts[k].refactor(diagonal_block(K, a, b)),
+                        process_limits=False)
         return self
 
-    def _on_groups(self, call: Callable[[int, int, int], Any]) -> list:
-        """``call(k, a, b)`` for every group ``k`` of rows ``a:b``, side by side; a singular
-        block is named in the whole matrix's numbering, and a failure frees every group."""
+    def factor_deferred(self) -> ThreadedBlocks:
+        """Every group's numeric factorisation left out by ``numeric=False``, side by side
+        on :attr:`workers` threads, with no process-wide thread limit (PARDISO takes its one
+        MKL thread per call): it may run on a thread of its own beside other work
+        (:class:`Beside`).  Returns ``self``."""
+        self._on_groups(lambda k, a, b: self.parts[k].factor_deferred(), process_limits=False)
+        return self
+
+    def _on_groups(self, call: Callable[[int, int, int], Any],
+                   process_limits: bool = True) -> list:
+        """``call(k, a, b)`` for every group ``k`` of rows ``a:b``, side by side
+        (``process_limits``: see :func:`map_chunks`); a singular block is named in the
+        whole matrix's numbering, and a failure frees every group."""
         def one(k: int) -> Any:
             try:
                 return call(k, int(self.bounds[k]), int(self.bounds[k + 1]))
@@ -361,7 +425,8 @@ class ThreadedBlocks(BlockSolver):
 
         groups = self.bounds.size - 1
         try:
-            return list(map_chunks(one, [(k,) for k in range(groups)], workers=self.workers))
+            return list(map_chunks(one, [(k,) for k in range(groups)], workers=self.workers,
+                                   process_limits=process_limits))
         except BaseException:
             self.free()
             raise

@@ -20,6 +20,7 @@ numeric phase (:meth:`~ddops.precond.schwarz.TwoLevelSchwarz.update`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -252,16 +253,24 @@ class OverlappingCorrection:
         indices, indptr, shape = self._K_pattern
         return sp.csr_matrix((A.data[self._source], indices, indptr), shape=shape)
 
-    def compute(self, A: sp.csr_matrix) -> None:
+    def compute(self, A: sp.csr_matrix, defer: bool = False) -> Callable[[], None] | None:
         """The numeric phase: factorise the subdomain matrices of ``A``.
 
         PARDISO keeps its analysis (ordering and symbolic factorisation) from the first
         call and repeats only its numeric factorisation; the other solvers start again.
+
+        With ``defer`` and PARDISO's threaded groups (:meth:`can_defer`), only the
+        analysis runs here (a first call; :meth:`elimination_positions` is then known) and
+        the numeric factorisation is returned as a callable, for a thread of its own beside
+        other work: it factorises the groups side by side with no process-wide thread limit
+        and raises what :meth:`compute` would raise.  Until it has run, the solver
+        cannot solve.  Returns None where nothing is deferred.
         """
-        reusable = getattr(self.solver, "refactor", None)
-        # release the old factors first: they are not needed for the new ones
-        self.solver = self.inverses = None
         start = time.perf_counter()
+        reusable = getattr(self.solver, "refactor", None)
+        defer = bool(defer) and self.can_defer()
+        # release the old factors first: they are not needed for the new ones
+        solver, self.solver, self.inverses = self.solver, None, None
         if self.local_solver == "dense":
             blocks = self._dense_blocks(A)
             self.extraction_seconds = time.perf_counter() - start
@@ -270,10 +279,39 @@ class OverlappingCorrection:
             K = self.subdomain_matrices(A)
             self.extraction_seconds = time.perf_counter() - start
             try:
-                self.solver = reusable(K) if reusable is not None else self._factor_sparse(K)
+                if defer and reusable is not None:
+                    self.solver = solver  # its analysis stays; the new values come later
+                    later = lambda: solver.refactor(K)  # noqa: E731
+                elif defer:
+                    self.solver = self._factor_sparse(K, numeric=False)
+                    later = self.solver.factor_deferred
+                else:
+                    self.solver = (reusable(K) if reusable is not None
+                                   else self._factor_sparse(K))
             except SingularBlockError as exc:
                 raise self._singular_block_error(exc.block) from None
         self.factorization_seconds = time.perf_counter() - start - self.extraction_seconds
+        if not defer:
+            return None
+
+        def numeric() -> None:
+            try:
+                later()
+            except SingularBlockError as exc:
+                raise self._singular_block_error(exc.block) from None
+
+        return numeric
+
+    def can_defer(self) -> bool:
+        """Whether :meth:`compute` can defer the numeric factorisation now: PARDISO's groups
+        on more than one thread (:class:`~ddops.linalg.parallel.ThreadedBlocks`), to be
+        built or refactorised, under the thread limit in force."""
+        if self.local_solver == "dense" or self.sparse_solver != "pardiso":
+            return False
+        if getattr(self.solver, "refactor", None) is not None:
+            return isinstance(self.solver, ThreadedBlocks) and chunk_workers() > 1
+        groups, workers = self._threaded_groups(int(self.decomposition.offsets[-1]))
+        return groups > 1 and workers > 1
 
     def elimination_positions(self) -> np.ndarray | None:
         """Where PARDISO's factorisation of the subdomain matrices eliminates every row of
@@ -318,18 +356,25 @@ class OverlappingCorrection:
         xp = np if self.backend == "numpy" else _cupy()
         self.inverses = xp.asarray(inv.astype(inv_dtype))
 
-    def _factor_sparse(self, K: sp.csr_matrix) -> BlockSolver:
-        """Factorise ``K = diag(A_1, ..., A_N)`` with the sparse solver."""
+    def _threaded_groups(self, rows: int) -> tuple[int, int]:
+        """PARDISO's groups and their threads for ``rows`` rows of subdomain matrices."""
+        workers = chunk_workers() if rows >= THREADED_SOLVE_MIN_ROWS else 1
+        # a multiple of the threads, so that each solves as many rows
+        per_worker = -(-int(rows) // (LOCAL_GROUP_ROWS * workers))
+        offsets = self.decomposition.offsets
+        return min(workers * per_worker, int(np.count_nonzero(np.diff(offsets)))), workers
+
+    def _factor_sparse(self, K: sp.csr_matrix, numeric: bool = True) -> BlockSolver:
+        """Factorise ``K = diag(A_1, ..., A_N)`` with the sparse solver (``numeric`` False:
+        PARDISO's threaded groups analysed only, see :meth:`compute`)."""
         offsets = self.decomposition.offsets
         block_size = int(getattr(self.decomposition, "block_size", 1))
         if self.sparse_solver == "pardiso":
-            workers = chunk_workers() if K.shape[0] >= THREADED_SOLVE_MIN_ROWS else 1
-            # a multiple of the threads, so that each solves as many rows
-            per_worker = -(-K.shape[0] // (LOCAL_GROUP_ROWS * workers))
-            groups = min(workers * per_worker, int(np.count_nonzero(np.diff(offsets))))
+            groups, workers = self._threaded_groups(K.shape[0])
             if groups > 1:
                 return ThreadedBlocks(K, offsets, groups=groups, workers=workers,
-                                      dtype=self.factor_dtype, block_size=block_size)
+                                      dtype=self.factor_dtype, block_size=block_size,
+                                      numeric=numeric)
         return factorize_blocks(K, offsets, self.sparse_solver, dtype=self.factor_dtype,
                                 exact_check=K.shape[0] <= EXACT_PIVOT_CHECK_ROWS,
                                 near_null=self._near_null, chunk_rows=LOCAL_CHUNK_ROWS,
@@ -767,6 +812,17 @@ def _rows_to_full(rows_matrix: sp.csr_matrix, rows: np.ndarray, shape: tuple) ->
     counts[rows] = np.diff(rows_matrix.indptr)
     indptr = np.concatenate([[0], np.cumsum(counts)]).astype(rows_matrix.indptr.dtype)
     return sp.csr_matrix((rows_matrix.data, rows_matrix.indices, indptr), shape=shape)
+
+
+#: In a set-up on two threads or more whose local solver is PARDISO's threaded groups
+#: (:meth:`OverlappingCorrection.can_defer`), the subdomains' numeric factorisation runs on
+#: a thread of its own beside the coarse space (basis, ``A_0`` and its factorisation), which
+#: needs only their analysis (the elimination order GDSW's extension shares): the coarse
+#: space's serial steps (the assembly and factorisation of ``A_0``, the dependent-column
+#: check) then leave no core idle.  The same factors bit for bit.  Measured
+#: (``benchmarks/local_beside.py``): see ``docs/preconditioning.md``, "The local
+#: factorisation beside the coarse space".
+LOCAL_BESIDE_COARSE = True
 
 
 #: In an additive two-level application whose local solves run on several threads

@@ -62,8 +62,10 @@ from ..linalg.local_solvers import (
     pardiso_available,
     thread_limit,
 )
+from ..linalg.parallel import Beside
 from ..linalg.spd import SINGULAR_PIVOT_RTOL
 from ..operators.linop import DENSE_LIMIT_BYTES, BackendLinearOperator
+from . import corrections
 from .corrections import (
     COARSE_DENSE_MAX,
     DENSE_LOCAL_LIMIT_BYTES,
@@ -612,6 +614,8 @@ class TwoLevelSchwarz(BackendLinearOperator):
 
         The local factors come first: a GDSW-type basis analyses its interior problems by
         their elimination order (:meth:`~ddops.dd.analysis.GDSWAnalysis.share_local_order`).
+        On two threads or more only their analysis does, and their numeric factorisation
+        runs beside the coarse space (:data:`~ddops.precond.corrections.LOCAL_BESIDE_COARSE`).
         """
         numeric_start = time.perf_counter()
         builds_basis = self.coarse is not None and not reuse_coarse
@@ -621,9 +625,31 @@ class TwoLevelSchwarz(BackendLinearOperator):
             # clearly
             check_positive_diagonal(A)
         local_start = time.perf_counter()
-        self.local.compute(A)
+        self.local_beside_seconds = 0.0
+        # on two threads or more, only the analysis here and the numeric factorisation
+        # beside the coarse space (LOCAL_BESIDE_COARSE)
+        numeric = self.local.compute(
+            A, defer=corrections.LOCAL_BESIDE_COARSE and self.coarse is not None)
+        beside = None if numeric is None else Beside(numeric)
         self.local_setup_seconds = time.perf_counter() - local_start
+        if beside is not None:  # the thread's start (it takes the GIL a while) is local too
+            self.local.factorization_seconds = (self.local_setup_seconds
+                                                - self.local.extraction_seconds)
+        try:
+            self._coarse_numeric(A, reuse_coarse, builds_basis)
+        finally:
+            # the factors done (or failed) before anything returns or raises; a failure of
+            # the local factorisation first, as without the thread
+            if beside is not None:
+                waited = beside.join()
+                self.local.factorization_seconds += waited
+                self.local_setup_seconds += waited
+                self.local_beside_seconds = beside.seconds
+        self.numeric_seconds = time.perf_counter() - numeric_start
 
+    def _coarse_numeric(self, A: sp.csr_matrix, reuse_coarse: bool,
+                        builds_basis: bool) -> None:
+        """The coarse basis (unless kept), ``A_0`` and its factor, and the composition."""
         basis_start = time.perf_counter()
         if builds_basis:
             analysis = self.coarse.analysis
@@ -658,7 +684,6 @@ class TwoLevelSchwarz(BackendLinearOperator):
             self._composition = SumCorrection(self.local, self.coarse)
         else:
             self._composition = self.local
-        self.numeric_seconds = time.perf_counter() - numeric_start
 
     def update(self, A: Any, *, reuse_coarse: bool = False,
                neumann: Any = None) -> TwoLevelSchwarz:
@@ -824,7 +849,11 @@ class TwoLevelSchwarz(BackendLinearOperator):
             phases; after an update, symbolic is the check of the matrix and its
             pattern), ``coarse_basis_seconds``,
             ``local_setup_seconds``, ``coarse_setup_seconds`` (the parts of the numeric
-            phase), ``phases`` (:attr:`setup_phases`, the finer split); bytes held:
+            phase; with the numeric local factorisation beside the coarse space,
+            :data:`~ddops.precond.corrections.LOCAL_BESIDE_COARSE`, the local part is its
+            analysis and the wait for it), ``local_beside_seconds`` (the wall time of
+            that numeric factorisation on its thread; 0 without it), ``phases``
+            (:attr:`setup_phases`, the finer split); bytes held:
             ``local_factor_bytes`` (the sparse local factors, the ``"amg"`` hierarchy or
             the dense inverses),
             ``coarse_factor_bytes`` (dense Cholesky factor or SuperLU factors of
@@ -866,6 +895,7 @@ class TwoLevelSchwarz(BackendLinearOperator):
             "symbolic_seconds": self.symbolic_seconds, "numeric_seconds": self.numeric_seconds,
             "coarse_basis_seconds": self.coarse_basis_seconds,
             "local_setup_seconds": self.local_setup_seconds,
+            "local_beside_seconds": self.local_beside_seconds,
             "coarse_setup_seconds": self.coarse_setup_seconds,
             "local_factor_bytes": local, "coarse_factor_bytes": coarse,
             "coarse_basis_bytes": basis, "restriction_bytes": restriction,
@@ -889,6 +919,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
         checks), ``extraction`` (the subdomain matrices), ``local_factorization``,
         ``coarse_assembly`` (``A_0 = Phi^T A Phi``) and ``coarse_factorization``.  All but
         the first two add up to :attr:`setup_seconds` (to the bookkeeping between them).
+        Where the numeric local factorisation ran beside the coarse space
+        (:data:`~ddops.precond.corrections.LOCAL_BESIDE_COARSE`), ``local_factorization``
+        is its analysis and the time the set-up waited for the rest
+        (``stats()["local_beside_seconds"]``: its own wall time).
         """
         d_stats = getattr(self.decomposition, "setup_stats", {}) or {}
         info = self._basis_stats

@@ -21,7 +21,7 @@ STATS_KEYS = {"local_solver", "sparse_solver", "coarse_dim", "setup_seconds",
               "phases", "symbolic_seconds", "numeric_seconds", "symbolic_bytes",
               "reuse_coarse_bytes",
               "coarse_basis_seconds",
-              "local_setup_seconds", "coarse_setup_seconds",
+              "local_setup_seconds", "coarse_setup_seconds", "local_beside_seconds",
               "local_factor_bytes", "coarse_factor_bytes", "coarse_basis_bytes",
               "restriction_bytes", "total_bytes", "factor_nnz"}
 PARTS = ("local_factor_bytes", "coarse_factor_bytes", "coarse_basis_bytes",

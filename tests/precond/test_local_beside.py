@@ -1,0 +1,263 @@
+"""The subdomains' numeric factorisation beside the coarse space (``LOCAL_BESIDE_COARSE``):
+on two threads the set-up analyses the local matrices, then factorises them on a thread of
+its own while it builds the coarse space; the same preconditioner bit for bit as with the
+factorisation first, through updates, with the local failure first and every thread done
+before the set-up returns or raises."""
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+import ddops
+from ddops.linalg.local_solvers import PardisoBlocks, SingularBlockError, factorize_blocks
+from ddops.linalg.parallel import Beside, ThreadedBlocks, map_chunks
+from ddops.precond import corrections
+from ddops.precond.corrections import CoarseCorrection
+from tests._optional import need
+
+two_cpus = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs")
+DECOMPOSITION = ("partition", "overlap")
+
+
+@pytest.fixture
+def problem(monkeypatch):
+    need("pardiso")
+    monkeypatch.setattr(corrections, "THREADED_SOLVE_MIN_ROWS", 0)  # small problems too
+    A = ddops.poisson_2d(30)
+    return A, ddops.Decomposition.from_grid((30, 30), (3, 3), 1)
+
+
+@pytest.fixture
+def deferred(monkeypatch):
+    """Every deferred numeric factorisation of ThreadedBlocks: (thread, start, end)."""
+    runs = []
+    factor_deferred = ThreadedBlocks.factor_deferred
+
+    def spy(self):
+        start = time.perf_counter()
+        out = factor_deferred(self)
+        runs.append((threading.get_ident(), start, time.perf_counter()))
+        return out
+
+    monkeypatch.setattr(ThreadedBlocks, "factor_deferred", spy)
+    return runs
+
+
+def build(A, d, coarse, threads, **kwargs):
+    space = {"geneo": {"geneo": ddops.GenEOOptions(threshold=0.9)}}.get(coarse, {})
+    return ddops.TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
+        coarse=coarse, local_solver="pardiso", threads=threads, **space, **kwargs))
+
+
+@two_cpus
+@pytest.mark.parametrize("coarse", ["gdsw", "agdsw", "geneo"])
+@pytest.mark.parametrize("variant", ["additive", "hybrid"])
+def test_beside_and_before_give_the_same_preconditioner(problem, deferred, monkeypatch,
+                                                         coarse, variant):
+    """On two threads the numeric factorisation runs beside the coarse space exactly when
+    the flag is on, on another thread, and the preconditioner is the same bit for bit,
+    applied and adjoint, after a fresh set-up and after an update (refactorised beside)."""
+    A, d = problem
+    X = np.random.default_rng(0).standard_normal((A.shape[0], 2))
+    A2 = (A + sp.diags(np.linspace(0.0, 1.0, A.shape[0]))).tocsr()
+    beside = build(A, d, coarse, 2, variant=variant)
+    assert len(deferred) == 1 and deferred[0][0] != threading.get_ident()
+    assert beside.stats["local_beside_seconds"] > 0
+    monkeypatch.setattr(corrections, "LOCAL_BESIDE_COARSE", False)
+    before = build(A, d, coarse, 2, variant=variant)
+    assert len(deferred) == 1 and before.stats["local_beside_seconds"] == 0
+    assert isinstance(before.local.solver, ThreadedBlocks)
+    assert np.array_equal(beside @ X, before @ X)
+    assert np.array_equal(beside.rmatmat(X), before.rmatmat(X))
+    # an update: the refactorisation beside (the same groups), then without
+    refactor = ThreadedBlocks.refactor
+    threads = []
+    monkeypatch.setattr(ThreadedBlocks, "refactor", lambda self, K: (
+        threads.append(threading.get_ident()), refactor(self, K))[1])
+    monkeypatch.setattr(corrections, "LOCAL_BESIDE_COARSE", True)
+    solver = beside.local.solver
+    beside.update(A2)
+    assert beside.local.solver is solver and beside.stats["local_beside_seconds"] > 0
+    assert threads[-1] != threading.get_ident()
+    monkeypatch.setattr(corrections, "LOCAL_BESIDE_COARSE", False)
+    before.update(A2)
+    assert threads[-1] == threading.get_ident()
+    assert np.array_equal(beside @ X, before @ X)
+    one = build(A2, d, coarse, 1, variant=variant)
+    assert np.abs(beside @ X - one @ X).max() <= 1e-12 * np.abs(one @ X).max()
+
+
+def test_one_thread_defers_nothing(problem, deferred):
+    """With one thread (and with one level: nothing to run beside) the factorisation runs
+    first, as before."""
+    A, d = problem
+    for M in (build(A, d, "gdsw", 1), build(A, d, "none", 2)):
+        assert M.stats["local_beside_seconds"] == 0
+    assert deferred == []
+
+
+@two_cpus
+def test_an_update_under_one_thread_refactorises_on_the_calling_thread(problem,
+                                                                      monkeypatch):
+    """``threads=None`` follows the caller's limit at every set-up: built under two threads
+    (beside), updated under one (no second thread)."""
+    A, d = problem
+    threads = []
+    refactor = ThreadedBlocks.refactor
+    monkeypatch.setattr(ThreadedBlocks, "refactor", lambda self, K: (
+        threads.append(threading.get_ident()), refactor(self, K))[1])
+    with threadpool_limits(2):
+        M = build(A, d, "gdsw", None)
+    assert M.stats["local_beside_seconds"] > 0
+    with threadpool_limits(1):
+        M.update((2.0 * A).tocsr())
+    assert threads == [threading.get_ident()] and M.stats["local_beside_seconds"] == 0
+
+
+@two_cpus
+def test_the_numeric_factorisation_runs_while_the_coarse_space_is_built(problem,
+                                                                        monkeypatch):
+    """The coarse basis waits until the deferred factorisation has started and the
+    factorisation until the basis has (run one after the other, they would time out)."""
+    A, d = problem
+    basis_started, factor_started, waited = threading.Event(), threading.Event(), []
+    factor_deferred, build_basis = ThreadedBlocks.factor_deferred, CoarseCorrection.build_basis
+
+    def factor(self):
+        factor_started.set()
+        waited.append(basis_started.wait(timeout=10))
+        return factor_deferred(self)
+
+    def basis(self, A):
+        basis_started.set()
+        waited.append(factor_started.wait(timeout=10))
+        return build_basis(self, A)
+
+    monkeypatch.setattr(ThreadedBlocks, "factor_deferred", factor)
+    monkeypatch.setattr(CoarseCorrection, "build_basis", basis)
+    M = build(A, d, "gdsw", 2)
+    assert waited == [True, True]
+    dense = ddops.TwoLevelSchwarz(A, d, "gdsw", local_solver="dense")
+    X = np.random.default_rng(1).standard_normal((A.shape[0], 2))
+    assert np.abs(M @ X - dense @ X).max() <= 1e-10 * np.abs(dense @ X).max()
+
+
+@two_cpus
+def test_the_phases_add_up_with_the_factorisation_beside(problem):
+    """local_factorization is the analysis and the wait: the phases still add up to the
+    set-up within 5 %, fresh and updated."""
+    A, d = problem
+    M = build(A, d, "gdsw", 2)
+    for _ in range(2):
+        phases = M.stats["phases"]
+        assert M.stats["local_beside_seconds"] > 0
+        total = sum(v for k, v in phases.items() if k not in DECOMPOSITION)
+        assert abs(total - M.setup_seconds) <= 0.05 * M.setup_seconds, (phases, M.setup_seconds)
+        assert all(v >= 0 for v in phases.values())
+        M.update((2.0 * A).tocsr())
+
+
+@two_cpus
+def test_a_failing_deferred_factorisation_is_raised_with_its_subdomain(problem):
+    """A subdomain that fails only in the numeric phase (positive diagonal, indefinite) is
+    named as without the thread, ahead of whatever the coarse space met."""
+    A, d = problem
+    last = d.subdomains[-1]
+    i, j = int(last[-1]), int(last[-2])
+    bad = A.tolil()
+    bad[i, j] = bad[j, i] = 10.0 * A[i, i]  # a 2 x 2 minor below zero, the diagonal positive
+    with pytest.raises(ValueError, match=f"subdomain {d.num_subdomains - 1}\\b"):
+        build(sp.csr_matrix(bad), d, "gdsw", 2)
+
+
+@two_cpus
+def test_a_failing_coarse_space_returns_once_the_factorisation_is_done(problem, deferred,
+                                                                       monkeypatch):
+    A, d = problem
+
+    def failing(self, A):
+        raise RuntimeError("the coarse basis failed")
+
+    monkeypatch.setattr(CoarseCorrection, "build_basis", failing)
+    with pytest.raises(RuntimeError, match="coarse basis failed"):
+        build(A, d, "gdsw", 2)
+    raised = time.perf_counter()
+    assert len(deferred) == 1 and deferred[0][2] <= raised
+
+
+def blocks(count: int = 9, bad: int | None = None):
+    """``count`` shifted 2D Laplacians of 16 rows, block ``bad`` indefinite (its diagonal
+    positive), and their offsets."""
+    one = (ddops.poisson_2d(4) + sp.identity(16)).tolil()
+    worse = one.copy()
+    worse[0, 1] = worse[1, 0] = 10.0 * one[0, 0]
+    K = sp.block_diag([worse if k == bad else one * (1.0 + k) for k in range(count)],
+                      format="csr")
+    return K, np.arange(0, 16 * count + 1, 16)
+
+
+def test_a_deferred_pardiso_factorisation_solves_as_the_direct_one():
+    need("pardiso")
+    K, offsets = blocks()
+    direct = factorize_blocks(K, offsets, "pardiso")
+    later = factorize_blocks(K, offsets, "pardiso", numeric=False)
+    assert isinstance(later, PardisoBlocks) and np.array_equal(later.order, direct.order)
+    x = np.random.default_rng(2).standard_normal((144, 3))
+    with pytest.raises(RuntimeError, match="factor_deferred"):
+        later.solve(x)
+    assert later.factor_deferred() is later
+    assert np.array_equal(later.solve(x), direct.solve(x)) and later.nnz == direct.nnz
+    with pytest.raises(RuntimeError, match="no deferred"):
+        later.factor_deferred()
+    with pytest.raises(ValueError, match="numeric=False needs solver='pardiso'"):
+        factorize_blocks(K, offsets, "superlu", numeric=False)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_deferred_groups_factorise_as_the_direct_ones_without_process_limits(monkeypatch,
+                                                                             workers):
+    """ThreadedBlocks(numeric=False).factor_deferred(): the same solves bit for bit, and no
+    process-wide thread limit entered (it runs beside a set-up that sets its own)."""
+    need("pardiso")
+    K, offsets = blocks()
+    direct = ThreadedBlocks(K, offsets, groups=3, workers=workers)
+    later = ThreadedBlocks(K, offsets, groups=3, workers=workers, numeric=False)
+    from ddops.linalg import parallel
+
+    limits = []
+    thread_limit = parallel.thread_limit
+    monkeypatch.setattr(parallel, "thread_limit", lambda n: limits.append(n) or thread_limit(n))
+    later.factor_deferred()
+    assert limits == []
+    x = np.random.default_rng(3).standard_normal(144)
+    assert np.array_equal(later.solve(x), direct.solve(x))
+    # a chunked map with the limits (the default) enters them
+    list(map_chunks(lambda k: k, [(0,), (1,)], workers=2))
+    assert limits == [1]
+
+
+def test_a_singular_deferred_group_is_named_in_the_whole_matrix():
+    need("pardiso")
+    K, offsets = blocks(bad=7)
+    later = ThreadedBlocks(K, offsets, groups=3, numeric=False)
+    with pytest.raises(SingularBlockError) as info:
+        later.factor_deferred()
+    assert info.value.block == 7
+
+
+def test_beside_joins_with_the_result_or_the_error():
+    ran = []
+    task = Beside(lambda: time.sleep(0.05) or ran.append(threading.get_ident()))
+    assert task.join() >= 0 and ran and ran[0] != threading.get_ident()
+    assert task.seconds >= 0.05
+
+    def failing():
+        raise KeyError("beside")
+
+    with pytest.raises(KeyError, match="beside"):
+        Beside(failing).join()
