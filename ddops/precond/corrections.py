@@ -53,6 +53,7 @@ __all__ = [
     "COARSE_DENSE_MAX_PARDISO",
     "LOCAL_CHUNK_ROWS",
     "EXACT_PIVOT_CHECK_ROWS",
+    "LOCAL_BESIDE_COARSE",
     "SINGULAR_HINT",
     "SingularMatrixError",
     "entry_map",

@@ -25,14 +25,6 @@ DECOMPOSITION = ("partition", "overlap")
 
 
 @pytest.fixture
-def problem(monkeypatch):
-    need("pardiso")
-    monkeypatch.setattr(corrections, "THREADED_SOLVE_MIN_ROWS", 0)  # small problems too
-    A = ddops.poisson_2d(30)
-    return A, ddops.Decomposition.from_grid((30, 30), (3, 3), 1)
-
-
-@pytest.fixture
 def deferred(monkeypatch):
     """Every deferred numeric factorisation of ThreadedBlocks: (thread, start, end)."""
     runs = []
@@ -57,12 +49,12 @@ def build(A, d, coarse, threads, **kwargs):
 @two_cpus
 @pytest.mark.parametrize("coarse", ["gdsw", "agdsw", "geneo"])
 @pytest.mark.parametrize("variant", ["additive", "hybrid"])
-def test_beside_and_before_give_the_same_preconditioner(problem, deferred, monkeypatch,
-                                                         coarse, variant):
+def test_beside_and_before_give_the_same_preconditioner(
+        threaded_problem, deferred, monkeypatch, coarse, variant):
     """On two threads the numeric factorisation runs beside the coarse space exactly when
     the flag is on, on another thread, and the preconditioner is the same bit for bit,
     applied and adjoint, after a fresh set-up and after an update (refactorised beside)."""
-    A, d = problem
+    A, d = threaded_problem
     X = np.random.default_rng(0).standard_normal((A.shape[0], 2))
     A2 = (A + sp.diags(np.linspace(0.0, 1.0, A.shape[0]))).tocsr()
     beside = build(A, d, coarse, 2, variant=variant)
@@ -92,21 +84,21 @@ def test_beside_and_before_give_the_same_preconditioner(problem, deferred, monke
     assert np.abs(beside @ X - one @ X).max() <= 1e-12 * np.abs(one @ X).max()
 
 
-def test_one_thread_defers_nothing(problem, deferred):
+def test_one_thread_defers_nothing(threaded_problem, deferred):
     """With one thread (and with one level: nothing to run beside) the factorisation runs
     first, as before."""
-    A, d = problem
+    A, d = threaded_problem
     for M in (build(A, d, "gdsw", 1), build(A, d, "none", 2)):
         assert M.stats["local_beside_seconds"] == 0
     assert deferred == []
 
 
 @two_cpus
-def test_an_update_under_one_thread_refactorises_on_the_calling_thread(problem,
-                                                                      monkeypatch):
+def test_an_update_under_one_thread_refactorises_on_the_calling_thread(
+        threaded_problem, monkeypatch):
     """``threads=None`` follows the caller's limit at every set-up: built under two threads
     (beside), updated under one (no second thread)."""
-    A, d = problem
+    A, d = threaded_problem
     threads = []
     refactor = ThreadedBlocks.refactor
     monkeypatch.setattr(ThreadedBlocks, "refactor", lambda self, K: (
@@ -120,11 +112,11 @@ def test_an_update_under_one_thread_refactorises_on_the_calling_thread(problem,
 
 
 @two_cpus
-def test_the_numeric_factorisation_runs_while_the_coarse_space_is_built(problem,
-                                                                        monkeypatch):
+def test_the_numeric_factorisation_runs_while_the_coarse_space_is_built(
+        threaded_problem, monkeypatch):
     """The coarse basis waits until the deferred factorisation has started and the
     factorisation until the basis has (run one after the other, they would time out)."""
-    A, d = problem
+    A, d = threaded_problem
     basis_started, factor_started, waited = threading.Event(), threading.Event(), []
     factor_deferred, build_basis = ThreadedBlocks.factor_deferred, CoarseCorrection.build_basis
 
@@ -148,10 +140,10 @@ def test_the_numeric_factorisation_runs_while_the_coarse_space_is_built(problem,
 
 
 @two_cpus
-def test_the_phases_add_up_with_the_factorisation_beside(problem):
+def test_the_phases_add_up_with_the_factorisation_beside(threaded_problem):
     """local_factorization is the analysis and the wait: the phases still add up to the
     set-up within 5 %, fresh and updated."""
-    A, d = problem
+    A, d = threaded_problem
     M = build(A, d, "gdsw", 2)
     for _ in range(2):
         phases = M.stats["phases"]
@@ -163,10 +155,10 @@ def test_the_phases_add_up_with_the_factorisation_beside(problem):
 
 
 @two_cpus
-def test_a_failing_deferred_factorisation_is_raised_with_its_subdomain(problem):
+def test_a_failing_deferred_factorisation_is_raised_with_its_subdomain(threaded_problem):
     """A subdomain that fails only in the numeric phase (positive diagonal, indefinite) is
     named as without the thread, ahead of whatever the coarse space met."""
-    A, d = problem
+    A, d = threaded_problem
     last = d.subdomains[-1]
     i, j = int(last[-1]), int(last[-2])
     bad = A.tolil()
@@ -176,9 +168,9 @@ def test_a_failing_deferred_factorisation_is_raised_with_its_subdomain(problem):
 
 
 @two_cpus
-def test_a_failing_coarse_space_returns_once_the_factorisation_is_done(problem, deferred,
-                                                                       monkeypatch):
-    A, d = problem
+def test_a_failing_coarse_space_returns_once_the_factorisation_is_done(
+        threaded_problem, deferred, monkeypatch):
+    A, d = threaded_problem
 
     def failing(self, A):
         raise RuntimeError("the coarse basis failed")

@@ -11,15 +11,6 @@ import ddops
 from ddops.linalg.local_solvers import PardisoBlocks
 from ddops.linalg.parallel import ThreadedBlocks
 from ddops.precond import corrections
-from tests._optional import need
-
-
-@pytest.fixture
-def problem(monkeypatch):
-    need("pardiso")
-    monkeypatch.setattr(corrections, "THREADED_SOLVE_MIN_ROWS", 0)  # small problems too
-    A = ddops.poisson_2d(30)
-    return A, ddops.Decomposition.from_grid((30, 30), (3, 3), 1)
 
 
 def rel(a, b):
@@ -27,8 +18,8 @@ def rel(a, b):
 
 
 @pytest.mark.parametrize("variant", ["additive", "restricted", "hybrid"])
-def test_groups_give_the_operator_of_one_factorisation(problem, variant):
-    A, d = problem
+def test_groups_give_the_operator_of_one_factorisation(threaded_problem, variant):
+    A, d = threaded_problem
     X = np.random.default_rng(0).standard_normal((A.shape[0], 2))
     two = ddops.TwoLevelSchwarz(A, d, "gdsw", variant=variant, local_solver="pardiso",
                                 threads=2)
@@ -45,14 +36,13 @@ def test_groups_give_the_operator_of_one_factorisation(problem, variant):
 
 
 @pytest.mark.parametrize("variant", ["additive", "restricted"])
-def test_the_coarse_correction_beside_the_local_solves_gives_the_same_sum(problem,
-                                                                           monkeypatch,
-                                                                           variant):
+def test_the_coarse_correction_beside_the_local_solves_gives_the_same_sum(
+        threaded_problem, monkeypatch, variant):
     """An additive two-level application with threaded local solves runs the coarse
     correction as one more task among them: the same operator bit for bit as the coarse
     correction after them (``COARSE_BESIDE`` off), applied and adjoint, and the coarse
     correction runs once per application."""
-    A, d = problem
+    A, d = threaded_problem
     M = ddops.TwoLevelSchwarz(A, d, "gdsw", variant=variant, local_solver="pardiso",
                               threads=2)
     assert M.local.threaded
@@ -72,15 +62,15 @@ def test_the_coarse_correction_beside_the_local_solves_gives_the_same_sum(proble
     assert rel(beside, one @ X) <= 1e-12
 
 
-def test_groups_follow_a_callers_thread_limit(problem):
-    A, d = problem
+def test_groups_follow_a_callers_thread_limit(threaded_problem):
+    A, d = threaded_problem
     with threadpool_limits(limits=1):
         M = ddops.TwoLevelSchwarz(A, d, "gdsw", local_solver="pardiso")
     assert isinstance(M._local_solver, PardisoBlocks)
 
 
-def test_an_update_refactorises_every_group_in_place(problem):
-    A, d = problem
+def test_an_update_refactorises_every_group_in_place(threaded_problem):
+    A, d = threaded_problem
     A2 = (A + sp.diags(np.linspace(0.0, 1.0, A.shape[0]))).tocsr()
     M = ddops.TwoLevelSchwarz(A, d, "gdsw", local_solver="pardiso", threads=2)
     solver = M.local.solver
@@ -91,8 +81,8 @@ def test_an_update_refactorises_every_group_in_place(problem):
     assert rel(M @ X, fresh @ X) <= 1e-10
 
 
-def test_a_singular_subdomain_in_a_later_group_is_named(problem):
-    A, d = problem
+def test_a_singular_subdomain_in_a_later_group_is_named(threaded_problem):
+    A, d = threaded_problem
     last = d.subdomains[-1]
     bad = A.tolil()
     bad[last[-1], last[-1]] = -1.0  # a corner of the last subdomain only (the last group)
@@ -102,12 +92,12 @@ def test_a_singular_subdomain_in_a_later_group_is_named(problem):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_long_stacks_are_factorised_in_groups_of_about_the_group_rows(problem, monkeypatch,
-                                                                       threads):
+def test_long_stacks_are_factorised_in_groups_of_about_the_group_rows(
+        threaded_problem, monkeypatch, threads):
     """Above ``LOCAL_GROUP_ROWS`` rows the subdomains are factorised in groups of about
     that many rows, on one thread too (in turn); the groups are a multiple of the threads,
     and the operator is the one of a single factorisation and of the dense solver."""
-    A, d = problem
+    A, d = threaded_problem
     one = ddops.TwoLevelSchwarz(A, d, "gdsw", local_solver="pardiso", threads=1)
     assert isinstance(one._local_solver, PardisoBlocks)  # 1,140 rows: one group
     rows = int(d.offsets[-1])
