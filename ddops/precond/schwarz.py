@@ -420,7 +420,9 @@ class TwoLevelSchwarz(BackendLinearOperator):
         :data:`~ddops.precond.corrections.THREADED_SOLVE_MIN_ROWS` rows is factorised
         and solved on as many, in groups of subdomains of about
         :data:`~ddops.precond.corrections.LOCAL_GROUP_ROWS` rows (a multiple of the
-        threads; groups on one thread too, :mod:`ddops.linalg.parallel`).  None
+        threads; groups on one thread too, :mod:`ddops.linalg.parallel`); with more
+        than one thread, their numeric factorisation runs beside the coarse space
+        (:data:`~ddops.precond.corrections.LOCAL_BESIDE_COARSE`).  None
         (default) leaves the process's settings, including a
         :func:`threadpoolctl.threadpool_limits` the caller entered (the chunks then
         take the BLAS limit in force).
