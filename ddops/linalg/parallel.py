@@ -18,7 +18,7 @@ PARDISO factorisation into groups of consecutive blocks solved side by side.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import os
 import threading
 import time
@@ -84,7 +84,7 @@ def rows_per_chunk(total_rows: int, chunk_rows: int, workers: int | None = None)
 
 
 def map_chunks(function: Callable[..., Any], chunks: Sequence[tuple],
-               workers: int | None = None, process_limits: bool = True) -> Iterator[Any]:
+               workers: int | None = None) -> Iterator[Any]:
     """``function(*chunk) for chunk in chunks``, on up to ``workers`` threads.
 
     Parameters
@@ -102,10 +102,6 @@ def map_chunks(function: Callable[..., Any], chunks: Sequence[tuple],
         BLAS's threads than on one) (MKL's also in each worker,
         :func:`~ddops.linalg.local_solvers.limit_mkl_threads_here`; an OpenMP limit set by
         threadpoolctl holds in the calling thread only).
-    process_limits : bool
-        False: no process-wide limit on more than one worker (MKL's thread-local one only),
-        for chunks that run no BLAS call (PARDISO's numeric factorisations): then the call
-        may run on a thread beside others that set limits of their own (see Notes).
 
     Yields
     ------
@@ -126,15 +122,15 @@ def map_chunks(function: Callable[..., Any], chunks: Sequence[tuple],
         for chunk in chunks:
             yield function(*chunk)
         return
-    limit = thread_limit(1) if process_limits else contextlib.nullcontext()
     if len(chunks) == 1:  # on the calling thread, but on one BLAS thread as every chunk
-        with limit:
+        with thread_limit(1):
             yield function(*chunks[0])
         return
     # one thread per pool for the whole process (BLAS, MKL), and MKL's thread-local limit in
     # every worker, which the global one does not reach
-    with limit, ThreadPoolExecutor(max_workers=min(workers, len(chunks)),
-                                   initializer=limit_mkl_threads_here, initargs=(1,)) as pool:
+    with thread_limit(1), ThreadPoolExecutor(max_workers=min(workers, len(chunks)),
+                                             initializer=limit_mkl_threads_here,
+                                             initargs=(1,)) as pool:
         yield from pool.map(lambda chunk: function(*chunk), chunks)
 
 
@@ -176,44 +172,66 @@ if hasattr(os, "register_at_fork"):
 
 
 class Beside:
-    """``function()`` on a thread of its own, started at once, beside the caller's work.
+    """Tasks run on a thread of its own, started at once, beside the caller's work; at
+    :meth:`join` the caller takes the tasks still left.
 
-    For work that sets no process-wide thread limit (:mod:`threadpoolctl`'s limits are
-    process-wide, and two threads entering and leaving them restore each other's in the
-    wrong order): PARDISO's numeric factorisations, which take their one MKL thread per
-    call (:meth:`ThreadedBlocks.factor_deferred`).  Whatever ``function``
-    raises is raised by :meth:`join`.
+    The thread takes the tasks in turn while the caller does other work (one core each);
+    once the caller is done it joins and takes the next tasks too, so that both cores
+    finish them (the subdomains' numeric factorisations of a set-up, one task per group,
+    beside its coarse space: :meth:`ThreadedBlocks.numeric_tasks`).  For tasks that set no
+    process-wide thread limit (:mod:`threadpoolctl`'s limits are process-wide, and two
+    threads entering and leaving them restore each other's in the wrong order): PARDISO
+    takes its one MKL thread per call.
+
+    Parameters
+    ----------
+    tasks : sequence of callables
+        Independent tasks, each called once with no argument (in any order, on either
+        thread).
+    on_error : callable, optional
+        Called once every task has finished when one of them raised, before :meth:`join`
+        raises (to release what the others made).
 
     Attributes
     ----------
     seconds : float
-        The wall time ``function`` ran (after :meth:`join`).
+        The wall time from the start to the end of the last task (after :meth:`join`).
     """
 
-    def __init__(self, function: Callable[[], Any]) -> None:
+    def __init__(self, tasks: Sequence[Callable[[], Any]],
+                 on_error: Callable[[], Any] | None = None) -> None:
+        self._tasks = list(tasks)
+        self._taken = iter(range(len(self._tasks)))  # next() is atomic under the GIL
+        self._errors: dict[int, BaseException] = {}
+        self._on_error = on_error
+        self._start = self._end = time.perf_counter()
         self.seconds = 0.0
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(function,),
-                                        name="ddops-beside", daemon=True)
+        self._thread = threading.Thread(target=self._work, name="ddops-beside", daemon=True)
         self._thread.start()
 
-    def _run(self, function: Callable[[], Any]) -> None:
-        start = time.perf_counter()
-        try:
-            function()
-        except BaseException as exc:  # handed to the caller by join()
-            self._error = exc
-        finally:
-            self.seconds = time.perf_counter() - start
+    def _work(self) -> None:
+        """Tasks in turn until none is left; their errors are kept for :meth:`join`."""
+        for j in self._taken:
+            try:
+                self._tasks[j]()
+            except BaseException as exc:  # handed to the caller by join()
+                self._errors[j] = exc
+            self._end = max(self._end, time.perf_counter())
 
     def join(self) -> float:
-        """Wait for ``function`` to finish; returns the seconds waited here, or raises
-        what ``function`` raised."""
+        """Take the tasks left, wait for the thread; returns the seconds this took, or
+        raises the error of the first task (in the given order) that raised, once every
+        task has finished (``on_error`` called first)."""
         start = time.perf_counter()
+        self._work()
         self._thread.join()
         waited = time.perf_counter() - start
-        if self._error is not None:
-            error, self._error = self._error, None
+        self.seconds = self._end - self._start
+        if self._errors:
+            error = self._errors[min(self._errors)]
+            self._errors = {}
+            if self._on_error is not None:
+                self._on_error()
             raise error
         return waited
 
@@ -248,8 +266,9 @@ class ThreadedBlocks(BlockSolver):
         ``k m / groups`` (about equal rows; blocks larger than ``m / groups`` can leave
         two cuts on one boundary, so there may be fewer groups).
     numeric : bool
-        False: the groups are analysed only, and :meth:`factor_deferred` factorises them
-        later (see :class:`~ddops.linalg.local_solvers.PardisoBlocks`).
+        False: the groups are analysed only, and :meth:`factor_deferred` or
+        :meth:`numeric_tasks` factorises them later (see
+        :class:`~ddops.linalg.local_solvers.PardisoBlocks`).
     workers : int, optional
         Threads that factorise and solve the groups (default: one per group).  With one,
         the groups are factorised and solved in turn on the calling thread: more groups
@@ -390,8 +409,7 @@ class ThreadedBlocks(BlockSolver):
 
     def refactor(self, K: sp.csr_matrix) -> ThreadedBlocks:
         """Every group's numeric phase on the values of ``K`` (the pattern of the first
-        matrix; a ValueError otherwise), side by side, with no process-wide thread limit
-        (as :meth:`factor_deferred`); returns ``self``.
+        matrix; a ValueError otherwise), side by side; returns ``self``.
 
         Each group checks its rows' pattern (its own copy, none of the whole matrix is
         kept): an entry outside the groups' diagonal blocks changes some group's rows.
@@ -400,23 +418,41 @@ class ThreadedBlocks(BlockSolver):
         if K.shape != self.shape:
             raise ValueError(f"refactor: K has shape {K.shape}, not {self.shape}")
 
-        self._on_groups(lambda k, a, b: self.parts[k].refactor(diagonal_block(K, a, b)),
-                        process_limits=False)
+        self._on_groups(lambda k, a, b: self.parts[k].refactor(diagonal_block(K, a, b)))
         return self
+
+    def numeric_tasks(self, K: sp.csr_matrix | None = None) -> list[Callable[[], None]]:
+        """One callable per group: its numeric factorisation left out by ``numeric=False``
+        (:meth:`factor_deferred`), or with ``K`` its refactorisation on the values of ``K``
+        (:meth:`refactor`), a singular block named in the whole matrix's numbering.  For a
+        caller that runs them on threads of its own (:class:`Beside`); a failing group
+        frees its own factors only (free the others once all are done)."""
+        if K is not None:
+            K = sp.csr_matrix(K)
+            if K.shape != self.shape:
+                raise ValueError(f"refactor: K has shape {K.shape}, not {self.shape}")
+
+        def task(k: int) -> None:
+            a, b = int(self.bounds[k]), int(self.bounds[k + 1])
+            try:
+                if K is None:
+                    self.parts[k].factor_deferred()
+                else:
+                    self.parts[k].refactor(diagonal_block(K, a, b))
+            except SingularBlockError as exc:
+                raise SingularBlockError(exc.block + int(self._first_block[k])) from None
+
+        return [functools.partial(task, k) for k in range(self.bounds.size - 1)]
 
     def factor_deferred(self) -> ThreadedBlocks:
         """Every group's numeric factorisation left out by ``numeric=False``, side by side
-        on :attr:`workers` threads, with no process-wide thread limit (PARDISO takes its one
-        MKL thread per call): it may run on a thread of its own beside other work
-        (:class:`Beside`).  Returns ``self``."""
-        self._on_groups(lambda k, a, b: self.parts[k].factor_deferred(), process_limits=False)
+        (:meth:`numeric_tasks` for threads of the caller's own); returns ``self``."""
+        self._on_groups(lambda k, a, b: self.parts[k].factor_deferred())
         return self
 
-    def _on_groups(self, call: Callable[[int, int, int], Any],
-                   process_limits: bool = True) -> list:
-        """``call(k, a, b)`` for every group ``k`` of rows ``a:b``, side by side
-        (``process_limits``: see :func:`map_chunks`); a singular block is named in the
-        whole matrix's numbering, and a failure frees every group."""
+    def _on_groups(self, call: Callable[[int, int, int], Any]) -> list:
+        """``call(k, a, b)`` for every group ``k`` of rows ``a:b``, side by side; a singular
+        block is named in the whole matrix's numbering, and a failure frees every group."""
         def one(k: int) -> Any:
             try:
                 return call(k, int(self.bounds[k]), int(self.bounds[k + 1]))
@@ -425,8 +461,7 @@ class ThreadedBlocks(BlockSolver):
 
         groups = self.bounds.size - 1
         try:
-            return list(map_chunks(one, [(k,) for k in range(groups)], workers=self.workers,
-                                   process_limits=process_limits))
+            return list(map_chunks(one, [(k,) for k in range(groups)], workers=self.workers))
         except BaseException:
             self.free()
             raise

@@ -19,6 +19,7 @@ numeric phase (:meth:`~ddops.precond.schwarz.TwoLevelSchwarz.update`).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -43,7 +44,7 @@ from ..linalg.local_solvers import (
     default_exact_solver,
     factorize_blocks,
 )
-from ..linalg.parallel import ThreadedBlocks, chunk_workers
+from ..linalg.parallel import Beside, ThreadedBlocks, chunk_workers
 from ..linalg.spd import dense_spd_cholesky, sparse_spd_factor
 
 __all__ = [
@@ -254,7 +255,7 @@ class OverlappingCorrection:
         indices, indptr, shape = self._K_pattern
         return sp.csr_matrix((A.data[self._source], indices, indptr), shape=shape)
 
-    def compute(self, A: sp.csr_matrix, defer: bool = False) -> Callable[[], None] | None:
+    def compute(self, A: sp.csr_matrix, defer: bool = False) -> Beside | None:
         """The numeric phase: factorise the subdomain matrices of ``A``.
 
         PARDISO keeps its analysis (ordering and symbolic factorisation) from the first
@@ -262,16 +263,18 @@ class OverlappingCorrection:
 
         With ``defer`` and PARDISO's threaded groups (:meth:`can_defer`), only the
         analysis runs here (a first call; :meth:`elimination_positions` is then known) and
-        the numeric factorisation is returned as a callable, for a thread of its own beside
-        other work: it factorises the groups side by side with no process-wide thread limit
-        and raises what :meth:`compute` would raise.  Until it has run, the solver
-        cannot solve.  Returns None where nothing is deferred.
+        the numeric factorisation of the groups starts on a thread of its own: the
+        returned :class:`~ddops.linalg.parallel.Beside`, whose ``join()`` (the caller's
+        other work done) has the caller factorise the groups left, waits for the rest and
+        raises what :meth:`compute` would raise (the solver then discarded).  Until then
+        the solver cannot solve.  Returns None where nothing is deferred.
         """
         start = time.perf_counter()
         reusable = getattr(self.solver, "refactor", None)
         defer = bool(defer) and self.can_defer()
         # release the old factors first: they are not needed for the new ones
         solver, self.solver, self.inverses = self.solver, None, None
+        beside = None
         if self.local_solver == "dense":
             blocks = self._dense_blocks(A)
             self.extraction_seconds = time.perf_counter() - start
@@ -280,28 +283,34 @@ class OverlappingCorrection:
             K = self.subdomain_matrices(A)
             self.extraction_seconds = time.perf_counter() - start
             try:
-                if defer and reusable is not None:
-                    self.solver = solver  # its analysis stays; the new values come later
-                    later = lambda: solver.refactor(K)  # noqa: E731
-                elif defer:
-                    self.solver = self._factor_sparse(K, numeric=False)
-                    later = self.solver.factor_deferred
+                if defer:
+                    if reusable is None:  # (else its analysis stays, the values come later)
+                        solver = self._factor_sparse(K, numeric=False)
+                    self.solver = solver
+                    beside = self._numeric_beside(solver, None if reusable is None else K)
                 else:
                     self.solver = (reusable(K) if reusable is not None
                                    else self._factor_sparse(K))
             except SingularBlockError as exc:
                 raise self._singular_block_error(exc.block) from None
+        # (with the thread's start, which holds the GIL a while)
         self.factorization_seconds = time.perf_counter() - start - self.extraction_seconds
-        if not defer:
-            return None
+        return beside
 
-        def numeric() -> None:
+    def _numeric_beside(self, solver: ThreadedBlocks, K: sp.csr_matrix | None) -> Beside:
+        """The groups' numeric factorisation (``K``: refactorisation) started beside."""
+        def named(task: Callable[[], None]) -> None:
             try:
-                later()
+                task()
             except SingularBlockError as exc:
                 raise self._singular_block_error(exc.block) from None
 
-        return numeric
+        def failed() -> None:  # the other groups' factors, and no half-made solver kept
+            solver.free()
+            self.solver = None
+
+        return Beside([functools.partial(named, task) for task in solver.numeric_tasks(K)],
+                      on_error=failed)
 
     def can_defer(self) -> bool:
         """Whether :meth:`compute` can defer the numeric factorisation now: PARDISO's groups
@@ -820,7 +829,9 @@ def _rows_to_full(rows_matrix: sp.csr_matrix, rows: np.ndarray, shape: tuple) ->
 #: a thread of its own beside the coarse space (basis, ``A_0`` and its factorisation), which
 #: needs only their analysis (the elimination order GDSW's extension shares): the coarse
 #: space's serial steps (the assembly and factorisation of ``A_0``, the dependent-column
-#: check) then leave no core idle.  The same factors bit for bit.  Measured
+#: check) then leave no core idle.  The groups are tasks the thread takes in turn; the
+#: set-up takes those left once the coarse space is done
+#: (:class:`~ddops.linalg.parallel.Beside`).  The same factors bit for bit.  Measured
 #: (``benchmarks/local_beside.py``): see ``docs/preconditioning.md``, "The local
 #: factorisation beside the coarse space".
 LOCAL_BESIDE_COARSE = True

@@ -62,7 +62,6 @@ from ..linalg.local_solvers import (
     pardiso_available,
     thread_limit,
 )
-from ..linalg.parallel import Beside
 from ..linalg.spd import SINGULAR_PIVOT_RTOL
 from ..operators.linop import DENSE_LIMIT_BYTES, BackendLinearOperator
 from . import corrections
@@ -629,14 +628,10 @@ class TwoLevelSchwarz(BackendLinearOperator):
         local_start = time.perf_counter()
         self.local_beside_seconds = 0.0
         # on two threads or more, only the analysis here and the numeric factorisation
-        # beside the coarse space (LOCAL_BESIDE_COARSE)
-        numeric = self.local.compute(
+        # beside the coarse space (LOCAL_BESIDE_COARSE), finished at the join
+        beside = self.local.compute(
             A, defer=corrections.LOCAL_BESIDE_COARSE and self.coarse is not None)
-        beside = None if numeric is None else Beside(numeric)
         self.local_setup_seconds = time.perf_counter() - local_start
-        if beside is not None:  # the thread's start (it takes the GIL a while) is local too
-            self.local.factorization_seconds = (self.local_setup_seconds
-                                                - self.local.extraction_seconds)
         try:
             self._coarse_numeric(A, reuse_coarse, builds_basis)
         finally:

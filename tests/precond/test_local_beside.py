@@ -4,6 +4,7 @@ its own while it builds the coarse space; the same preconditioner bit for bit as
 factorisation first, through updates, with the local failure first and every thread done
 before the set-up returns or raises."""
 
+import functools
 import os
 import threading
 import time
@@ -15,7 +16,7 @@ from threadpoolctl import threadpool_limits
 
 import ddops
 from ddops.linalg.local_solvers import PardisoBlocks, SingularBlockError, factorize_blocks
-from ddops.linalg.parallel import Beside, ThreadedBlocks, map_chunks
+from ddops.linalg.parallel import Beside, ThreadedBlocks
 from ddops.precond import corrections
 from ddops.precond.corrections import CoarseCorrection
 from tests._optional import need
@@ -26,17 +27,20 @@ DECOMPOSITION = ("partition", "overlap")
 
 @pytest.fixture
 def deferred(monkeypatch):
-    """Every deferred numeric factorisation of ThreadedBlocks: (thread, start, end)."""
+    """Every group's numeric task of ThreadedBlocks that ran: (thread, start, end, whether
+    a refactorisation)."""
     runs = []
-    factor_deferred = ThreadedBlocks.factor_deferred
+    numeric_tasks = ThreadedBlocks.numeric_tasks
 
-    def spy(self):
-        start = time.perf_counter()
-        out = factor_deferred(self)
-        runs.append((threading.get_ident(), start, time.perf_counter()))
-        return out
+    def spy(self, K=None):
+        def recorded(task):
+            start = time.perf_counter()
+            task()
+            runs.append((threading.get_ident(), start, time.perf_counter(), K is not None))
 
-    monkeypatch.setattr(ThreadedBlocks, "factor_deferred", spy)
+        return [functools.partial(recorded, task) for task in numeric_tasks(self, K)]
+
+    monkeypatch.setattr(ThreadedBlocks, "numeric_tasks", spy)
     return runs
 
 
@@ -51,34 +55,31 @@ def build(A, d, coarse, threads, **kwargs):
 @pytest.mark.parametrize("variant", ["additive", "hybrid"])
 def test_beside_and_before_give_the_same_preconditioner(
         threaded_problem, deferred, monkeypatch, coarse, variant):
-    """On two threads the numeric factorisation runs beside the coarse space exactly when
-    the flag is on, on another thread, and the preconditioner is the same bit for bit,
+    """On two threads the groups' numeric factorisations run as tasks beside the coarse
+    space exactly when the flag is on, and the preconditioner is the same bit for bit,
     applied and adjoint, after a fresh set-up and after an update (refactorised beside)."""
     A, d = threaded_problem
     X = np.random.default_rng(0).standard_normal((A.shape[0], 2))
     A2 = (A + sp.diags(np.linspace(0.0, 1.0, A.shape[0]))).tocsr()
     beside = build(A, d, coarse, 2, variant=variant)
-    assert len(deferred) == 1 and deferred[0][0] != threading.get_ident()
+    groups = len(beside.local.solver.parts)
+    assert groups == 2 and [run[3] for run in deferred] == [False] * groups
     assert beside.stats["local_beside_seconds"] > 0
     monkeypatch.setattr(corrections, "LOCAL_BESIDE_COARSE", False)
     before = build(A, d, coarse, 2, variant=variant)
-    assert len(deferred) == 1 and before.stats["local_beside_seconds"] == 0
+    assert len(deferred) == groups and before.stats["local_beside_seconds"] == 0
     assert isinstance(before.local.solver, ThreadedBlocks)
     assert np.array_equal(beside @ X, before @ X)
     assert np.array_equal(beside.rmatmat(X), before.rmatmat(X))
-    # an update: the refactorisation beside (the same groups), then without
-    refactor = ThreadedBlocks.refactor
-    threads = []
-    monkeypatch.setattr(ThreadedBlocks, "refactor", lambda self, K: (
-        threads.append(threading.get_ident()), refactor(self, K))[1])
+    # an update: the groups refactorised beside (the same solver), then without
     monkeypatch.setattr(corrections, "LOCAL_BESIDE_COARSE", True)
     solver = beside.local.solver
     beside.update(A2)
     assert beside.local.solver is solver and beside.stats["local_beside_seconds"] > 0
-    assert threads[-1] != threading.get_ident()
+    assert [run[3] for run in deferred] == [False] * groups + [True] * groups
     monkeypatch.setattr(corrections, "LOCAL_BESIDE_COARSE", False)
     before.update(A2)
-    assert threads[-1] == threading.get_ident()
+    assert len(deferred) == 2 * groups
     assert np.array_equal(beside @ X, before @ X)
     one = build(A2, d, coarse, 1, variant=variant)
     assert np.abs(beside @ X - one @ X).max() <= 1e-12 * np.abs(one @ X).max()
@@ -114,11 +115,12 @@ def test_an_update_under_one_thread_refactorises_on_the_calling_thread(
 @two_cpus
 def test_the_numeric_factorisation_runs_while_the_coarse_space_is_built(
         threaded_problem, monkeypatch):
-    """The coarse basis waits until the deferred factorisation has started and the
-    factorisation until the basis has (run one after the other, they would time out)."""
+    """The coarse basis waits until a group's deferred factorisation has started and every
+    group's factorisation until the basis has (run one after the other, they would time
+    out)."""
     A, d = threaded_problem
     basis_started, factor_started, waited = threading.Event(), threading.Event(), []
-    factor_deferred, build_basis = ThreadedBlocks.factor_deferred, CoarseCorrection.build_basis
+    factor_deferred, build_basis = PardisoBlocks.factor_deferred, CoarseCorrection.build_basis
 
     def factor(self):
         factor_started.set()
@@ -130,10 +132,10 @@ def test_the_numeric_factorisation_runs_while_the_coarse_space_is_built(
         waited.append(factor_started.wait(timeout=10))
         return build_basis(self, A)
 
-    monkeypatch.setattr(ThreadedBlocks, "factor_deferred", factor)
+    monkeypatch.setattr(PardisoBlocks, "factor_deferred", factor)
     monkeypatch.setattr(CoarseCorrection, "build_basis", basis)
     M = build(A, d, "gdsw", 2)
-    assert waited == [True, True]
+    assert waited == [True] * 3  # the basis and the two groups
     dense = ddops.TwoLevelSchwarz(A, d, "gdsw", local_solver="dense")
     X = np.random.default_rng(1).standard_normal((A.shape[0], 2))
     assert np.abs(M @ X - dense @ X).max() <= 1e-10 * np.abs(dense @ X).max()
@@ -179,7 +181,31 @@ def test_a_failing_coarse_space_returns_once_the_factorisation_is_done(
     with pytest.raises(RuntimeError, match="coarse basis failed"):
         build(A, d, "gdsw", 2)
     raised = time.perf_counter()
-    assert len(deferred) == 1 and deferred[0][2] <= raised
+    assert len(deferred) == 2 and max(run[2] for run in deferred) <= raised
+
+
+@two_cpus
+def test_a_failed_update_beside_leaves_the_preconditioner_updatable(threaded_problem):
+    """An update whose numeric factorisation fails beside the coarse space raises with the
+    subdomain, refuses to apply, and a later update with a good matrix works (no half-freed
+    solver kept)."""
+    A, d = threaded_problem
+    last = d.subdomains[-1]
+    i, j = int(last[-1]), int(last[-2])
+    bad = A.tolil()
+    bad[i, j] = bad[j, i] = 10.0 * A[i, i]
+    bad = sp.csr_matrix(bad)
+    good = A.copy()
+    good[i, j] = good[j, i] = 0.0  # the bad matrix's pattern (an explicit zero), A's values
+    M = build(good, d, "gdsw", 2)
+    with pytest.raises(ValueError, match=f"subdomain {d.num_subdomains - 1}\\b"):
+        M.update(bad)
+    X = np.random.default_rng(4).standard_normal((A.shape[0], 2))
+    with pytest.raises(RuntimeError, match="last update"):
+        M @ X
+    M.update((2.0 * good).tocsr())
+    fresh = build((2.0 * good).tocsr(), d, "gdsw", 1)
+    assert np.abs(M @ X - fresh @ X).max() <= 1e-12 * np.abs(fresh @ X).max()
 
 
 def blocks(count: int = 9, bad: int | None = None):
@@ -211,25 +237,39 @@ def test_a_deferred_pardiso_factorisation_solves_as_the_direct_one():
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_deferred_groups_factorise_as_the_direct_ones_without_process_limits(monkeypatch,
-                                                                             workers):
-    """ThreadedBlocks(numeric=False).factor_deferred(): the same solves bit for bit, and no
-    process-wide thread limit entered (it runs beside a set-up that sets its own)."""
+def test_deferred_groups_factorise_as_the_direct_ones(workers):
+    """ThreadedBlocks(numeric=False).factor_deferred(): the same solves bit for bit."""
     need("pardiso")
     K, offsets = blocks()
     direct = ThreadedBlocks(K, offsets, groups=3, workers=workers)
     later = ThreadedBlocks(K, offsets, groups=3, workers=workers, numeric=False)
-    from ddops.linalg import parallel
+    x = np.random.default_rng(3).standard_normal(144)
+    with pytest.raises(RuntimeError, match="factor_deferred"):
+        later.solve(x)
+    assert later.factor_deferred() is later
+    assert np.array_equal(later.solve(x), direct.solve(x))
+
+
+def test_numeric_tasks_enter_no_process_wide_thread_limit(monkeypatch):
+    """The groups' tasks call PARDISO directly (its one MKL thread per call): no
+    threadpoolctl limit, which a thread beside a set-up must not enter (the set-up's own
+    chunks set and restore the process's limits)."""
+    need("pardiso")
+    from ddops.linalg import local_solvers, parallel
 
     limits = []
-    thread_limit = parallel.thread_limit
-    monkeypatch.setattr(parallel, "thread_limit", lambda n: limits.append(n) or thread_limit(n))
-    later.factor_deferred()
+    for module in (parallel, local_solvers):
+        thread_limit = module.thread_limit
+        monkeypatch.setattr(module, "thread_limit", lambda n, f=thread_limit: (
+            limits.append(n), f(n))[1])
+    K, offsets = blocks()
+    later = ThreadedBlocks(K, offsets, groups=3, workers=2, numeric=False)
+    limits.clear()
+    Beside(later.numeric_tasks()).join()
     assert limits == []
-    x = np.random.default_rng(3).standard_normal(144)
-    assert np.array_equal(later.solve(x), direct.solve(x))
-    # a chunked map with the limits (the default) enters them
-    list(map_chunks(lambda k: k, [(0,), (1,)], workers=2))
+    other = ThreadedBlocks(K, offsets, groups=3, workers=2, numeric=False)
+    limits.clear()
+    other.factor_deferred()  # (the solver's own way, map_chunks, enters them)
     assert limits == [1]
 
 
@@ -240,16 +280,68 @@ def test_a_singular_deferred_group_is_named_in_the_whole_matrix():
     with pytest.raises(SingularBlockError) as info:
         later.factor_deferred()
     assert info.value.block == 7
+    tasks = ThreadedBlocks(K, offsets, groups=3, numeric=False).numeric_tasks()
+    tasks[0]()
+    with pytest.raises(SingularBlockError) as info:
+        tasks[2]()
+    assert info.value.block == 7
 
 
-def test_beside_joins_with_the_result_or_the_error():
-    ran = []
-    task = Beside(lambda: time.sleep(0.05) or ran.append(threading.get_ident()))
-    assert task.join() >= 0 and ran and ran[0] != threading.get_ident()
-    assert task.seconds >= 0.05
+def test_numeric_tasks_factorise_and_refactorise_as_the_solver_does():
+    """The groups' tasks, run in any order, give the factors of ``factor_deferred`` and, with
+    ``K``, of ``refactor`` (bit for bit)."""
+    need("pardiso")
+    K, offsets = blocks()
+    x = np.random.default_rng(5).standard_normal(144)
+    direct = ThreadedBlocks(K, offsets, groups=3)
+    later = ThreadedBlocks(K, offsets, groups=3, numeric=False)
+    for task in later.numeric_tasks()[::-1]:
+        task()
+    assert np.array_equal(later.solve(x), direct.solve(x))
+    K2 = (K + sp.diags(np.linspace(0.0, 1.0, 144))).tocsr()
+    for task in later.numeric_tasks(K2):
+        task()
+    assert np.array_equal(later.solve(x), direct.refactor(K2).solve(x))
+    with pytest.raises(ValueError, match="shape"):
+        later.numeric_tasks(K2[:100, :100])
 
-    def failing():
-        raise KeyError("beside")
 
-    with pytest.raises(KeyError, match="beside"):
-        Beside(failing).join()
+def test_beside_runs_every_task_once_and_the_caller_helps_at_the_join():
+    """The thread takes the first task; the caller, at the join, takes the second, which
+    the first waits for (were the caller only waiting, the first would time out)."""
+    second_ran, ran = threading.Event(), []
+
+    def first():
+        ran.append(("first", threading.get_ident(), second_ran.wait(timeout=10)))
+
+    def second():
+        ran.append(("second", threading.get_ident()))
+        second_ran.set()
+
+    started = threading.Event()
+    beside = Beside([lambda: (started.set(), first()), second])
+    assert started.wait(timeout=10)  # the thread holds the first task
+    assert beside.join() >= 0
+    assert sorted(r[0] for r in ran) == ["first", "second"]
+    caller = threading.get_ident()
+    assert dict((r[0], r[1]) for r in ran) == {"first": ran[1][1], "second": caller} and (
+        ran[1][1] != caller and ran[1][2])
+    assert beside.seconds > 0
+
+
+def test_beside_raises_the_first_failing_task_once_all_are_done():
+    done, cleaned = [], []
+
+    def failing(name):
+        def task():
+            time.sleep(0.05)
+            done.append(name)
+            raise KeyError(name)
+        return task
+
+    beside = Beside([failing("a"), lambda: done.append("ok"), failing("b")],
+                    on_error=lambda: cleaned.append(sorted(done)))
+    with pytest.raises(KeyError, match="a"):
+        beside.join()
+    assert sorted(done) == ["a", "b", "ok"] and cleaned == [["a", "b", "ok"]]
+    assert Beside([]).join() >= 0
