@@ -272,8 +272,10 @@ class OverlappingCorrection:
         start = time.perf_counter()
         reusable = getattr(self.solver, "refactor", None)
         defer = bool(defer) and self.can_defer()
-        # release the old factors first: they are not needed for the new ones
-        solver, self.solver, self.inverses = self.solver, None, None
+        # the solver refactorised beside keeps its analysis; otherwise release the old
+        # factors first: they are not needed for the new ones
+        solver = self.solver if defer and reusable is not None else None
+        self.solver = self.inverses = None
         beside = None
         if self.local_solver == "dense":
             blocks = self._dense_blocks(A)
@@ -284,7 +286,7 @@ class OverlappingCorrection:
             self.extraction_seconds = time.perf_counter() - start
             try:
                 if defer:
-                    if reusable is None:  # (else its analysis stays, the values come later)
+                    if solver is None:
                         solver = self._factor_sparse(K, numeric=False)
                     self.solver = solver
                     beside = self._numeric_beside(solver, None if reusable is None else K)
