@@ -27,6 +27,17 @@ def scripts(monkeypatch):
         sys.modules.pop(name, None)
 
 
+@pytest.fixture
+def threaded_two_cpus(monkeypatch):
+    """PARDISO's local solver threaded at ``--quick`` sizes too, on two CPUs (else skip)."""
+    need("pardiso")
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two CPUs")
+    from ddops.precond import corrections
+
+    monkeypatch.setattr(corrections, "THREADED_SOLVE_MIN_ROWS", 0)
+
+
 @pytest.mark.parametrize("script,argv", [
     ("agdsw_indicator", ["--quick", "--repeat", "1", "--problems", "2"]),
     ("geneo_inertia", ["--quick", "--rounds", "1"]),
@@ -70,16 +81,10 @@ def test_geneo_krylov_solves_fewer_columns_for_the_same_space(scripts, tmp_path)
         assert row["apart"] <= 1e-5 and row["sa"]["setup"] > 0
 
 
-def test_coarse_beside_keeps_the_iterations(scripts, tmp_path, monkeypatch):
+def test_coarse_beside_keeps_the_iterations(scripts, tmp_path, threaded_two_cpus):
     """``coarse_beside.py``: the three rows (one thread, two with the coarse correction after
     the local solves, two with it beside them; the local solves threaded at this small size
     too) give the same iterations, and every row timed an application and a solve."""
-    need("pardiso")
-    if (os.cpu_count() or 1) < 2:
-        pytest.skip("needs two CPUs")
-    from ddops.precond import corrections
-
-    monkeypatch.setattr(corrections, "THREADED_SOLVE_MIN_ROWS", 0)
     out = tmp_path / "beside.json"
     assert scripts("coarse_beside").main(
         ["--quick", "--repeat", "1", "--problems", "2", "--json", str(out)]) == 0
@@ -90,17 +95,11 @@ def test_coarse_beside_keeps_the_iterations(scripts, tmp_path, monkeypatch):
         assert row["sa"]["total"] > 0 and row["coarse_dim"] > 0 and row["threaded"]
 
 
-def test_local_beside_keeps_the_preconditioner(scripts, tmp_path, monkeypatch):
+def test_local_beside_keeps_the_preconditioner(scripts, tmp_path, threaded_two_cpus):
     """``local_beside.py``: on two threads the numeric local factorisation ran beside the
     coarse space in the beside row only (the local solver threaded at this small size too),
     the two-thread preconditioners apply the same bit for bit, and the one-thread one
     within rounding."""
-    need("pardiso")
-    if (os.cpu_count() or 1) < 2:
-        pytest.skip("needs two CPUs")
-    from ddops.precond import corrections
-
-    monkeypatch.setattr(corrections, "THREADED_SOLVE_MIN_ROWS", 0)
     out = tmp_path / "beside.json"
     assert scripts("local_beside").main(
         ["--quick", "--repeat", "1", "--problems", "2", "--coarse", "gdsw", "geneo",

@@ -414,11 +414,13 @@ class ThreadedBlocks(BlockSolver):
         Each group checks its rows' pattern (its own copy, none of the whole matrix is
         kept): an entry outside the groups' diagonal blocks changes some group's rows.
         """
-        K = sp.csr_matrix(K)
-        if K.shape != self.shape:
-            raise ValueError(f"refactor: K has shape {K.shape}, not {self.shape}")
+        self._side_by_side(self.numeric_tasks(K))
+        return self
 
-        self._on_groups(lambda k, a, b: self.parts[k].refactor(diagonal_block(K, a, b)))
+    def factor_deferred(self) -> ThreadedBlocks:
+        """Every group's numeric factorisation left out by ``numeric=False``, side by side
+        (:meth:`numeric_tasks` for threads of the caller's own); returns ``self``."""
+        self._side_by_side(self.numeric_tasks())
         return self
 
     def numeric_tasks(self, K: sp.csr_matrix | None = None) -> list[Callable[[], None]]:
@@ -444,11 +446,14 @@ class ThreadedBlocks(BlockSolver):
 
         return [functools.partial(task, k) for k in range(self.bounds.size - 1)]
 
-    def factor_deferred(self) -> ThreadedBlocks:
-        """Every group's numeric factorisation left out by ``numeric=False``, side by side
-        (:meth:`numeric_tasks` for threads of the caller's own); returns ``self``."""
-        self._on_groups(lambda k, a, b: self.parts[k].factor_deferred())
-        return self
+    def _side_by_side(self, tasks: list[Callable[[], None]]) -> None:
+        """The groups' ``tasks`` on :attr:`workers` threads; a failure frees every group."""
+        try:
+            list(map_chunks(lambda task: task(), [(task,) for task in tasks],
+                            workers=self.workers))
+        except BaseException:
+            self.free()
+            raise
 
     def _on_groups(self, call: Callable[[int, int, int], Any]) -> list:
         """``call(k, a, b)`` for every group ``k`` of rows ``a:b``, side by side; a singular

@@ -18,7 +18,7 @@ import ddops
 from ddops.linalg.local_solvers import PardisoBlocks, SingularBlockError, factorize_blocks
 from ddops.linalg.parallel import Beside, ThreadedBlocks
 from ddops.precond import corrections
-from ddops.precond.corrections import CoarseCorrection
+from ddops.precond.corrections import CoarseCorrection, OverlappingCorrection
 from tests._optional import need
 
 two_cpus = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs")
@@ -27,20 +27,26 @@ DECOMPOSITION = ("partition", "overlap")
 
 @pytest.fixture
 def deferred(monkeypatch):
-    """Every group's numeric task of ThreadedBlocks that ran: (thread, start, end, whether
-    a refactorisation)."""
-    runs = []
-    numeric_tasks = ThreadedBlocks.numeric_tasks
+    """Every group's numeric task that ran beside a coarse space: (thread, start, end,
+    whether a refactorisation)."""
+    runs, state = [], {}
+    numeric_beside = OverlappingCorrection._numeric_beside
 
-    def spy(self, K=None):
-        def recorded(task):
-            start = time.perf_counter()
-            task()
-            runs.append((threading.get_ident(), start, time.perf_counter(), K is not None))
+    def spy(self, solver, K):
+        state["refactor"] = K is not None
+        return numeric_beside(self, solver, K)
 
-        return [functools.partial(recorded, task) for task in numeric_tasks(self, K)]
+    class Recording(Beside):
+        def __init__(self, tasks, on_error=None):
+            def recorded(task, refactor=state["refactor"]):
+                start = time.perf_counter()
+                task()
+                runs.append((threading.get_ident(), start, time.perf_counter(), refactor))
 
-    monkeypatch.setattr(ThreadedBlocks, "numeric_tasks", spy)
+            super().__init__([functools.partial(recorded, task) for task in tasks], on_error)
+
+    monkeypatch.setattr(OverlappingCorrection, "_numeric_beside", spy)
+    monkeypatch.setattr(corrections, "Beside", Recording)
     return runs
 
 
