@@ -179,6 +179,21 @@ def timed_setup(prob, d, options) -> tuple[Any, float, float]:
         return M, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def space_options(prob, coarse: str, neumann=None, threads: int | None = None):
+    """``ddops.SchwarzOptions`` of ``coarse`` (gdsw, agdsw or geneo; the adaptive spaces with
+    the finite-element Neumann matrices ``neumann`` where given) with ``prob``'s null space,
+    on ``threads`` threads (None: the library's default)."""
+    import ddops
+
+    space = {}
+    if coarse == "geneo":
+        space = {"geneo": ddops.GenEOOptions(neumann=neumann)}
+    elif coarse == "agdsw":
+        space = {"agdsw": ddops.AGDSWOptions(neumann=neumann)}
+    return ddops.SchwarzOptions(coarse=coarse, null_space=prob.null_space, threads=threads,
+                                **space)
+
+
 def add_quick_flag(parser: argparse.ArgumentParser, help: str | None = None) -> None:
     """``--quick``: a smoke run at small sizes (what exactly, the script's ``help`` says)."""
     parser.add_argument("--quick", action="store_true", help=help)

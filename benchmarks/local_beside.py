@@ -31,24 +31,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agdsw_indicator import add_round_flags, chosen_problems  # noqa: E402
-from common import machine_summary, timed_setup  # noqa: E402
+from common import machine_summary, space_options, timed_setup  # noqa: E402
 from shared_order import sa_setup  # noqa: E402
 
 WAYS = ("one thread", "two, before", "two, beside")
-
-
-def options(prob, coarse: str, neumann, threads: int):
-    """The set-up's options: ``coarse`` (with ``neumann`` for the adaptive spaces where
-    given) on ``threads`` threads."""
-    import ddops
-
-    space = {}
-    if coarse == "geneo":
-        space = {"geneo": ddops.GenEOOptions(neumann=neumann)}
-    elif coarse == "agdsw":
-        space = {"agdsw": ddops.AGDSWOptions(neumann=neumann)}
-    return ddops.SchwarzOptions(coarse=coarse, null_space=prob.null_space, threads=threads,
-                                **space)
 
 
 def main(argv=None) -> int:
@@ -86,7 +72,7 @@ def main(argv=None) -> int:
                             # (the process's BLAS pools too: no thread of the last set-up
                             # spins in the CPU time of a one-thread one)
                             with threadpool_limits(threads):
-                                M, wall, cpu = timed_setup(prob, d, options(
+                                M, wall, cpu = timed_setup(prob, d, space_options(
                                     prob, coarse, neumann, threads))
                             r = {"setup": wall, "setup_cpu": cpu,
                                  "beside": float(M.stats["local_beside_seconds"]),

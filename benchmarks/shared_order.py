@@ -16,8 +16,11 @@ BoomerAMG: ``setup_profile.py --petsc-python``). ``--coarse geneo``: GenEO with 
 finite-element Neumann matrices on the elasticity problems, whose eigenproblems'
 factorisations take the subdomains' order instead of ordering (the eigenproblem phase
 instead of the extension; nothing is shared on the scalar problems, where GenEO grows its
-sets). Needs PARDISO (``ddops[solvers]``): without it nothing is shared and the two rows
-are the same.
+sets). On elasticity the subdomains' order is minimum degree on the node graph
+(``PARDISO_NODE_MINIMUM_DEGREE``) and GenEO's own PARDISO's on the unknowns' graph: the
+eigenvectors of the rigid modes' multiple eigenvalue then rotate, and its bases differ by
+O(1) where the preconditioners agree to rounding (``node_ordering.py``). Needs PARDISO
+(``ddops[solvers]``): without it nothing is shared and the two rows are the same.
 
     python benchmarks/shared_order.py                 # the six problems (about a minute)
     python benchmarks/shared_order.py --coarse agdsw --problems 0 3

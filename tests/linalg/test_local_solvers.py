@@ -681,20 +681,68 @@ def test_node_nested_dissection_keeps_nodes_whole():
         local_solvers.node_nested_dissection(K[:-1, :-1], 3)
 
 
-@pytest.mark.parametrize("ordering", ["nd", "auto"])
-def test_pardiso_nested_dissection_orders_the_node_graph(monkeypatch, ordering):
-    """With ``block_size = 3`` nested dissection (chosen, or won by the "auto" probe, made
-    to win here) is METIS's on the node graph, handed to PARDISO as whole nodes; without a
-    block size, or when a block does not hold whole nodes, PARDISO orders by itself.  Every
-    factorisation solves ``K x = b`` as the dense solve does, to 1e-10."""
+def test_node_minimum_degree_keeps_nodes_whole(monkeypatch):
+    """The ordering is a permutation that eliminates every node's rows together and in
+    order, computed by PARDISO's minimum degree on the node graph (the graph it analyses has
+    one vertex per node): on a 12^3 grid of 3 x 3 nodes it has far less fill than the
+    natural (banded) order, and no more than PARDISO's minimum degree on the unknowns."""
     need("pardiso")
-    monkeypatch.setattr(local_solvers, "PARDISO_ND_FLOPS_PER_ENTRY", -np.inf)
+    K, offsets = _node_blocks([12])
+    analysed = []
+    handle = local_solvers._PardisoHandle
+
+    def spy(upper, *args):
+        analysed.append(upper.shape[0])
+        return handle(upper, *args)
+
+    monkeypatch.setattr(local_solvers, "_PardisoHandle", spy)
+    order = local_solvers.node_minimum_degree(K, 3)
+    assert analysed == [K.shape[0] // 3]
+    monkeypatch.setattr(local_solvers, "_PardisoHandle", handle)
+    assert np.array_equal(np.sort(order), np.arange(K.shape[0]))
+    assert _whole_nodes(order, 3)
+    block = np.zeros(K.shape[0], dtype=np.int64)
+    nodes = local_solvers.PardisoBlocks(K, offsets, block, order=order)
+    own = local_solvers.PardisoBlocks(K, offsets, block, ordering="md")
+    natural = local_solvers.PardisoBlocks(K, offsets, block, order=np.arange(K.shape[0]))
+    assert nodes.nnz < 0.5 * natural.nnz and nodes.nnz <= own.nnz
+    with pytest.raises(ValueError, match="block_size 3 must divide"):
+        local_solvers.node_minimum_degree(K[:-1, :-1], 3)
+
+
+def test_node_minimum_degree_off_leaves_the_ordering_to_pardiso(monkeypatch):
+    """With :data:`PARDISO_NODE_MINIMUM_DEGREE` off, minimum degree with ``block_size = 3``
+    is PARDISO's own on the unknowns' graph (read back, iparm[4] = 2), nested dissection
+    still the node graph's, and both solve as the dense solve does."""
+    need("pardiso")
+    monkeypatch.setattr(local_solvers, "PARDISO_NODE_MINIMUM_DEGREE", False)
+    K, offsets = _node_blocks([7, 6])
+    b = np.random.default_rng(5).standard_normal(K.shape[0])
+    md = factorize_blocks(K, offsets, "pardiso", ordering="md", block_size=3)
+    nd = factorize_blocks(K, offsets, "pardiso", ordering="nd", block_size=3)
+    assert md._handle.iparm[4] == 2 and nd._handle.iparm[4] == 1
+    for f in (md, nd):
+        np.testing.assert_allclose(f.solve(b), np.linalg.solve(K.toarray(), b), rtol=1e-10,
+                                   atol=1e-12)
+
+
+@pytest.mark.parametrize("ordering,nd_flops,chosen", [
+    ("nd", None, "nd"), ("auto", -np.inf, "nd"), ("md", None, "md"), ("auto", np.inf, "md")])
+def test_pardiso_orders_the_node_graph(monkeypatch, ordering, nd_flops, chosen):
+    """With ``block_size = 3`` both orderings (chosen, or won by the "auto" probe, made to
+    win here) order the node graph, nested dissection by METIS and minimum degree by
+    PARDISO, and are handed to PARDISO as whole nodes; without a block size, or when a block
+    does not hold whole nodes, PARDISO orders by itself.  Every factorisation solves
+    ``K x = b`` as the dense solve does, to 1e-10."""
+    need("pardiso")
+    if nd_flops is not None:
+        monkeypatch.setattr(local_solvers, "PARDISO_ND_FLOPS_PER_ENTRY", nd_flops)
     K, offsets = _node_blocks([7, 6])
     b = np.random.default_rng(2).standard_normal(K.shape[0])
     x = np.linalg.solve(K.toarray(), b)
     nodes = factorize_blocks(K, offsets, "pardiso", ordering=ordering, block_size=3)
     own = factorize_blocks(K, offsets, "pardiso", ordering=ordering)
-    assert nodes.ordering == own.ordering == "nd" and nodes.block_size == 3
+    assert nodes.ordering == own.ordering == chosen and nodes.block_size == 3
     # given (iparm[4] = 1) as whole nodes; PARDISO's own (iparm[4] = 2), read back
     assert nodes._handle.iparm[4] == 1 and _whole_nodes(nodes._handle.order, 3)
     assert own._handle.iparm[4] == 2 and own.order is own._handle.order
@@ -708,16 +756,18 @@ def test_pardiso_nested_dissection_orders_the_node_graph(monkeypatch, ordering):
         np.testing.assert_allclose(f.solve(rhs), ref, rtol=1e-10, atol=1e-12)
 
 
-def test_threaded_blocks_hand_the_block_size_to_every_group(monkeypatch):
-    """ThreadedBlocks passes ``block_size`` on: every group's nested dissection keeps nodes
-    whole, and the groups together solve as the dense solve does."""
+@pytest.mark.parametrize("nd_flops,chosen", [(-np.inf, "nd"), (np.inf, "md")])
+def test_threaded_blocks_hand_the_block_size_to_every_group(monkeypatch, nd_flops, chosen):
+    """ThreadedBlocks passes ``block_size`` on: every group's ordering (nested dissection or
+    minimum degree) keeps nodes whole, and the groups together solve as the dense solve
+    does."""
     need("pardiso")
     from ddops.linalg.parallel import ThreadedBlocks
 
-    monkeypatch.setattr(local_solvers, "PARDISO_ND_FLOPS_PER_ENTRY", -np.inf)
+    monkeypatch.setattr(local_solvers, "PARDISO_ND_FLOPS_PER_ENTRY", nd_flops)
     K, offsets = _node_blocks([6, 5, 6, 5])
     f = ThreadedBlocks(K, offsets, groups=2, workers=1, block_size=3)
-    assert len(f.parts) == 2 and f.ordering == "nd"
+    assert len(f.parts) == 2 and f.ordering == chosen
     assert all(p.block_size == 3 and _whole_nodes(p._handle.order, 3) for p in f.parts)
     b = np.random.default_rng(3).standard_normal(K.shape[0])
     np.testing.assert_allclose(f.solve(b), np.linalg.solve(K.toarray(), b), rtol=1e-10,

@@ -73,12 +73,13 @@ def test_exact_sparse_solvers_equal_dense(small, solver, variant):
 
 
 @pytest.mark.parametrize("shared", [True, False])
-def test_pardiso_node_nested_dissection_gives_the_dense_preconditioner(monkeypatch, shared):
-    """On 3D elasticity (block size 3) with nested dissection made to win every "auto"
-    probe, PARDISO's local factors are ordered on the node graph, and the interior
-    (extension) factors by their restriction (``shared``) or on their own node graph, and M
-    is the one with the dense padded inverses and the SuperLU extension, to 1e-10
-    relative."""
+@pytest.mark.parametrize("ordering", ["nd", "md"])
+def test_pardiso_node_orderings_give_the_dense_preconditioner(monkeypatch, shared, ordering):
+    """On 3D elasticity (block size 3) with nested dissection, or minimum degree, made to
+    win every "auto" probe, PARDISO's local factors are ordered on the node graph, and the
+    interior (extension) factors by their restriction (``shared``) or on their own node
+    graph, and M is the one with the dense padded inverses and the SuperLU extension, to
+    1e-10 relative."""
     need("pardiso")
     from ddops.linalg import local_solvers
     from ddops.precond.corrections import OverlappingCorrection
@@ -92,7 +93,8 @@ def test_pardiso_node_nested_dissection_gives_the_dense_preconditioner(monkeypat
         coarse="gdsw", null_space=Z, local_solver="dense",
         gdsw=ddops.GDSWOptions(extension_solver="superlu")))
     rows = []  # the row counts of the matrices ordered on their node graph
-    original = local_solvers.node_nested_dissection
+    name = {"nd": "node_nested_dissection", "md": "node_minimum_degree"}[ordering]
+    original = getattr(local_solvers, name)
 
     def recorded(K, block_size):
         order = original(K, block_size)
@@ -101,14 +103,15 @@ def test_pardiso_node_nested_dissection_gives_the_dense_preconditioner(monkeypat
         rows.append(K.shape[0])
         return order
 
-    monkeypatch.setattr(local_solvers, "PARDISO_ND_FLOPS_PER_ENTRY", -np.inf)
-    monkeypatch.setattr(local_solvers, "node_nested_dissection", recorded)
+    monkeypatch.setattr(local_solvers, "PARDISO_ND_FLOPS_PER_ENTRY",
+                        -np.inf if ordering == "nd" else np.inf)
+    monkeypatch.setattr(local_solvers, name, recorded)
     if not shared:
         monkeypatch.setattr(OverlappingCorrection, "elimination_positions", lambda self: None)
     M = TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
         coarse="gdsw", null_space=Z, local_solver="pardiso",
         gdsw=ddops.GDSWOptions(extension_solver="pardiso")))
-    assert M.local.solver.ordering == "nd"
+    assert M.local.solver.ordering == ordering
     # the interface: the nodes coupled to another part; the interior is the rest
     C = A.tocoo()
     cut = d.owner[C.row] != d.owner[C.col]
