@@ -4,8 +4,9 @@ For the elasticity problems of ``setup_profile.py`` (the set-up issue's; block s
 3) and, with ``--beam N``, the homogeneous 3D elasticity beam of ``cost3d.py``
 (``fem_elasticity_3d(N, length=4)``, ``N = 25``: 227,448 unknowns, METIS parts of the
 default size), ``ddops.TwoLevelSchwarz`` with GDSW, AGDSW and GenEO (``--coarse``; the
-adaptive spaces with the finite-element Neumann matrices, assembled once and not timed)
-set up twice: with PARDISO's minimum degree on the unknowns' graph
+adaptive spaces with the finite-element Neumann matrices, assembled once and not timed, or
+with ``--algebraic`` from ``A`` alone, oversampled, whose eigenproblems order their own
+chunks) set up twice: with PARDISO's minimum degree on the unknowns' graph
 (``ddops.linalg.local_solvers.PARDISO_NODE_MINIMUM_DEGREE`` off, the ordering before) and on
 the node graph (on, the default), then CG to ``rtol = 1e-8`` from zero on a random
 right-hand side.  The two ways and pyamg's smoothed aggregation (rigid body modes) alternate
@@ -17,6 +18,7 @@ without it the two ways are the same.
 
     python benchmarks/node_ordering.py                    # 2D and 3D elasticity (~3 min)
     python benchmarks/node_ordering.py --coarse gdsw --beam 25 --problems
+    python benchmarks/node_ordering.py --coarse geneo agdsw --algebraic
     python benchmarks/node_ordering.py --quick            # small sizes
 """
 
@@ -90,6 +92,9 @@ def main(argv=None) -> int:
     parser.add_argument("--coarse", nargs="*", default=["gdsw", "agdsw", "geneo"],
                         choices=["gdsw", "agdsw", "geneo"],
                         help="the coarse spaces (default: all three)")
+    parser.add_argument("--algebraic", action="store_true",
+                        help="the adaptive spaces from A alone (oversampled local matrices), "
+                             "not the finite-element Neumann matrices")
     parser.add_argument("--beam", type=int, default=0, metavar="N",
                         help="also the homogeneous beam fem_elasticity_3d(N, length=4) "
                              "(25: 227,448 unknowns; default 0, not run)")
@@ -105,6 +110,7 @@ def main(argv=None) -> int:
     out = []
     with threadpool_limits(1):
         for label, prob, d, neumann in problems(args):
+            neumann = None if args.algebraic else neumann
             A = prob.A.tocsr()
             b = np.random.default_rng(0).standard_normal(A.shape[0])
             x = np.random.default_rng(1).standard_normal(A.shape[0])

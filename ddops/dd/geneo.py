@@ -48,6 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_choice, check_positive_float, warn
+from ..linalg import local_solvers
 from ..linalg.local_solvers import (
     BlockSolver,
     SingularBlockError,
@@ -510,6 +511,16 @@ def geneo_basis(
     k0 = int(np.diff((inc @ inc.T).tocsr().indptr).max())
     eig_start = time.perf_counter()
     padded, ladder = size_groups(ext_sizes)
+    # unknowns per node: where every grown set holds whole nodes, the padded widths are
+    # multiples of it too, so that the inertia's own ordering of a chunk can order its
+    # node graph (the padding rows, decoupled, make whole nodes of their own)
+    node_size = int(getattr(d, "block_size", 1))
+    if node_size > 1 and local_solvers.PARDISO_NODE_MINIMUM_DEGREE and not np.any(
+            ext_sizes % node_size):
+        padded = -(-padded // node_size) * node_size
+        ladder = np.unique(padded)
+    else:
+        node_size = 1
     kept_vals = []  # (subdomain, local row, slot, value) of kept eigenvectors
     selected = np.zeros(N, dtype=np.int64)
     smallest = np.full(N, np.inf)
@@ -600,7 +611,7 @@ def geneo_basis(
         ext = ext_sizes[members]
         out = _inertia_counts(Ns, Bs, below, members.size, width, None if not preordered else
                               _chunk_order(orders[_member_rows(order_off[members], ext)],
-                                           ext, width))
+                                           ext, width), node_size)
         if out is None:
             return None, members, None
         counts, order = out
@@ -875,16 +886,20 @@ def _local_matrices(A: sp.csr_matrix, d: Any, group: np.ndarray, within: np.ndar
 
 
 def _inertia_counts(Ns: sp.csr_matrix, Bs: sp.csr_matrix, below: float, m: int,
-                    width: int, order: np.ndarray | None = None
+                    width: int, order: np.ndarray | None = None, node_size: int = 1
                     ) -> tuple[np.ndarray, np.ndarray] | None:
     """The number of eigenvalues of ``N_i v = lambda B_i v`` below ``below`` for each of the
     ``m`` stacked blocks: the negative eigenvalues of ``N_i - below B_i`` (Sylvester's law
     of inertia, ``B_i`` positive semidefinite) from one symmetric indefinite factorisation
     of the chunk (:func:`~ddops.linalg.local_solvers.pardiso_inertia`), and that
-    factorisation's ordering of the chunk's rows (``order`` where given).  None when it is
-    not certain (a perturbed or vanishing pivot)."""
-    out = pardiso_inertia((Ns - Bs * below).tocsr(), np.arange(m + 1) * width,
-                          return_order=True, order=order)
+    factorisation's ordering of the chunk's rows: ``order`` where given, else, with
+    ``node_size`` above 1 dividing ``width``, the minimum degree of the chunk's node graph
+    (:func:`~ddops.linalg.local_solvers.node_minimum_degree`), else PARDISO's own.  None
+    when it is not certain (a perturbed or vanishing pivot)."""
+    K = (Ns - Bs * below).tocsr()
+    if order is None and node_size > 1 and width % node_size == 0:
+        order = local_solvers.node_minimum_degree(K, node_size)
+    out = pardiso_inertia(K, np.arange(m + 1) * width, return_order=True, order=order)
     return None if out is None else (out[0], out[2])
 
 

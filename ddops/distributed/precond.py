@@ -626,11 +626,13 @@ def _neumann_of_parts(layout: DistributedLayout, neumann: Any, needed: np.ndarra
 class _BlockSubdomains:
     """A rank's subdomains as :func:`ddops.dd.geneo.geneo_basis` reads them, on a block of
     ``A`` whose unknowns they need not cover (the grown sets' rows beyond the region): the
-    packed indices in the block's numbering, the sizes and the global multiplicity."""
+    packed indices in the block's numbering, the sizes, the global multiplicity and the
+    unknowns per node (the decomposition's: the block's unknowns are whole nodes, so that
+    GenEO orders its chunks' node graph as the serial build does)."""
 
-    block_size = 1
-
-    def __init__(self, indices: np.ndarray, sizes: np.ndarray, multiplicity: np.ndarray):
+    def __init__(self, indices: np.ndarray, sizes: np.ndarray, multiplicity: np.ndarray,
+                 block_size: int = 1):
+        self.block_size = int(block_size)
         self.indices = np.asarray(indices, dtype=np.int64)
         self.sizes = np.asarray(sizes, dtype=np.int64)
         self.num_subdomains = int(self.sizes.size)
@@ -734,7 +736,7 @@ def rank_local_geneo(layout: DistributedLayout, rows: sp.csr_matrix, null_space:
             break
         known, full = _with_rows(layout, rows, known, full, missing)
     region_d = _BlockSubdomains(np.searchsorted(known, members), sizes,
-                                d.multiplicity[known])
+                                d.multiplicity[known], int(d.block_size))
     Z = _null_space_rows(null_space, known)
     Phi, info = geneo_basis(block, region_d, null_space=Z, threshold=keywords.get("threshold"),
                             max_per_subdomain=keywords.get("max_per_subdomain"),

@@ -129,7 +129,9 @@ AMG_OPTIONS = {"smooth": None}
 #: inclusions, 64 subdomains of about 750 unknowns, 0.33 s -> 0.27 s and 5.5 M -> 4.4 M factor
 #: nonzeros; the homogeneous 227,448-unknown beam, 12 subdomains of about 3,100, 0.76 s ->
 #: 0.41-0.58 s and 10.8 M -> 7.4 M; 2D elasticity, 40 subdomains of about 500, the same
-#: time and 0.53 M -> 0.47 M.  Off: PARDISO's minimum degree on the unknowns' graph.
+#: time and 0.53 M -> 0.47 M.  GenEO's inertia orders its chunks' node graph likewise
+#: where nothing is shared (:mod:`ddops.dd.geneo`).  Off: PARDISO's minimum degree on the
+#: unknowns' graph.
 PARDISO_NODE_MINIMUM_DEGREE = True
 
 #: Fill-reducing orderings of :class:`PardisoBlocks`.

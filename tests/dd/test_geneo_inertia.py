@@ -238,3 +238,51 @@ def test_the_eigenproblems_run_in_chunks_of_at_most_the_chunk_rows(monkeypatch):
         # rows, by the block Krylov method; the default is the reference's chunks)
         assert in_span(reference.toarray(), Phi.toarray(), tol=1e-3)
     assert len(rows) > 2  # 200 rows: several chunks where the default has one or two
+
+
+def test_inertia_orders_the_node_graph_of_oversampled_elasticity(monkeypatch):
+    """2D elasticity from ``A`` alone (oversampled local matrices, block size 2): the padded
+    widths of the chunks are even, every chunk's inertia orders its node graph (whole nodes,
+    :func:`~ddops.linalg.local_solvers.node_minimum_degree`), and the space is the one with
+    PARDISO's ordering of the unknowns (``PARDISO_NODE_MINIMUM_DEGREE`` off): the same
+    counts and functions, each space in the other's span to GenEO's tolerance."""
+    need("pardiso")
+    from ddops.linalg import local_solvers
+    from tests.dd._elasticity import stiff_disks
+
+    # (size groups of 232, 290 and 363 rows: an odd one, rounded up to 364)
+    A, d, Z = stiff_disks(12, 1e4, count=6, radius=0.12, parts=3)
+    widths = []
+    original = local_solvers.node_minimum_degree
+
+    def recorded(K, block_size):
+        order = original(K, block_size)
+        pairs = order.reshape(-1, 2)
+        assert block_size == 2 and np.all(pairs[:, 0] % 2 == 0)
+        assert np.all(pairs[:, 1] == pairs[:, 0] + 1)
+        widths.append(K.shape[0])
+        return order
+
+    monkeypatch.setattr(local_solvers, "node_minimum_degree", recorded)
+    chunks = []
+    counts = geneo._inertia_counts
+
+    def spy(Ns, Bs, below, m, width, order=None, node_size=1):
+        chunks.append((m, width, node_size, order is None))
+        return counts(Ns, Bs, below, m, width, order, node_size)
+
+    monkeypatch.setattr(geneo, "_inertia_counts", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # not diagonally dominant
+        nodes, info = geneo_basis(A, d, null_space=Z, return_info=True)
+        assert chunks and all(w % 2 == 0 and s == 2 and own for _, w, s, own in chunks)
+        assert sorted(widths) == sorted(m * w for m, w, _, _ in chunks)
+        monkeypatch.setattr(local_solvers, "PARDISO_NODE_MINIMUM_DEGREE", False)
+        chunks.clear()
+        ordered = len(widths)
+        unknowns, info_off = geneo_basis(A, d, null_space=Z, return_info=True)
+    # off: no node graph, the widths as the size groups give them
+    assert chunks and all(s == 1 for _, _, s, _ in chunks) and len(widths) == ordered
+    assert info.stats["coarse_dim"] == info_off.stats["coarse_dim"] > Z.shape[1]
+    P, Q = nodes.toarray(), unknowns.toarray()
+    assert in_span(P, Q, 1e-5) and in_span(Q, P, 1e-5)
