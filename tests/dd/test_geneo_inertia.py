@@ -286,3 +286,26 @@ def test_inertia_orders_the_node_graph_of_oversampled_elasticity(monkeypatch):
     assert info.stats["coarse_dim"] == info_off.stats["coarse_dim"] > Z.shape[1]
     P, Q = nodes.toarray(), unknowns.toarray()
     assert in_span(P, Q, 1e-5) and in_span(Q, P, 1e-5)
+
+
+def test_inertia_keeps_its_own_ordering_where_a_set_splits_nodes(monkeypatch):
+    """With ``block_size = 2`` on a matrix whose subdomains hold whole nodes, the chunks'
+    inertia orders the node graph; where one subdomain has an odd size (a split node) it
+    does not, and the padded widths stay as the size groups give them."""
+    need("pardiso")
+    A = ddops.poisson_2d(12).tocsr()
+    seen = []
+    counts = geneo._inertia_counts
+
+    def spy(Ns, Bs, below, m, width, order=None, node_size=1):
+        seen.append((width, node_size))
+        return counts(Ns, Bs, below, m, width, order, node_size)
+
+    monkeypatch.setattr(geneo, "_inertia_counts", spy)
+    for last, expected in ((80, 2), (79, 1)):
+        seen.clear()
+        d = ddops.Decomposition([np.arange(64, 144), np.arange(0, last)], 144, block_size=2)
+        geneo_basis(A, d)
+        assert seen and all(size == expected for _, size in seen)
+        if expected == 2:
+            assert all(width % 2 == 0 for width, _ in seen)
