@@ -58,14 +58,23 @@ def beam(n: int):
             ddops.Decomposition.from_matrix(A, block_size=3), None)
 
 
-def problems(args: argparse.Namespace):
-    """``(label, problem, decomposition, neumann)`` of every chosen problem."""
+def problems(args: argparse.Namespace, neumann: bool = True):
+    """``(label, problem, decomposition, neumann)`` of every chosen problem (the
+    finite-element Neumann matrices where the problem has them and ``neumann``, else None)."""
     for i in (ELASTICITY if args.problems is None else args.problems):
         label, _, full_flags, quick_flags = PROBLEMS[i]
         prob, d = build(quick_flags if args.quick else full_flags)
-        yield label, prob, d, (prob.neumann(d) if prob.neumann is not None else None)
+        yield label, prob, d, (prob.neumann(d) if neumann and prob.neumann is not None
+                               else None)
     if args.beam:
         yield beam(6 if args.quick else args.beam)
+
+
+def add_beam_flag(parser: argparse.ArgumentParser) -> None:
+    """``--beam N``: also the homogeneous beam (:func:`beam`)."""
+    parser.add_argument("--beam", type=int, default=0, metavar="N",
+                        help="also the homogeneous beam fem_elasticity_3d(N, length=4) "
+                             "(25: 227,448 unknowns; default 0, not run)")
 
 
 def solve(A, M, b) -> tuple[int, float, float]:
@@ -95,9 +104,7 @@ def main(argv=None) -> int:
     parser.add_argument("--algebraic", action="store_true",
                         help="the adaptive spaces from A alone (oversampled local matrices), "
                              "not the finite-element Neumann matrices")
-    parser.add_argument("--beam", type=int, default=0, metavar="N",
-                        help="also the homogeneous beam fem_elasticity_3d(N, length=4) "
-                             "(25: 227,448 unknowns; default 0, not run)")
+    add_beam_flag(parser)
     args = parser.parse_args(argv)
     print(machine_summary(memory=True, ddops=True))
     print(f"one BLAS/MKL thread; wall / CPU seconds, best of {args.repeat} alternating rounds "

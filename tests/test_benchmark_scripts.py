@@ -23,7 +23,7 @@ def scripts(monkeypatch):
     yield lambda name: importlib.import_module(name)
     for name in ("setup_profile", "agdsw_indicator", "geneo_inertia", "geneo_eigen_stop",
                  "shared_order", "pardiso_columns", "local_beside", "node_ordering",
-                 "common"):  # (fresh for the next test)
+                 "galerkin_product", "common"):  # (fresh for the next test)
         sys.modules.pop(name, None)
 
 
@@ -133,6 +133,26 @@ def test_node_ordering_factorises_with_fewer_nonzeros(scripts, tmp_path):
         assert row["sa"]["iterations"] > 0  # the peer, same rounds
     assert rows[0]["nodes"]["factor_nnz"] < rows[0]["unknowns"]["factor_nnz"]
     assert local_solvers.PARDISO_NODE_MINIMUM_DEGREE is True
+
+
+def test_galerkin_product_ways_agree_and_the_rule_is_restored(scripts, tmp_path):
+    """``galerkin_product.py`` (``--quick``, 3D elasticity and 3D Poisson): the three ways
+    give the same ``A_0`` to rounding, the library's way follows the entry ratio, and the
+    rule's constant is the library's again after the forced runs."""
+    import ddops.dd.coarse_matrix as cm
+
+    before = cm.GALERKIN_SPLIT_MIN
+    out = tmp_path / "galerkin.json"
+    assert scripts("galerkin_product").main(
+        ["--quick", "--repeat", "1", "--problems", "1", "4", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [r["problem"] for r in rows] == ["3D elasticity, stiff inclusions 1e6",
+                                            "3D Poisson"]
+    for row in rows:
+        assert row["apart"] <= 1e-13, row["problem"]
+        assert row["coarse_dim"] > 0 and min(row["seconds"].values()) > 0
+        assert row["library"] == ("interior" if row["phi_to_a"] >= before else "interface")
+    assert cm.GALERKIN_SPLIT_MIN == before
 
 
 def test_shared_order_shares_and_keeps_the_basis(scripts, tmp_path, monkeypatch):

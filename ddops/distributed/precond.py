@@ -136,6 +136,7 @@ from threadpoolctl import ThreadpoolController
 
 from .._validation import check_choice, check_finite, warn
 from ..dd.coarse import MATRIX_COARSE_BASES, resolve_coarse_kind
+from ..dd.coarse_matrix import transposed_product
 from ..dd.eigen import not_dominant_rows
 from ..dd.kernel import check_kernel, distributed_kernel_columns, inconsistent_residual
 from ..linalg.local_solvers import check_threads, pardiso_available, thread_limit
@@ -770,7 +771,7 @@ def _coarse_contribution(layout: DistributedLayout, rows: sp.csr_matrix, Phi_ext
     keep = known_ext[rows.col]
     K = sp.csr_matrix((rows.data[keep], (rows.row[keep], rows.col[keep])), shape=rows.shape)
     del keep
-    first = Phi_own.T @ (K @ Phi_ext)
+    first = transposed_product(Phi_own, K @ Phi_ext)
     del K
     # owned rows not on the interface: their couplings to unknowns owned elsewhere are the
     # pairs those owners cannot form
@@ -779,7 +780,7 @@ def _coarse_contribution(layout: DistributedLayout, rows: sp.csr_matrix, Phi_ext
     F = sp.csr_matrix((rows.data[foreign], (rows.row[foreign], rows.col[foreign])),
                       shape=rows.shape)
     del rows, foreign
-    second = Phi_own.T @ (F @ Phi_ext)
+    second = transposed_product(Phi_own, F @ Phi_ext)
     return (first + second.T).tocsr()
 
 
@@ -1198,7 +1199,7 @@ class DistributedTwoLevelSchwarz:
         self._PhiT = self._Phi.T  # a CSC view, as the serial preconditioner: Phi is stored once
         # this rank's contribution Phi_owned^T (A_owned Phi_ext), summed over the ranks
         if self._known is None:
-            contribution = self._PhiT @ (rows_ext @ Phi_ext)
+            contribution = transposed_product(self._Phi, rows_ext @ Phi_ext)
         else:  # the pairs whose Phi rows this rank lacks come from their owners, transposed
             contribution = _coarse_contribution(layout, rows_ext, Phi_ext, *self._known)
         A0 = allreduce_sparse(layout, contribution)

@@ -33,7 +33,7 @@ from ..backend import asarray
 from ..dd.analysis import GDSWAnalysis
 from ..dd.coarse import coarse_basis as build_coarse_basis
 from ..dd.coarse import validate_coarse_matrix
-from ..dd.coarse_matrix import coarse_matrix_checked
+from ..dd.coarse_matrix import coarse_matrix_checked, galerkin_matrix, transposed_product
 from ..dd.decomposition import Decomposition
 from ..dd.extension import FACTOR_CHUNK_ROWS
 from ..dd.kernel import ground_basis
@@ -651,7 +651,7 @@ class CoarseCorrection:
             changed = np.unique(entry_row[delta != 0])
             dA = sp.csr_matrix((delta, A.indices, A.indptr), shape=A.shape)
             dAP = _rows_to_full((dA[changed] @ Phi).tocsr(), changed, Phi.shape)
-            dA0 = (Phi[changed].T @ dAP[changed]).tocsr()
+            dA0 = transposed_product(Phi[changed], dAP[changed])
             A0 = (A0_old + (dA0 + dA0.T) * 0.5).tocsr()
             AP = None if not self.hybrid else (
                 (A @ Phi).tocsr() if AP_old is None else (AP_old + dAP).tocsr())
@@ -660,12 +660,14 @@ class CoarseCorrection:
             # A_0 = Phi_G^T (A Phi)_G, a product with the few interface rows of Phi instead
             # of all of them (3D elasticity: 13 x faster), and A Phi is kept on those rows;
             # A_0 as the builder's dependence check formed it, where it did (AGDSW)
-            APG = (A[rows] @ Phi).tocsr() if self.hybrid or given is None else None
-            if given is None:
-                A0 = (Phi[rows].T @ APG).tocsr()
-                A0 = (A0 + A0.T) * 0.5
-            else:
+            APG = (A[rows] @ Phi).tocsr() if self.hybrid else None
+            if given is not None:
                 A0 = given
+            elif APG is None:
+                A0 = galerkin_matrix(A, Phi, rows)
+            else:
+                A0 = transposed_product(Phi[rows], APG)
+                A0 = (A0 + A0.T) * 0.5
             AP = None if APG is None else _rows_to_full(APG, rows, Phi.shape)
             del APG
         elif given is not None:
@@ -675,7 +677,7 @@ class CoarseCorrection:
             AP = (A @ Phi).tocsr() if self.hybrid else None
         else:
             AP = (A @ Phi).tocsr()
-            A0 = (Phi.T @ AP).tocsr()
+            A0 = transposed_product(Phi, AP)
             A0 = (A0 + A0.T) * 0.5
         A0.sum_duplicates()
         A0.sort_indices()
