@@ -63,10 +63,11 @@ EUCLIDEAN_DROP_RTOL = 1e-8
 
 #: :func:`galerkin_matrix` of discrete-harmonic columns forms ``(A Phi)_G`` only where ``Phi``
 #: has fewer than this many times ``A``'s entries, else the interior coupling's product (see
-#: there).  Measured in GDSW set-ups (one thread): the 3D elasticity beam (Phi 2.8 times A's
-#: entries) 1.7 -> 0.6 s; 2D and 3D elasticity with stiff inclusions (1.8 and 1.1 times) the
-#: same time either way; the scalar problems of the set-up benchmark (0.3-0.7 times) 10 -> 16
-#: ms, and small problems lose the slicing's fixed cost (``benchmarks/galerkin_product.py``).
+#: there).  Measured (``benchmarks/galerkin_product.py``, one thread): the 3D elasticity beam
+#: (Phi 2.8 times A's entries) 0.60 -> 0.49 s, in its set-up 1.0-1.7 s -> 0.6 s; 2D and 3D
+#: elasticity with stiff inclusions (1.8 and 1.1 times) the same time either way; the scalar
+#: problems of the set-up benchmark (0.4-0.7 times) 4-5 ms -> 7-12 ms, and small problems
+#: lose the slicing's fixed cost.
 GALERKIN_SPLIT_MIN = 2.0
 
 #: :func:`drop_dependent_columns` uses a dense pivoted Cholesky factorisation up to this many
@@ -86,8 +87,9 @@ def transposed_product(P: sp.spmatrix, Q: sp.spmatrix) -> sp.csr_matrix:
     scipy multiplies ``P.T`` (a CSC view) by a CSR ``Q`` by converting ``Q`` to CSC first: a
     copy of the larger factor (``A Phi``, with a row per unknown and a column per coarse
     function touching it) where transposing ``P`` (``Phi``, or its interface rows) is
-    cheaper.  3D elasticity, GDSW: ``A_0`` of the 227,448-unknown beam 0.99 -> 0.68 s,
-    without the 230 MB CSC copy of ``(A Phi)_Gamma``; 1.2-1.4x on smaller problems.
+    cheaper.  GDSW's ``A_0`` (``benchmarks/galerkin_product.py``, one thread): the
+    227,448-unknown 3D elasticity beam 0.75 -> 0.60 s, without the 230 MB CSC copy of
+    ``(A Phi)_G``; 1.04-1.23x on the problems of the set-up benchmark.
     """
     return (sp.csr_matrix(P).T.tocsr() @ sp.csr_matrix(Q)).tocsr()
 
@@ -103,7 +105,8 @@ def galerkin_matrix(A: sp.spmatrix, Phi: sp.spmatrix,
     formed: the second term enters as ``(A_IG Phi_G)^T Phi_I`` on the interior rows next to
     the interface (``A`` symmetric), whose left factor holds a few entries per row where
     ``(A Phi)_G`` holds every function of the parts around (the 227,448-unknown 3D
-    elasticity beam, GDSW: a 19 M-entry product not formed, ``A_0`` 1.7 -> 0.6 s).
+    elasticity beam, GDSW: a 19 M-entry product not formed; ``A_0`` 0.60 -> 0.49 s alone,
+    the set-up's coarse assembly 1.0-1.7 s -> 0.6 s).
     """
     A = sp.csr_matrix(A)
     Phi = sp.csr_matrix(Phi)
