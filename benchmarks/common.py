@@ -179,6 +179,20 @@ def timed_setup(prob, d, options) -> tuple[Any, float, float]:
         return M, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def timed_sa_setup(prob) -> tuple[Any, float, float]:
+    """pyamg's smoothed aggregation of ``prob.A`` (rigid body modes ``prob.null_space`` on
+    elasticity), the peer: the multilevel solver and its set-up wall and process CPU
+    seconds."""
+    import time
+
+    import pyamg
+
+    A = prob.A.tocsr()
+    wall, cpu = time.perf_counter(), time.process_time()
+    ml = pyamg.smoothed_aggregation_solver(A, B=prob.null_space)
+    return ml, time.perf_counter() - wall, time.process_time() - cpu
+
+
 def space_options(prob, coarse: str, neumann=None, threads: int | None = None):
     """``ddops.SchwarzOptions`` of ``coarse`` (gdsw, agdsw or geneo; the adaptive spaces with
     the finite-element Neumann matrices ``neumann`` where given) with ``prob``'s null space,

@@ -15,7 +15,10 @@ which ``A Phi`` vanishes: the columns are discrete harmonic) are built once, unt
 Prints the best wall and process CPU seconds of ``--repeat`` rounds, the peak of the
 product's temporaries (tracemalloc, in a separate untimed run), which way the library's
 rule (:data:`~ddops.dd.coarse_matrix.GALERKIN_SPLIT_MIN`) takes, and how far the results
-are apart (relative to the largest entry of ``A_0``).
+are apart (relative to the largest entry of ``A_0``).  Beside them, once per problem before the
+rounds: GDSW's whole set-up with the library's way (wall / CPU seconds, its coarse assembly
+phase in brackets) and pyamg's smoothed aggregation set-up (rigid body modes on elasticity),
+the peer.
 
     python benchmarks/galerkin_product.py                   # the six problems (~2 min)
     python benchmarks/galerkin_product.py --problems 1 --beam 25
@@ -35,7 +38,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_json_flag, add_quick_flag, machine_summary  # noqa: E402
+from common import (  # noqa: E402
+    add_json_flag,
+    add_quick_flag,
+    machine_summary,
+    timed_sa_setup,
+    timed_setup,
+)
 from node_ordering import add_beam_flag, problems  # noqa: E402
 from setup_profile import PROBLEMS  # noqa: E402
 
@@ -82,17 +91,20 @@ def main(argv=None) -> int:
           "peak MiB of the product's temporaries (tracemalloc)\n")
     print("| problem | unknowns | coarse dim | nnz(Phi) / nnz(A) | library's way | "
           + " | ".join(f"{w} s" for w in WAYS) + " | scipy / library | "
-          + " | ".join(f"{w} MiB" for w in WAYS) + " | apart |")
-    print("|---|---:|---:|---:|---|" + "---:|" * (2 * len(WAYS) + 2))
+          + " | ".join(f"{w} MiB" for w in WAYS) + " | apart | GDSW set-up s (its coarse "
+          "assembly) | pyamg SA set-up s |")
+    print("|---|---:|---:|---:|---|" + "---:|" * (2 * len(WAYS) + 4))
     out = []
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         for label, prob, d, _ in problems(args, neumann=False):
             A = sp.csr_matrix(prob.A)
-            M = ddops.TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
+            M, setup, setup_cpu = timed_setup(prob, d, ddops.SchwarzOptions(
                 coarse="gdsw", null_space=prob.null_space))
+            assembly = float(M.stats["phases"]["coarse_assembly"])
             Phi, rows = sp.csr_matrix(M.coarse_matrix), M.coarse_info.harmonic_interface
             del M
+            _, sa, sa_cpu = timed_sa_setup(prob)
             best = {w: (np.inf, np.inf) for w in WAYS}
             results = {}
             for _ in range(max(args.repeat, 1)):
@@ -114,13 +126,16 @@ def main(argv=None) -> int:
             print(f"| {label} | {A.shape[0]:,} | {Phi.shape[1]:,} | {ratio:.2f} | {library} | "
                   + " | ".join(f"{best[w][0]:.4f} / {best[w][1]:.4f}" for w in WAYS)
                   + f" | {best['scipy'][0] / best[library][0]:.2f} | "
-                  + " | ".join(f"{peak[w]:.0f}" for w in WAYS) + f" | {apart:.1e} |")
+                  + " | ".join(f"{peak[w]:.0f}" for w in WAYS) + f" | {apart:.1e} | "
+                  f"{setup:.3f} / {setup_cpu:.3f} ({assembly:.3f}) | {sa:.3f} / {sa_cpu:.3f} |")
             out.append({"problem": label, "unknowns": int(A.shape[0]),
                         "coarse_dim": int(Phi.shape[1]), "phi_to_a": ratio,
                         "library": library,
                         "seconds": {w: best[w][0] for w in WAYS},
                         "cpu_seconds": {w: best[w][1] for w in WAYS},
-                        "peak_mib": peak, "apart": apart})
+                        "peak_mib": peak, "apart": apart,
+                        "setup": {"gdsw": setup, "gdsw_cpu": setup_cpu,
+                                  "coarse_assembly": assembly, "sa": sa, "sa_cpu": sa_cpu}})
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agdsw_indicator import add_round_flags, build  # noqa: E402
-from common import machine_summary, space_options, timed_setup  # noqa: E402
+from common import machine_summary, space_options, timed_sa_setup, timed_setup  # noqa: E402
 from setup_profile import PROBLEMS  # noqa: E402
 
 WAYS = ("unknowns", "nodes")
@@ -90,7 +90,6 @@ def solve(A, M, b) -> tuple[int, float, float]:
 
 
 def main(argv=None) -> int:
-    import pyamg
     from threadpoolctl import threadpool_limits
 
     from ddops.linalg import local_solvers
@@ -128,10 +127,7 @@ def main(argv=None) -> int:
                     for _ in range(max(args.repeat, 1)):
                         for way in (*WAYS, "sa"):
                             if way == "sa":
-                                wall, cpu = time.perf_counter(), time.process_time()
-                                ml = pyamg.smoothed_aggregation_solver(A, B=prob.null_space)
-                                setup = time.perf_counter() - wall
-                                setup_cpu = time.process_time() - cpu
+                                ml, setup, setup_cpu = timed_sa_setup(prob)
                                 M = ml.aspreconditioner()
                                 r = {"factor_nnz": 0}
                             else:

@@ -152,6 +152,8 @@ def test_galerkin_product_ways_agree_and_the_rule_is_restored(scripts, tmp_path)
         assert row["apart"] <= 1e-13, row["problem"]
         assert row["coarse_dim"] > 0 and min(row["seconds"].values()) > 0
         assert row["library"] == ("interior" if row["phi_to_a"] >= before else "interface")
+        setup = row["setup"]  # GDSW's whole set-up and its phase, and the peer's
+        assert 0 < setup["coarse_assembly"] < setup["gdsw"] and setup["sa"] > 0
     assert cm.GALERKIN_SPLIT_MIN == before
 
 

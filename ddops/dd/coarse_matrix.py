@@ -89,7 +89,7 @@ def transposed_product(P: sp.spmatrix, Q: sp.spmatrix) -> sp.csr_matrix:
     function touching it) where transposing ``P`` (``Phi``, or its interface rows) is
     cheaper.  GDSW's ``A_0`` (``benchmarks/galerkin_product.py``, one thread): the
     227,448-unknown 3D elasticity beam 0.75 -> 0.60 s, without the 230 MB CSC copy of
-    ``(A Phi)_G``; 1.04-1.23x on the problems of the set-up benchmark.
+    ``(A Phi)_G``; 1.03-1.28x on the problems of the set-up benchmark.
     """
     return (sp.csr_matrix(P).T.tocsr() @ sp.csr_matrix(Q)).tocsr()
 
