@@ -526,9 +526,9 @@ def geneo_basis(
     smallest = np.full(N, np.inf)
     capped = 0
     largest = 0
-    # the subdomains in processing order (by padded size): every chunk below is a contiguous
-    # range of it, and the entries sorted by the rank of their subdomain are sliced, not
-    # searched, so the set-up stays linear in the number of entries
+    # the subdomains in processing order (by padded size), and the entries sorted by the rank
+    # of their subdomain: a chunk gathers its members' runs of them (the chunks cut by the
+    # inertia's counts are not contiguous ranks), so the set-up stays linear in the entries
     order = np.argsort(padded, kind="stable")
     rank = np.empty(N, dtype=np.int64)
     rank[order] = np.arange(N)
@@ -570,16 +570,12 @@ def geneo_basis(
         m = members.size
         pos = np.full(N, -1, dtype=np.int64)
         pos[members] = np.arange(m)
-        lo, hi = int(rank[members].min()), int(rank[members].max()) + 1
-        ent = ent_order[ent_off[lo]:ent_off[hi]]
-        ent = ent[pos[group[ent]] >= 0]
+        ent = _members_entries(ent_order, ent_off, rank[members])
         Dw = np.zeros(m * width)
         Dw[pos[group[ent]] * width + within[ent]] = w[ent]
-        e = b_order[b_off[lo]:b_off[hi]]
-        e = e[pos[b_sub[e]] >= 0]
+        e = _members_entries(b_order, b_off, rank[members])
         br, bc = pos[b_sub[e]] * width + b_r[e], pos[b_sub[e]] * width + b_c[e]
-        e2 = n_order[n_off[lo]:n_off[hi]]
-        e2 = e2[pos[nm_sub[e2]] >= 0]
+        e2 = _members_entries(n_order, n_off, rank[members])
         nr, nc = pos[nm_sub[e2]] * width + nm_r[e2], pos[nm_sub[e2]] * width + nm_c[e2]
         # the rows of the (grown) subdomains; the rest pads the blocks to the same width
         real = (np.arange(width)[None, :] < ext_sizes[members][:, None]).ravel()
@@ -597,9 +593,7 @@ def geneo_basis(
         """The candidate kernel columns on the grown sets of ``members``, stacked."""
         Zg = np.zeros((members.size * width, candidates.shape[1]))
         Zg[pos[group[ent]] * width + within[ent]] = candidates[d.indices[ent]]
-        lo, hi = int(rank[members].min()), int(rank[members].max()) + 1
-        r = r_order[r_off[lo]:r_off[hi]]
-        r = r[pos[ring_grp[r]] >= 0]
+        r = _members_entries(r_order, r_off, rank[members])
         Zg[pos[ring_grp[r]] * width + ring_row[r]] = candidates[ring_idx[r]]
         return Zg
 
@@ -920,6 +914,12 @@ def _count_chunk_bounds(counts: np.ndarray, step: int, cap: int) -> np.ndarray:
     return split_padded_chunks(_subspace_size(counts, cap),
                                np.append(np.arange(0, counts.size, step), counts.size),
                                GENEO_COUNT_SPLIT)
+
+
+def _members_entries(order: np.ndarray, off: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """The entries ``order[off[r]:off[r + 1]]`` of every rank ``r`` of ``ranks`` in turn (the
+    entries sorted by the rank of their subdomain, ``off`` where each rank's run starts)."""
+    return order[_member_rows(off[ranks], off[ranks + 1] - off[ranks])]
 
 
 def _member_rows(first: np.ndarray, sizes: np.ndarray) -> np.ndarray:

@@ -103,3 +103,21 @@ def test_any_split_fraction_keeps_the_chunks_valid(split, monkeypatch):
     counts = np.array([0, 0, 1, 1, 2, 3, 8, 8, 20, 40, 41, 60])
     bounds = geneo._count_chunk_bounds(counts, 5, 48)
     assert bounds[0] == 0 and bounds[-1] == counts.size and np.all(np.diff(bounds) > 0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 9), min_size=0, max_size=80), st.data())
+def test_a_chunk_gathers_exactly_its_members_entries(owners, data):
+    """The entries of a chunk's members, gathered from the entries sorted by rank, are those
+    a filter over every entry finds, subdomain by subdomain in the members' order (the
+    chunks cut by the counts are not contiguous ranks)."""
+    N = 10
+    sub = np.array(owners, dtype=np.int64)
+    rank = np.array(data.draw(st.permutations(range(N))), dtype=np.int64)
+    order = np.argsort(rank[sub], kind="stable")
+    off = np.searchsorted(rank[sub][order], np.arange(N + 1))
+    members = np.array(data.draw(st.lists(st.integers(0, N - 1), unique=True, max_size=N)),
+                       dtype=np.int64)
+    got = geneo._members_entries(order, off, rank[members])
+    expected = [e for m in members for e in np.flatnonzero(sub == m)]
+    assert got.tolist() == expected
