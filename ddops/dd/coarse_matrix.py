@@ -94,9 +94,12 @@ def transposed_product(P: sp.spmatrix, Q: sp.spmatrix) -> sp.csr_matrix:
     return (sp.csr_matrix(P).T.tocsr() @ sp.csr_matrix(Q)).tocsr()
 
 
-def galerkin_matrix(A: sp.spmatrix, Phi: sp.spmatrix,
-                    rows: np.ndarray | None = None) -> sp.csr_matrix:
+def galerkin_matrix(A: sp.spmatrix, Phi: sp.spmatrix, rows: np.ndarray | None = None,
+                    product: sp.spmatrix | None = None) -> sp.csr_matrix:
     """``Phi^T A Phi``, symmetrised (exactly symmetric), CSR with sorted indices.
+
+    ``product`` is ``A Phi`` (on ``rows`` where given) where the caller has formed it (the
+    hybrid form keeps it): the matrix is then ``Phi^T`` (on those rows) times it.
 
     With ``rows`` (increasing; where ``A Phi`` can be nonzero: the interface ``G`` of
     discrete-harmonic columns) as ``Phi_G^T (A Phi)_G``, a product with those rows only.  Where
@@ -110,7 +113,9 @@ def galerkin_matrix(A: sp.spmatrix, Phi: sp.spmatrix,
     """
     A = sp.csr_matrix(A)
     Phi = sp.csr_matrix(Phi)
-    if rows is None:
+    if product is not None:
+        A0 = transposed_product(Phi if rows is None else Phi[rows], product)
+    elif rows is None:
         A0 = transposed_product(Phi, A @ Phi)
     elif Phi.nnz < GALERKIN_SPLIT_MIN * A.nnz:
         A0 = transposed_product(Phi[rows], A[rows] @ Phi)

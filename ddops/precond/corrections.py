@@ -661,13 +661,7 @@ class CoarseCorrection:
             # of all of them (3D elasticity: 13 x faster), and A Phi is kept on those rows;
             # A_0 as the builder's dependence check formed it, where it did (AGDSW)
             APG = (A[rows] @ Phi).tocsr() if self.hybrid else None
-            if given is not None:
-                A0 = given
-            elif APG is None:
-                A0 = galerkin_matrix(A, Phi, rows)
-            else:
-                A0 = transposed_product(Phi[rows], APG)
-                A0 = (A0 + A0.T) * 0.5
+            A0 = given if given is not None else galerkin_matrix(A, Phi, rows, product=APG)
             AP = None if APG is None else _rows_to_full(APG, rows, Phi.shape)
             del APG
         elif given is not None:
@@ -677,8 +671,7 @@ class CoarseCorrection:
             AP = (A @ Phi).tocsr() if self.hybrid else None
         else:
             AP = (A @ Phi).tocsr()
-            A0 = transposed_product(Phi, AP)
-            A0 = (A0 + A0.T) * 0.5
+            A0 = galerkin_matrix(A, Phi, product=AP)
         A0.sum_duplicates()
         A0.sort_indices()
         # what a later compute with the same Phi starts from (update(reuse_coarse=True)):

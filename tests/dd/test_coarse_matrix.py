@@ -66,6 +66,14 @@ def test_galerkin_matrix_is_the_dense_product(monkeypatch, split):
     A0 = galerkin_matrix(A, Phi, rows)
     assert canonical(A0) and (A0 != A0.T).nnz == 0
     np.testing.assert_allclose(A0.toarray(), want, rtol=0, atol=1e-12 * np.abs(want).max())
+    # with A Phi formed by the caller (the hybrid form's): the same products from it
+    AP = sp.csr_matrix(A.toarray() @ P)
+    A0 = galerkin_matrix(A, Phi, rows, product=AP[rows])
+    assert canonical(A0) and (A0 != A0.T).nnz == 0
+    np.testing.assert_allclose(A0.toarray(), want, rtol=0, atol=1e-12 * np.abs(want).max())
+    A0 = galerkin_matrix(A, Phi, product=AP)
+    assert canonical(A0) and (A0 != A0.T).nnz == 0
+    np.testing.assert_allclose(A0.toarray(), dense, rtol=0, atol=1e-12 * np.abs(dense).max())
 
 
 def gdsw_case(problem):
