@@ -47,6 +47,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 
 from . import spd
@@ -164,6 +165,13 @@ PARDISO_ND_FLOPS_PER_ENTRY = 5000
 #: 10``, solves several columns without the overhead, but factorised 3D elasticity's
 #: subdomains twice as slowly and reports no inertia.)
 PARDISO_COLUMN_SOLVES = 400
+
+#: Up to this many eliminated rows :func:`pardiso_schur_complement` eliminates them densely.
+#: MKL's partial factorisation reads memory it never wrote when it eliminates none or one
+#: row (its ordering stage copies an uninitialised count of entries: the process dies or
+#: not depending on what the heap held before, which glibc's ``MALLOC_PERTURB_`` makes
+#: certain); a few rows cost the dense update of ``s`` either way.
+SCHUR_DENSE_ELIMINATED = 8
 
 #: PARDISO's error codes and their meaning (oneMKL reference, ``pardiso``).
 PARDISO_ERRORS = {
@@ -1238,7 +1246,9 @@ def pardiso_schur_complement(K: sp.spmatrix, rows: np.ndarray) -> np.ndarray:
     the cost of a sparse factorisation plus the dense update of ``s``, instead of one solve
     per row of ``s``.  ``K_oo`` must be positive definite; ``K_ss`` is not factorised, so
     the result may be singular or indefinite.  Costs grow with ``|s|^2`` in memory and
-    faster than that in time: keep ``|s|`` to a few thousand per call.
+    faster than that in time: keep ``|s|`` to a few thousand per call.  Up to
+    :data:`SCHUR_DENSE_ELIMINATED` eliminated rows the elimination is dense instead (MKL's
+    partial factorisation is unsafe when it eliminates none or one).
 
     Parameters
     ----------
@@ -1266,6 +1276,8 @@ def pardiso_schur_complement(K: sp.spmatrix, rows: np.ndarray) -> np.ndarray:
     upper.sum_duplicates()
     upper.sort_indices()
     m, k = int(upper.shape[0]), int(rows.size)
+    if m - k <= SCHUR_DENSE_ELIMINATED:
+        return _dense_schur_complement(upper, rows)
     handle = _PardisoHandle(upper, np.dtype(np.float64), "md")
     del upper
     try:
@@ -1293,6 +1305,26 @@ def pardiso_schur_complement(K: sp.spmatrix, rows: np.ndarray) -> np.ndarray:
     finally:
         handle.free()
     return S.reshape(k, k)
+
+
+def _dense_schur_complement(upper: sp.csr_matrix, rows: np.ndarray) -> np.ndarray:
+    """:func:`pardiso_schur_complement` for few eliminated rows ``o``: ``K_ss - K_so
+    K_oo^{-1} K_os`` from the upper triangle ``upper``, ``K_oo`` by dense Cholesky
+    (:class:`SingularBlockError` where it is not positive definite)."""
+    K = upper + sp.triu(upper, k=1, format="csr").T
+    others = np.ones(K.shape[0], dtype=bool)
+    others[rows] = False
+    K_s = K[rows]
+    S = K_s[:, rows].toarray()
+    if not others.any():
+        return S
+    K_os = K[others][:, rows].toarray()
+    try:
+        factor = scipy.linalg.cho_factor(K[others][:, others].toarray(), check_finite=False)
+    except np.linalg.LinAlgError:
+        raise SingularBlockError(0) from None
+    S -= K_os.T @ scipy.linalg.cho_solve(factor, K_os, check_finite=False)
+    return S
 
 
 def _ldl_handle(K: sp.spmatrix, perturb: int) -> _PardisoHandle:

@@ -879,6 +879,34 @@ def test_pardiso_schur_complement_against_the_dense_elimination():
 
 
 
+@given(st.integers(0, local_solvers.SCHUR_DENSE_ELIMINATED + 2), st.integers(1, 30),
+       st.integers(0, 2**31))
+def test_few_eliminated_rows_give_the_dense_elimination(eliminated, kept, seed):
+    """Up to ``SCHUR_DENSE_ELIMINATED`` eliminated rows (none included) the dense path,
+    beyond it PARDISO's, both against a dense elimination of a random sparse SPD matrix
+    whose lower triangle is garbage (only the upper one is read); an indefinite
+    eliminated block is refused."""
+    need("pardiso")
+    rng = np.random.default_rng(seed)
+    m = eliminated + kept
+    A = rand_spd(m, seed, density=0.3).tocsr()
+    D = A.toarray()
+    rows = np.sort(rng.choice(m, kept, replace=False))
+    rest = np.setdiff1d(np.arange(m), rows)
+    exact = D[np.ix_(rows, rows)] - D[np.ix_(rows, rest)] @ np.linalg.solve(
+        D[np.ix_(rest, rest)], D[np.ix_(rest, rows)])
+    garbage = sp.triu(A, format="csr") + sp.tril(sp.random(m, m, density=0.3,
+                                                           random_state=rng), k=-1)
+    S = local_solvers.pardiso_schur_complement(garbage, rows)
+    assert np.abs(S - exact).max() <= 1e-10 * np.abs(exact).max()
+    if eliminated:
+        B = A.tolil()
+        B[rest[0], rest[0]] = -1.0
+        with pytest.raises(local_solvers.SingularBlockError):
+            local_solvers.pardiso_schur_complement(B.tocsr(), rows)
+
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_pardiso_inertia_counts_every_block_against_dense_eigenvalues(seed):
     """The negative eigenvalues of each block of a block-diagonal symmetric indefinite
