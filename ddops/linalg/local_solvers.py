@@ -1314,8 +1314,7 @@ def _dense_schur_complement(upper: sp.csr_matrix, rows: np.ndarray) -> np.ndarra
     K = upper + sp.triu(upper, k=1, format="csr").T
     others = np.ones(K.shape[0], dtype=bool)
     others[rows] = False
-    K_s = K[rows]
-    S = K_s[:, rows].toarray()
+    S = K[rows][:, rows].toarray()
     if not others.any():
         return S
     K_os = K[others][:, rows].toarray()
