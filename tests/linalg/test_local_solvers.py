@@ -907,6 +907,28 @@ def test_few_eliminated_rows_give_the_dense_elimination(eliminated, kept, seed):
 
 
 
+def test_pardiso_eliminates_only_past_the_dense_cutoff(monkeypatch):
+    """``SCHUR_DENSE_ELIMINATED`` eliminated rows never reach PARDISO (whose partial
+    factorisation is unsafe with one or none); one more does.  The cutoff is the
+    documented 8."""
+    need("pardiso")
+    assert local_solvers.SCHUR_DENSE_ELIMINATED == 8
+    made = []
+    handle = local_solvers._PardisoHandle
+
+    def counted(*args, **kwargs):
+        made.append(1)
+        return handle(*args, **kwargs)
+
+    monkeypatch.setattr(local_solvers, "_PardisoHandle", counted)
+    A = rand_spd(30, 4)
+    for eliminated, calls in ((0, 0), (1, 0), (local_solvers.SCHUR_DENSE_ELIMINATED, 0),
+                              (local_solvers.SCHUR_DENSE_ELIMINATED + 1, 1)):
+        made.clear()
+        local_solvers.pardiso_schur_complement(A, np.arange(eliminated, 30))
+        assert len(made) == calls, (eliminated, made)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_pardiso_inertia_counts_every_block_against_dense_eigenvalues(seed):
     """The negative eigenvalues of each block of a block-diagonal symmetric indefinite
