@@ -18,6 +18,8 @@ subspace iteration.
     python benchmarks/geneo_krylov.py                 # the six problems (a few minutes)
     python benchmarks/geneo_krylov.py --problems 0 1 --repeat 3
     python benchmarks/geneo_krylov.py --quick         # small sizes
+    python benchmarks/geneo_krylov.py --compare retire  # the Krylov method with and
+        # without retiring settled blocks (geneo.KRYLOV_RETIRE) in place of the two solvers
 """
 
 from __future__ import annotations
@@ -35,23 +37,26 @@ from agdsw_indicator import add_round_flags, chosen_problems  # noqa: E402
 from common import machine_summary, timed_setup  # noqa: E402
 from shared_order import sa_setup  # noqa: E402
 
-WAYS = ("subspace", "krylov")
+#: What ``--compare`` sets against what: (column label, :func:`measure`'s switches) twice.
+WAYS = {"solver": (("subspace", {"krylov": False}), ("Krylov", {"krylov": True})),
+        "retire": (("to the end", {"retire": False}), ("retiring", {"retire": True}))}
 
 
-def measure(prob, d, krylov: bool, neumann=None) -> dict:
-    """One GenEO set-up (its eigensolver chosen by ``krylov``) and CG solve."""
+def measure(prob, d, krylov: bool = True, neumann=None, retire: bool = True) -> dict:
+    """One GenEO set-up (its eigensolver chosen by ``krylov``; with ``retire`` the Krylov
+    method's settled blocks retire, ``geneo.KRYLOV_RETIRE``) and CG solve."""
     import scipy.sparse.linalg as spla
 
     import ddops
     from ddops.dd import geneo
 
-    geneo.GENEO_KRYLOV = krylov
+    geneo.GENEO_KRYLOV, geneo.KRYLOV_RETIRE = krylov, retire
     try:
         options = ddops.SchwarzOptions(coarse="geneo", null_space=prob.null_space,
                                        geneo=ddops.GenEOOptions(neumann=neumann))
         M, setup, setup_cpu = timed_setup(prob, d, options)
     finally:
-        geneo.GENEO_KRYLOV = True
+        geneo.GENEO_KRYLOV = geneo.KRYLOV_RETIRE = True
     columns = M.coarse_stats["solved_columns"]
     A = prob.A.tocsr()
     b = np.random.default_rng(0).standard_normal(A.shape[0])
@@ -70,25 +75,30 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_round_flags(parser)
+    parser.add_argument("--compare", choices=sorted(WAYS), default="solver",
+                        help="solver: the subspace iteration against the Krylov method; "
+                             "retire: the Krylov method with every block running to the "
+                             "chunk's end against settled blocks retiring (default solver)")
     args = parser.parse_args(argv)
+    (a, a_switch), (b, b_switch) = WAYS[args.compare]
     print(machine_summary(memory=True, ddops=True))
     print(f"GenEO, one BLAS/MKL thread; set-up wall / CPU seconds, best of {args.repeat} "
           "alternating rounds; the decomposition is not timed\n")
-    print("| problem | set-up subspace | set-up Krylov | subspace / Krylov | eigenproblems s "
-          "(subspace, Krylov) | columns solved (subspace, Krylov) | coarse dim | CG its | "
-          "eigenvalues apart / threshold | pyamg SA set-up | Krylov / SA |")
+    print(f"| problem | set-up {a} | set-up {b} | {a} / {b} | eigenproblems s "
+          f"({a}, {b}) | columns solved ({a}, {b}) | coarse dim | CG its | "
+          f"eigenvalues apart / threshold | pyamg SA set-up | {b} / SA |")
     print("|---|---:|---:|---:|---|---|---|---|---:|---:|---:|")
     out = []
     with threadpool_limits(1):
         for label, prob, d, neumann in chosen_problems(args):
             best: dict = {}
             for _ in range(max(args.repeat, 1)):
-                for way in (*WAYS, "sa"):
+                for way, switch in ((a, a_switch), (b, b_switch), ("sa", None)):
                     r = (sa_setup(prob) if way == "sa" else
-                         measure(prob, d, way == "krylov", neumann))
+                         measure(prob, d, neumann=neumann, **switch))
                     if way not in best or r["setup"] < best[way]["setup"]:
                         best[way] = r
-            s, k, sa = best["subspace"], best["krylov"], best["sa"]
+            s, k, sa = best[a], best[b], best["sa"]
             es, ek = s.pop("eigenvalues"), k.pop("eigenvalues")
             both = np.isfinite(es) & np.isfinite(ek)
             apart = float(np.abs(es - ek)[both].max() / s["threshold"]) if both.any() else 0.0
@@ -99,8 +109,7 @@ def main(argv=None) -> int:
                   f"{k['coarse_dim']} | {s['iterations']}, {k['iterations']} | "
                   f"{apart:.1e} | {sa['setup']:.3f} / {sa['setup_cpu']:.3f} | "
                   f"{k['setup'] / sa['setup']:.1f} |", flush=True)
-            out.append({"problem": label, "subspace": s, "krylov": k, "apart": apart,
-                        "sa": sa})
+            out.append({"problem": label, a: s, b: k, "apart": apart, "sa": sa})
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

@@ -74,10 +74,27 @@ def test_geneo_krylov_solves_fewer_columns_for_the_same_space(scripts, tmp_path)
     assert scripts("geneo_krylov").main(
         ["--quick", "--repeat", "1", "--problems", "0", "2", "--json", str(out)]) == 0
     for row in json.loads(out.read_text()):
-        subspace, krylov = row["subspace"], row["krylov"]
+        subspace, krylov = row["subspace"], row["Krylov"]
         assert 0 < krylov["columns"] < subspace["columns"], row["problem"]
         assert krylov["coarse_dim"] == subspace["coarse_dim"] > 0
         assert abs(krylov["iterations"] - subspace["iterations"]) <= 1
+        assert row["apart"] <= 1e-5 and row["sa"]["setup"] > 0
+
+
+def test_geneo_krylov_retiring_blocks_solve_the_same_columns(scripts, tmp_path):
+    """``geneo_krylov.py --compare retire``: settled blocks retiring leave the solves (the
+    chunk's last block decides them), the coarse dimension and the iterations as they are,
+    the eigenvalues within the settle tolerance."""
+    need("pardiso")
+    out = tmp_path / "retire.json"
+    assert scripts("geneo_krylov").main(
+        ["--quick", "--repeat", "1", "--problems", "0", "2", "--compare", "retire",
+         "--json", str(out)]) == 0
+    for row in json.loads(out.read_text()):
+        end, retiring = row["to the end"], row["retiring"]
+        assert retiring["columns"] == end["columns"] > 0, row["problem"]
+        assert retiring["coarse_dim"] == end["coarse_dim"] > 0
+        assert abs(retiring["iterations"] - end["iterations"]) <= 1
         assert row["apart"] <= 1e-5 and row["sa"]["setup"] > 0
 
 

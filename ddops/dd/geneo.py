@@ -1117,6 +1117,14 @@ KRYLOV_UPPER_RTOL = 1e-4
 #: this machine's noise (0.95x to 1.03x).
 KRYLOV_CAPACITY = 12
 
+#: A block of the block Krylov method whose Ritz values have settled (the same rule as
+#: for the whole chunk, :func:`_pending`) retires after at least two solves: its pairs are
+#: taken then, and the chunk's later steps do their dense work (the orthogonalisation,
+#: the Rayleigh-Ritz step) on the blocks still pending only.  False: every block runs
+#: until the chunk's last one has settled (the pairs of the early ones a few steps more
+#: converged).
+KRYLOV_RETIRE = True
+
 #: The Ritz value given to the slots beyond the basis while it is smaller than the
 #: subspace, and to the directions of ``mu = 0`` (the kernel of ``B``, a left-out
 #: direction): never below the threshold, never selected.
@@ -1141,8 +1149,9 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
     huge ones from directions near the kernel of ``B``).
     Nested bases make the largest Ritz values ``mu`` grow, so ``lambda = 1 / mu - sigma``
     decreases step by step to the eigenvalues, as in the subspace iteration, and the same
-    rule stops it (:func:`_pending`, with the inertia's ``counts``); the start block is
-    random (seed 0).  Padding rows (``real`` False) stay zero.
+    rule stops it (:func:`_pending`, with the inertia's ``counts``), block by block
+    (:data:`KRYLOV_RETIRE`); the start block is random (seed 0).  Padding rows (``real``
+    False) stay zero.
 
     Returns what :func:`_subspace_eigh` returns (B-orthonormal Ritz vectors), the number of
     solves counted in blocks; None where the basis loses its K-orthogonality to rounding
@@ -1157,8 +1166,16 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
     Y = np.random.default_rng(0).standard_normal((rows, p))
     Y[~real] = 0.0
     size = block + KRYLOV_CAPACITY * p  # the basis' capacity, doubled when it fills
+    # the blocks still iterating are the first ``act.size`` of these (their original
+    # positions in ``act``): a block whose Ritz values have settled retires, its pairs taken
+    # then, and the others move to the front (the dense work of the last steps, where the
+    # basis is largest, shrinks with them; the solves stay with the chunk's factorisation)
     Vt, KVt = np.empty((m, size, width)), np.empty((m, size, width))
     Gb = np.zeros((m, size, size))
+    act = np.arange(m)
+    want = counts
+    lam_out, V_out = np.full((m, block), _LEFT_OUT), np.zeros((m, width, block))
+    drift_out = np.zeros(m)
     k = its = 0
     previous = None
 
@@ -1172,19 +1189,42 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
             lam = np.pad(lam, ((0, 0), (0, block - lam.shape[1])), constant_values=_LEFT_OUT)
         return lam
 
+    def active(X3):  # the active blocks of a stacked (m, width, p) array
+        return X3 if act.size == m else X3[act]
+
+    def stacked(X3):  # the active blocks' (act.size, width, p) in all m blocks' rows
+        if act.size == m:
+            return X3.reshape(rows, -1)
+        full = np.zeros((m, width, X3.shape[2]))
+        full[act] = X3
+        return full.reshape(rows, -1)
+
+    def retire(sel, pending, drift):
+        """The Ritz pairs of the active blocks ``sel`` (a slice or positions), K-orthonormal
+        Ritz vectors scaled to B-norm 1 (v^T B v = mu), into the results."""
+        mu, C = np.linalg.eigh(Gb[sel, :k, :k])
+        lam = ritz(mu)
+        mu, C = mu[:, ::-1][:, :block], C[:, :, ::-1][:, :, :block]
+        scale = np.where(mu > tiny, 1.0 / np.sqrt(np.where(mu > tiny, mu, 1.0)), 0.0)
+        to = act[sel]
+        lam_out[to] = lam
+        V_out[to, :, :C.shape[2]] = (np.swapaxes(Vt[sel, :k], 1, 2) @ C) * scale[:, None, :]
+        drift_out[to] = np.where(pending, drift, 0.0)
+
+    Y3 = Y.reshape(m, width, p)
     while True:
-        Y3 = Y.reshape(m, width, p)
+        ma = act.size
         removed = 0.0  # the squared K-norms of the new columns' parts in the basis
         if k:
-            V = np.swapaxes(Vt[:, :k], 1, 2)
+            V = np.swapaxes(Vt[:ma, :k], 1, 2)
             c = 0.0
             for _ in range(2):
-                step = KVt[:, :k] @ Y3
+                step = KVt[:ma, :k] @ Y3
                 Y3, c = Y3 - V @ step, c + step
             removed = np.einsum("mij,mij->mj", c, c)
         # K Y after the orthogonalisation, by a sparse product: updating K Y through K V
         # took as many dense products as the orthogonalisation itself
-        KY3 = (K @ Y3.reshape(rows, p)).reshape(m, width, p)
+        KY3 = active((K @ stacked(Y3)).reshape(m, width, p))
         G = np.swapaxes(Y3, 1, 2) @ KY3
         # their K-norms before it (the basis is K-orthonormal: |y|^2 = |c|^2 + |y - V c|^2)
         before = removed + np.einsum("mii->mi", G)
@@ -1192,19 +1232,18 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
         good = e > KRYLOV_DEPENDENCE_RTOL**2 * np.maximum(before.max(axis=1), 0.0)[:, None]
         W = np.where(good[:, None, :], U / np.sqrt(np.where(good, e, 1.0))[:, None, :], 0.0)
         Y3, KY3 = Y3 @ W, KY3 @ W
-        Y = Y3.reshape(rows, p)
-        BY3 = (Bs @ Y).reshape(m, width, p)
+        BY3 = active((Bs @ stacked(Y3)).reshape(m, width, p))
         if k + p > size:
             size *= 2
             Vt, KVt = (np.concatenate([a[:, :k], np.empty((m, size - k, width))], axis=1)
                        for a in (Vt, KVt))
             Gb = np.pad(Gb[:, :k, :k], ((0, 0), (0, size - k), (0, size - k)))
-        Vt[:, k:k + p] = np.swapaxes(Y3, 1, 2)
-        KVt[:, k:k + p] = np.swapaxes(KY3, 1, 2)
-        Gb[:, :k + p, k:k + p] = Vt[:, :k + p] @ BY3
-        Gb[:, k:k + p, :k] = np.swapaxes(Gb[:, :k, k:k + p], 1, 2)
+        Vt[:ma, k:k + p] = np.swapaxes(Y3, 1, 2)
+        KVt[:ma, k:k + p] = np.swapaxes(KY3, 1, 2)
+        Gb[:ma, :k + p, k:k + p] = Vt[:ma, :k + p] @ BY3
+        Gb[:ma, k:k + p, :k] = np.swapaxes(Gb[:ma, :k, k:k + p], 1, 2)
         # the new columns of V^T K V - I (a left-out direction: a zero column)
-        off = Vt[:, :k + p] @ KY3
+        off = Vt[:ma, :k + p] @ KY3
         off[:, k + np.arange(p), np.arange(p)] -= good
         k += p
         if np.abs(off).max() > KRYLOV_ORTHOGONALITY:
@@ -1213,7 +1252,7 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
             # block's eigenvalues (S nearly a multiple of the identity, its powers point
             # the same way) or a cluster at the threshold in a pencil of high contrast
             return None
-        mu = np.linalg.eigvalsh(Gb[:, :k, :k])
+        mu = np.linalg.eigvalsh(Gb[:ma, :k, :k])
         low = np.where(mu > tiny, mu, np.inf).min(axis=1)  # 1 / (sigma + the largest lambda)
         if np.any(np.isfinite(low) & (low > 1.0 / ((1.0 + KRYLOV_FLAT_SHIFT) * sigma))):
             return None
@@ -1224,23 +1263,23 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
                       else np.full_like(lam, np.inf))
         previous = lam
         # all the eigenvalues below tau have Ritz values there (the inertia's counts)
-        pending, drift = _pending(lam, change, tau, cap, (lam < tau).sum(axis=1) >= counts,
+        pending, drift = _pending(lam, change, tau, cap, (lam < tau).sum(axis=1) >= want,
                                   settle, KRYLOV_UPPER_RTOL)
         if (its >= 2 and not pending.any()) or its >= GENEO_MAX_ITERATIONS:
+            retire(slice(0, ma), pending, drift)
             break
-        Y = shifted.solve(BY3.reshape(rows, p))
+        if its >= 2 and KRYLOV_RETIRE and not pending.all():
+            done, keep = np.flatnonzero(~pending), np.flatnonzero(pending)
+            retire(done, pending[done], drift[done])
+            n = keep.size
+            Vt[:n, :k], KVt[:n, :k], Gb[:n, :k, :k] = Vt[keep, :k], KVt[keep, :k], Gb[
+                keep, :k, :k]
+            act, want, previous, BY3 = act[keep], want[keep], previous[keep], BY3[keep]
+        Y = shifted.solve(stacked(BY3))
         Y[~real] = 0.0
         its += 1
-    mu, C = np.linalg.eigh(Gb[:, :k, :k])
-    lam = ritz(mu)
-    mu, C = mu[:, ::-1][:, :block], C[:, :, ::-1][:, :, :block]
-    # the Ritz vectors, K-orthonormal, scaled to B-norm 1 (v^T B v = mu)
-    scale = np.where(mu > tiny, 1.0 / np.sqrt(np.where(mu > tiny, mu, 1.0)), 0.0)
-    V = (np.swapaxes(Vt[:, :k], 1, 2) @ C) * scale[:, None, :]
-    if V.shape[2] < block:
-        V = np.pad(V, ((0, 0), (0, 0), (0, block - V.shape[2])))
-    drift = np.where(pending, drift, 0.0)
-    return lam, V, its, drift
+        Y3 = active(Y.reshape(m, width, p))
+    return lam_out, V_out, its, drift_out
 
 
 def _subspace_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int,

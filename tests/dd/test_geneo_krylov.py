@@ -235,3 +235,47 @@ def test_a_basis_that_outgrows_its_capacity_is_the_same_bit_for_bit(monkeypatch,
     assert block + capacity * p < columns <= block + room * p  # grew here only
     for a, b in zip(roomy, grown, strict=True):
         assert np.array_equal(a, b)
+
+
+def test_settled_blocks_retire_with_the_pairs_of_the_dense_pencils(monkeypatch):
+    """Blocks that settle before the chunk's last retire (the later steps' Rayleigh-Ritz
+    steps see fewer blocks): each block's eigenvalues below the threshold still match its
+    dense pencil to the settle tolerance, in its own slot of the results (B-orthonormal
+    Ritz vectors, padding rows zero), with the counts of every block running to the end."""
+    need("pardiso")
+    sizes, width, tau = [40, 12, 37, 26, 40], 40, 0.25
+    Ns, Bs, real, dense = stacked_pencils(sizes, width, seed=5)
+    m = len(sizes)
+    sigma = geneo.GENEO_SHIFT * tau
+    shifted = factorize_blocks((Ns + sigma * Bs).tocsr(), np.arange(m + 1) * width,
+                               "pardiso")
+    exact = [sla.eigh(Ni, Bi, eigvals_only=True) for Ni, Bi in dense]
+    counts = np.array([int((e < tau).sum()) for e in exact])
+    block = min(int(geneo._subspace_size(np.int64(counts.max()), 48)), min(sizes))
+    active = []  # the blocks the stopping rule sees at each step
+    rule = geneo._pending
+    monkeypatch.setattr(geneo, "_pending", lambda lam, *a, **k: (
+        active.append(lam.shape[0]), rule(lam, *a, **k))[1])
+
+    def run(retire):
+        monkeypatch.setattr(geneo, "KRYLOV_RETIRE", retire)
+        active.clear()
+        out = geneo._block_krylov_eigh(shifted, Ns, Bs, m, width, block, tau, real, 48,
+                                       counts, sigma)
+        return out, list(active)
+
+    (lam, V, its, drift), seen = run(True)
+    assert seen[0] == m and min(seen) < m  # some retired before the last
+    (lam0, _, its0, _), seen0 = run(False)
+    assert set(seen0) == {m} and its == its0  # without: all to the end, as many solves
+    assert not drift.any()
+    for j, (e, (Ni, Bi)) in enumerate(zip(exact, dense, strict=True)):
+        c, s = min(counts[j], block), sizes[j]
+        assert (lam[j] < tau).sum() == (lam0[j] < tau).sum() == c
+        tol = np.where(e[:c] < 0.5 * tau, 10 * geneo.GENEO_RESIDUAL_RTOL, 1e-2) * tau
+        assert np.all(lam[j, :c] >= e[:c] - 1e-12) and np.all(lam[j, :c] - e[:c] <= tol)
+        assert not V[j, s:].any()
+        X = V[j, :s, :c]
+        np.testing.assert_allclose(X.T @ Bi @ X, np.eye(c), atol=1e-8)
+        residual = np.linalg.norm(Ni @ X - Bi @ X * lam[j, :c], axis=0)
+        assert residual.max() <= 1e-2 * np.linalg.norm(Bi, 2)
