@@ -82,9 +82,9 @@ def test_geneo_krylov_solves_fewer_columns_for_the_same_space(scripts, tmp_path)
 
 
 def test_geneo_krylov_retiring_blocks_solve_the_same_columns(scripts, tmp_path):
-    """``geneo_krylov.py --compare retire``: settled blocks retiring leave the solves (the
-    chunk's last block decides them), the coarse dimension and the iterations as they are,
-    the eigenvalues within the settle tolerance."""
+    """``geneo_krylov.py --compare retire``: settled blocks retiring leave the solves (here:
+    never more), the coarse dimension and the iterations as they are, the eigenvalues
+    within the settle tolerance."""
     need("pardiso")
     out = tmp_path / "retire.json"
     assert scripts("geneo_krylov").main(

@@ -1169,7 +1169,8 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
     # the blocks still iterating are the first ``act.size`` of these (their original
     # positions in ``act``): a block whose Ritz values have settled retires, its pairs taken
     # then, and the others move to the front (the dense work of the last steps, where the
-    # basis is largest, shrinks with them; the solves stay with the chunk's factorisation)
+    # basis is largest, shrinks with them; the solves, and the sparse products with K and
+    # B, stay on all the chunk's rows, the retired blocks' zero)
     Vt, KVt = np.empty((m, size, width)), np.empty((m, size, width))
     Gb = np.zeros((m, size, size))
     act = np.arange(m)
@@ -1199,9 +1200,11 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
         full[act] = X3
         return full.reshape(rows, -1)
 
-    def retire(sel, pending, drift):
-        """The Ritz pairs of the active blocks ``sel`` (a slice or positions), K-orthonormal
-        Ritz vectors scaled to B-norm 1 (v^T B v = mu), into the results."""
+    def retire(sel, pending=None, drift=None):
+        """Write the Ritz pairs of the active blocks ``sel`` (a slice or positions) into
+        ``lam_out`` and ``V_out`` (K-orthonormal Ritz vectors scaled to B-norm 1, ``v^T B v
+        = mu``), and into ``drift_out`` ``drift`` where ``pending`` (blocks stopped at the
+        iteration limit; zero without)."""
         mu, C = np.linalg.eigh(Gb[sel, :k, :k])
         lam = ritz(mu)
         mu, C = mu[:, ::-1][:, :block], C[:, :, ::-1][:, :, :block]
@@ -1209,7 +1212,7 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
         to = act[sel]
         lam_out[to] = lam
         V_out[to, :, :C.shape[2]] = (np.swapaxes(Vt[sel, :k], 1, 2) @ C) * scale[:, None, :]
-        drift_out[to] = np.where(pending, drift, 0.0)
+        drift_out[to] = 0.0 if pending is None else np.where(pending, drift, 0.0)
 
     Y3 = Y.reshape(m, width, p)
     while True:
@@ -1235,9 +1238,10 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
         BY3 = active((Bs @ stacked(Y3)).reshape(m, width, p))
         if k + p > size:
             size *= 2
-            Vt, KVt = (np.concatenate([a[:, :k], np.empty((m, size - k, width))], axis=1)
+            # (the active blocks only: the retired ones are never read again)
+            Vt, KVt = (np.concatenate([a[:ma, :k], np.empty((ma, size - k, width))], axis=1)
                        for a in (Vt, KVt))
-            Gb = np.pad(Gb[:, :k, :k], ((0, 0), (0, size - k), (0, size - k)))
+            Gb = np.pad(Gb[:ma, :k, :k], ((0, 0), (0, size - k), (0, size - k)))
         Vt[:ma, k:k + p] = np.swapaxes(Y3, 1, 2)
         KVt[:ma, k:k + p] = np.swapaxes(KY3, 1, 2)
         Gb[:ma, :k + p, k:k + p] = Vt[:ma, :k + p] @ BY3
@@ -1269,11 +1273,12 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
             retire(slice(0, ma), pending, drift)
             break
         if its >= 2 and KRYLOV_RETIRE and not pending.all():
-            done, keep = np.flatnonzero(~pending), np.flatnonzero(pending)
-            retire(done, pending[done], drift[done])
+            keep = np.flatnonzero(pending)
+            retire(np.flatnonzero(~pending))  # (settled: no drift)
             n = keep.size
-            Vt[:n, :k], KVt[:n, :k], Gb[:n, :k, :k] = Vt[keep, :k], KVt[keep, :k], Gb[
-                keep, :k, :k]
+            Vt[:n, :k] = Vt[keep, :k]
+            KVt[:n, :k] = KVt[keep, :k]
+            Gb[:n, :k, :k] = Gb[keep, :k, :k]
             act, want, previous, BY3 = act[keep], want[keep], previous[keep], BY3[keep]
         Y = shifted.solve(stacked(BY3))
         Y[~real] = 0.0

@@ -243,7 +243,7 @@ def test_settled_blocks_retire_with_the_pairs_of_the_dense_pencils(monkeypatch):
     dense pencil to the settle tolerance, in its own slot of the results (B-orthonormal
     Ritz vectors, padding rows zero), with the counts of every block running to the end."""
     need("pardiso")
-    sizes, width, tau = [40, 12, 37, 26, 40], 40, 0.25
+    sizes, width, tau = [40, 30, 37, 26, 40], 40, 0.25
     Ns, Bs, real, dense = stacked_pencils(sizes, width, seed=5)
     m = len(sizes)
     sigma = geneo.GENEO_SHIFT * tau
@@ -252,6 +252,7 @@ def test_settled_blocks_retire_with_the_pairs_of_the_dense_pencils(monkeypatch):
     exact = [sla.eigh(Ni, Bi, eigvals_only=True) for Ni, Bi in dense]
     counts = np.array([int((e < tau).sum()) for e in exact])
     block = min(int(geneo._subspace_size(np.int64(counts.max()), 48)), min(sizes))
+    assert block >= counts.max()  # every block can find all its eigenvalues
     active = []  # the blocks the stopping rule sees at each step
     rule = geneo._pending
     monkeypatch.setattr(geneo, "_pending", lambda lam, *a, **k: (
@@ -266,6 +267,7 @@ def test_settled_blocks_retire_with_the_pairs_of_the_dense_pencils(monkeypatch):
 
     (lam, V, its, drift), seen = run(True)
     assert seen[0] == m and min(seen) < m  # some retired before the last
+    assert its < geneo.GENEO_MAX_ITERATIONS  # stopped by the rule, not the limit
     (lam0, _, its0, _), seen0 = run(False)
     assert set(seen0) == {m} and its == its0  # without: all to the end, as many solves
     assert not drift.any()
