@@ -258,6 +258,7 @@ def test_settled_blocks_retire_with_the_pairs_of_the_dense_pencils(monkeypatch):
     m = len(sizes)
     block = min(int(geneo._subspace_size(np.int64(counts.max()), 48)), min(sizes))
     assert block >= counts.max()  # every block can find all its eigenvalues
+    assert geneo.KRYLOV_RETIRE is True  # the documented default retires
     active = []  # the blocks the stopping rule sees at each step
     rule = geneo._pending
     monkeypatch.setattr(geneo, "_pending", lambda lam, *a, **k: (
