@@ -98,6 +98,17 @@ def test_geneo_krylov_retiring_blocks_solve_the_same_columns(scripts, tmp_path):
         assert row["apart"] <= 1e-5 and row["sa"]["setup"] > 0
 
 
+def test_coarse_columns_runs_give_the_triples_matrix(scripts, tmp_path):
+    """``coarse_columns.py``: GenEO's columns assembled as runs are the matrix of the entry
+    triples, bit for bit, and both ways and the peer were timed."""
+    need("skfem")
+    out = tmp_path / "columns.json"
+    assert scripts("coarse_columns").main(["--quick", "--repeat", "1", "--json", str(out)]) == 0
+    row = json.loads(out.read_text())
+    assert row["same"] and row["entries"] > row["columns"] > 0
+    assert row["runs"]["seconds"] > 0 and row["triples"]["seconds"] > 0 and row["sa"] > 0
+
+
 def test_coarse_beside_keeps_the_iterations(scripts, tmp_path, threaded_two_cpus):
     """``coarse_beside.py``: the three rows (one thread, two with the coarse correction after
     the local solves, two with it beside them; the local solves threaded at this small size

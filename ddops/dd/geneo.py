@@ -521,7 +521,7 @@ def geneo_basis(
         ladder = np.unique(padded)
     else:
         node_size = 1
-    kept_vals = []  # (subdomain, local row, slot, value) of kept eigenvectors
+    kept_vals = []  # (subdomains, slots, values on their rows) of the kept eigenvectors
     selected = np.zeros(N, dtype=np.int64)
     smallest = np.full(N, np.inf)
     capped = 0
@@ -678,10 +678,8 @@ def geneo_basis(
         keep, count = select_eigenpairs(lam, below, cap)
         slot = np.cumsum(keep, axis=1) - 1
         g, j = np.nonzero(keep)
-        sz = sizes[members[g]]
-        rep = np.repeat(np.arange(g.size), sz)
-        row = np.arange(rep.size) - np.repeat(np.cumsum(sz) - sz, sz)
-        kept = (members[g][rep], row, slot[g, j][rep], V[g[rep], row, j[rep]])
+        kept = (members[g], slot[g, j], _subdomain_rows(np.swapaxes(V, 1, 2)[g, j],
+                                                        sizes[members[g]]))
         return kept, count, lam.min(axis=1), its, drift, solved
 
     # the chunks: size groups in memory-bounded pieces (about 12 arrays of (rows x block)
@@ -737,9 +735,8 @@ def geneo_basis(
         # the skipped subdomains' constants (their Nicolaides functions; with a null space
         # D_i Z comes below as for every subdomain)
         sub = np.flatnonzero(~need)
-        rep = np.repeat(sub, sizes[sub])
-        row = np.arange(rep.size) - np.repeat(np.cumsum(sizes[sub]) - sizes[sub], sizes[sub])
-        kept_vals.append((rep, row, np.zeros(rep.size, dtype=np.int64), np.ones(rep.size)))
+        kept_vals.append((sub, np.zeros(sub.size, dtype=np.int64),
+                          np.ones(int(sizes[sub].sum()))))
     solved_columns = 0
     for members, (kept, count, low, its, drift, solved) in results:
         solved_columns += solved
@@ -771,18 +768,23 @@ def geneo_basis(
              "avoids it)", RuntimeWarning)
     eigen_seconds = time.perf_counter() - eig_start
     # the columns on the packed entries: [D Z, D v_1, D v_2, ...] of every subdomain; the
-    # eigenvectors as (entry, slot, value) triples, not a dense (entries x slots) array
-    # whose slots most subdomains leave empty
+    # eigenvectors as runs (one per subdomain and slot, on its packed entries), not a dense
+    # (entries x slots) array whose slots most subdomains leave empty
     VZ = Z[d.indices] * w[:, None] if k else np.zeros((d.indices.size, 0))
-    e_ent = np.concatenate([offsets[sub] + row for sub, row, _, _ in kept_vals] or [[]]
-                           ).astype(np.int64)
-    e_slot = k + np.concatenate([slot for _, _, slot, _ in kept_vals] or [[]]).astype(np.int64)
-    e_val = np.concatenate([val for _, _, _, val in kept_vals] or [[]]) * w[e_ent]
+    e_sub = np.concatenate([sub for sub, _, _ in kept_vals] or [[]]).astype(np.int64)
+    e_slot = k + np.concatenate([slot for _, slot, _ in kept_vals] or [[]]).astype(np.int64)
+    e_len = sizes[e_sub]
+    e_first = np.cumsum(e_len) - e_len  # each run's first value
+    # D_i on each value's packed entry
+    e_val = np.concatenate([val for _, _, val in kept_vals] or [[]]) * w[
+        np.arange(int(e_len.sum())) + np.repeat(offsets[e_sub] - e_first, e_len)]
     width = int(e_slot.max()) + 1 if e_slot.size else k
     nonzero = np.zeros((N, width), dtype=bool)
     r, c = np.nonzero(VZ)
     nonzero[group[r], c] = True
-    nonzero[group[e_ent[e_val != 0]], e_slot[e_val != 0]] = True
+    if e_sub.size:  # the runs with a nonzero value
+        some = np.logical_or.reduceat(e_val != 0, e_first)
+        nonzero[e_sub[some], e_slot[some]] = True
     # Gram-Schmidt for the null-space vectors only: the eigenvectors of a subdomain are
     # B-orthonormal and B-orthogonal to them already (independent), and a global check of
     # the whole basis follows
@@ -793,8 +795,13 @@ def geneo_basis(
     # the Nicolaides functions: D_i Z, and the constants of the subdomains skipped without Z
     nicolaides = (col_vec < k) | ~need[col_group]
     if keep.any():
-        Phi, _ = columns_from_groups(d.indices, group, VZ, keep, n,
-                                     triples=(e_ent, e_slot, e_val))
+        # the null-space vectors as runs too (a subdomain's entries are consecutive), ahead
+        # of the eigenvectors': one slice of Phi^T per column
+        run_sub = np.concatenate([np.tile(np.arange(N), k), e_sub])
+        run_slot = np.concatenate([np.repeat(np.arange(k), N), e_slot])
+        Phi, _ = columns_from_groups(d.indices, group, VZ[:, :0], keep, n, runs=(
+            run_sub, run_slot, offsets[run_sub], sizes[run_sub],
+            np.concatenate([VZ.T.ravel(), e_val])))
         Phi, cols, A0 = drop_dependent_columns(A, Phi, first=nicolaides, return_matrix=True)
     else:  # no eigenvalue below the threshold anywhere (and no null space)
         Phi, cols = sp.csr_matrix((n, 0)), np.zeros(0, dtype=np.int64)
@@ -973,6 +980,12 @@ def _kernel_columns(Ns: sp.csr_matrix, Bs: sp.csr_matrix, Zg: np.ndarray, m: int
     return Zk, gram, independent.sum(axis=1)
 
 
+def _subdomain_rows(X: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The rows of each padded block ``X[c]`` (``(c, width)``) that belong to its subdomain
+    (the first ``sizes[c]``), one block after the other."""
+    return X[np.arange(X.shape[1])[None, :] < sizes[:, None]]
+
+
 def _kernel_selection(members: np.ndarray, sizes: np.ndarray, Zk: np.ndarray,
                       gram: np.ndarray, k0: np.ndarray, k: int):
     """The result of :func:`geneo_basis`'s chunk where the inertia shows that every
@@ -985,15 +998,12 @@ def _kernel_selection(members: np.ndarray, sizes: np.ndarray, Zk: np.ndarray,
     low = np.full(m, np.nan)
     if k or not k0.any():
         empty = np.zeros(0, dtype=np.int64)
-        return ((empty, empty, empty, np.zeros(0)), np.zeros(m, dtype=np.int64), low, 0,
+        return ((empty, empty, np.zeros(0)), np.zeros(m, dtype=np.int64), low, 0,
                 np.zeros(m), 0)
     g = np.flatnonzero(k0)
     low[g] = 0.0
-    sz = sizes[members[g]]
-    rep = np.repeat(np.arange(g.size), sz)
-    row = np.arange(rep.size) - np.repeat(np.cumsum(sz) - sz, sz)
-    values = Zk[g[rep], row, 0] / np.sqrt(gram[g, 0, 0])[rep]
-    kept = (members[g][rep], row, np.zeros(rep.size, dtype=np.int64), values)
+    kept = (members[g], np.zeros(g.size, dtype=np.int64),
+            _subdomain_rows(Zk[g, :, 0] / np.sqrt(gram[g, 0, 0])[:, None], sizes[members[g]]))
     return kept, k0.astype(np.int64), low, 0, np.zeros(m), 0
 
 

@@ -60,34 +60,65 @@ def independent_vectors(group: np.ndarray, values: np.ndarray, num_groups: int,
     return keep
 
 
-def columns_from_groups(rows, group, values, keep, n, triples=None):
+def columns_from_groups(rows, group, values, keep, n, runs=None):
     """Assemble the kept group vectors as ``n x n0`` columns (group-major, then vector).
 
     ``rows`` are the unknowns of the ``m`` entries, ``group`` their groups, ``values``
     (``m x k``) the vectors there and ``keep`` (``num_groups x k``) the pairs to assemble,
-    as :func:`independent_vectors` returns them.  With ``triples = (entry, vector, value)``
-    the vectors from ``values.shape[1]`` on come as their nonzero entries instead (GenEO's
-    eigenvectors: most groups leave most of those slots empty, which a dense ``m x k``
-    array would hold).  Returns the matrix and the ``num_groups x k`` column index of every
-    (group, vector) pair (-1 where not kept).
+    as :func:`independent_vectors` returns them.  With ``runs = (run_group, run_vector,
+    start, length, run_values)`` the vectors from ``values.shape[1]`` on come as runs
+    instead (GenEO's eigenvectors: most groups leave most of those slots empty, which a
+    dense ``m x k`` array would hold): run ``r`` is vector ``run_vector[r]`` of group
+    ``run_group[r]`` on the ``length[r]`` consecutive entries from ``start[r]`` (rows
+    ``rows[start[r]:start[r] + length[r]]``), its values the next ``length[r]`` of
+    ``run_values`` (the runs' values one after the other).  A run's column is a slice of
+    ``Phi^T``'s rows, and one transposition makes ``Phi``: no sort of the entries (GenEO
+    on 114,444 unknowns, 8.5 M entries: see ``docs/adaptive.md``).  Exact zeros are
+    dropped.  Returns the matrix (sorted indices) and
+    the ``num_groups x k`` column index of every (group, vector) pair (-1 where not kept).
     """
     num_groups, k = keep.shape
+    n0 = int(keep.sum())
     column = np.full((num_groups, k), -1, dtype=np.int64)
-    column[keep] = np.arange(int(keep.sum()))  # row-major: group-major order
+    column[keep] = np.arange(n0)  # row-major: group-major order
     r_all, c_all, v_all = [], [], []
     for a in range(values.shape[1]):  # loop over the few null-space vectors only
         sel = keep[group, a]
         r_all.append(rows[sel])
         c_all.append(column[group[sel], a])
         v_all.append(values[sel, a])
-    if triples is not None:
-        entry, vector, value = triples
-        sel = keep[group[entry], vector]
-        r_all.append(rows[entry[sel]])
-        c_all.append(column[group[entry[sel]], vector[sel]])
-        v_all.append(value[sel])
-    Phi = sp.csr_matrix((np.concatenate(v_all), (np.concatenate(r_all), np.concatenate(c_all))),
-                        shape=(n, int(keep.sum())))
+    Phi = (sp.csr_matrix((np.concatenate(v_all), (np.concatenate(r_all), np.concatenate(c_all))),
+                         shape=(n, n0)) if v_all else None)
+    if runs is not None:
+        runs_Phi = _columns_from_runs(rows, column, n, n0, *runs)
+        Phi = runs_Phi if Phi is None else Phi + runs_Phi
+    if Phi is None:
+        Phi = sp.csr_matrix((n, n0))
     Phi.eliminate_zeros()
     Phi.sort_indices()
     return Phi, column
+
+
+
+def _columns_from_runs(rows, column, n, n0, run_group, run_vector, start, length,
+                       run_values):
+    """:func:`columns_from_groups`' runs as ``n x n0`` CSR, sorted indices: ``Phi^T``'s rows
+    one slice per kept run (in column order, a gather with no sort), then transposed."""
+    run_group, run_vector, start, length, run_values = (
+        np.asarray(x) for x in (run_group, run_vector, start, length, run_values))
+    col = column[run_group, run_vector]
+    by = np.argsort(col, kind="stable")
+    by = by[col[by] >= 0]  # the kept runs in column order
+    counts = np.zeros(n0, dtype=np.int64)
+    counts[col[by]] = length[by]
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    first = np.cumsum(length) - length  # each run's first value
+    # 32-bit indices where they fit: scipy then neither scans nor copies them, and
+    # transposes them about 3x faster (8.5 M entries: 0.1 s against 0.3 s)
+    index = np.int32 if max(n, int(indptr[-1])) < np.iinfo(np.int32).max else np.int64
+    out = np.arange(int(indptr[-1]), dtype=np.int64)
+    values = run_values[out + np.repeat(first[by] - indptr[col[by]], length[by])]
+    entries = out + np.repeat(start[by] - indptr[col[by]], length[by])
+    PhiT = sp.csr_matrix((values, np.asarray(rows)[entries].astype(index, copy=False),
+                          indptr.astype(index)), shape=(n0, n))
+    return PhiT.T.tocsr()  # (the transposition sorts each row's columns)

@@ -1,0 +1,147 @@
+"""GenEO's coarse columns: assembled as runs (one slice of Phi^T each) against entry triples.
+
+On the 3D elasticity problem with 20 stiff balls (contrast 1e6, 64 METIS parts, GenEO with
+the finite-element Neumann matrices; ``--mesh-3d 32``: 114,444 unknowns, about 8.5 M
+entries in the coarse basis) one GenEO set-up runs (one BLAS/MKL thread; its set-up
+seconds, the phase ``coarse_basis_other`` and pyamg SA's set-up with rigid body modes
+beside it), and the arguments of its ``columns_from_groups`` call are kept.  Then, in
+alternating rounds (best of ``--repeat``), the same columns are assembled twice:
+
+- runs: ``columns_from_groups(..., runs=...)`` as the set-up calls it (each run's column a
+  slice of ``Phi^T``'s rows in column order, one transposition);
+- triples: the way before it, every entry's row, column and value as a COO triple, converted
+  to CSR (a sort of all entries), zeros dropped, indices sorted.
+
+Both must give the same matrix bit for bit.  Prints the wall seconds and the peak of the
+memory traced by ``tracemalloc`` (numpy's arrays) of each.
+
+    python benchmarks/coarse_columns.py              # 114,444 unknowns (about 2 min)
+    python benchmarks/coarse_columns.py --quick      # small
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import tracemalloc
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import machine_summary, timed_sa_setup  # noqa: E402
+
+
+def triples_columns(rows, group, values, keep, n, runs):
+    """The columns of ``columns_from_groups(rows, group, values, keep, n, runs=runs)`` from
+    one COO triple per entry (the previous assembly; the reference of this benchmark)."""
+    num_groups, k = keep.shape
+    column = np.full((num_groups, k), -1, dtype=np.int64)
+    column[keep] = np.arange(int(keep.sum()))
+    run_group, run_vector, start, length, run_values = runs
+    run = np.repeat(np.arange(length.size), length)
+    entry = np.arange(run.size) - np.repeat(np.cumsum(length) - length - start, length)
+    sel = keep[run_group[run], run_vector[run]]
+    if values.shape[1]:
+        raise ValueError("GenEO's call passes every vector as runs")
+    Phi = sp.csr_matrix((run_values[sel], (rows[entry[sel]],
+                                           column[run_group[run[sel]], run_vector[run[sel]]])),
+                        shape=(n, int(keep.sum())))
+    Phi.eliminate_zeros()
+    Phi.sort_indices()
+    return Phi
+
+
+def timed(function, *args, **kwargs):
+    """``function(*args, **kwargs)``: its result, wall seconds and traced peak (bytes)."""
+    tracemalloc.start()
+    start = time.perf_counter()
+    out = function(*args, **kwargs)
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return out, seconds, peak
+
+
+def main(argv=None) -> int:
+    from adaptive import elasticity_problem
+    from threadpoolctl import threadpool_limits
+
+    import ddops
+    from ddops.dd import geneo, groups
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mesh-3d", type=int, default=32,
+                        help="3D mesh size (32: 114,444 unknowns)")
+    parser.add_argument("--quick", action="store_true", help="mesh 8, 8 parts")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    mesh, parts = (8, 8) if args.quick else (args.mesh_3d, 64)
+    print(machine_summary(memory=True, ddops=True))
+    A, d, Z, neumann, _ = elasticity_problem(3, mesh, parts, 1e6, 20, 0.15)
+    A = A.tocsr()
+    kept = {}
+    library = geneo.columns_from_groups
+
+    def keeping(*a, **kw):
+        kept["args"] = (a, kw)
+        return library(*a, **kw)
+
+    options = ddops.SchwarzOptions(coarse="geneo", null_space=Z,
+                                   geneo=ddops.GenEOOptions(neumann=neumann))
+    best: dict = {}
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        geneo.columns_from_groups = keeping
+        try:
+            start = time.perf_counter()
+            M = ddops.TwoLevelSchwarz(A, d, options=options)
+            setup = time.perf_counter() - start
+        finally:
+            geneo.columns_from_groups = library
+        other = M.setup_phases["coarse_basis_other"]
+        del M
+        sa = timed_sa_setup(SimpleNamespace(A=A, null_space=Z))[1]
+        (rows, group, values, keep, n), kw = kept["args"]
+        runs = tuple(np.asarray(x) for x in kw["runs"])
+        for _ in range(max(args.repeat, 1)):
+            for way in ("runs", "triples"):
+                if way == "runs":
+                    out = timed(groups.columns_from_groups, rows, group, values, keep, n,
+                                runs=runs)
+                    out = (out[0][0], *out[1:])
+                else:
+                    out = timed(triples_columns, rows, group, values, keep, n, runs)
+                if way not in best or out[1] < best[way][1]:
+                    best[way] = out
+    P, Q = best["runs"][0], best["triples"][0]
+    same = (P.shape == Q.shape and np.array_equal(P.indptr, Q.indptr)
+            and np.array_equal(P.indices, Q.indices) and np.array_equal(P.data, Q.data))
+    print(f"3D elasticity, 20 stiff balls 1e6, {A.shape[0]:,} unknowns, {parts} parts, "
+          f"GenEO with finite-element Neumann matrices, one thread: set-up {setup:.2f} s "
+          f"(coarse_basis_other {other:.2f} s), pyamg SA set-up {sa:.2f} s; coarse basis "
+          f"{P.shape[1]:,} columns, {P.nnz:,} entries\n")
+    print(f"| assembly | best of {args.repeat} s | traced peak MiB |")
+    print("|---|---:|---:|")
+    for way in ("runs", "triples"):
+        print(f"| {way} | {best[way][1]:.3f} | {best[way][2] / 2**20:.0f} |")
+    print(f"\nruns / triples: {best['runs'][1] / best['triples'][1]:.2f}x the time; the same "
+          f"matrix bit for bit: {'yes' if same else 'NO'}")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "unknowns": int(A.shape[0]), "setup": setup, "coarse_basis_other": other, "sa": sa,
+            "columns": int(P.shape[1]), "entries": int(P.nnz), "same": bool(same),
+            **{way: {"seconds": best[way][1], "peak": best[way][2]} for way in best}},
+            indent=1))
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
