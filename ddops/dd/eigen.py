@@ -326,24 +326,35 @@ def check_neumann(neumann: Any, sizes: np.ndarray, allow_none: bool = False):
     if len(mats) != sizes.size:
         raise ValueError(f"neumann must hold one matrix per subdomain ({sizes.size}), got "
                          f"{len(mats)}")
-    subs, rows, cols, vals = [], [], [], []
+    ids, rows, cols, vals = [], [], [], []
     for i, M in enumerate(mats):  # validation and stacking of the user's list
         if M is None and allow_none:
             continue
-        Mi = sp.coo_matrix(M, dtype=np.float64) if sp.issparse(M) else sp.coo_matrix(
-            np.asarray(M, dtype=np.float64))
-        if Mi.shape != (sizes[i], sizes[i]):
+        if not sp.issparse(M):
+            M = np.asarray(M, dtype=np.float64)
+        if M.shape != (sizes[i], sizes[i]):
             raise ValueError(f"neumann[{i}] must have shape ({sizes[i]}, {sizes[i]}) (the "
-                             f"size of subdomain {i}), got {Mi.shape}")
-        if not np.all(np.isfinite(Mi.data)):
-            raise ValueError(f"neumann[{i}] contains NaN or inf")
-        subs.append(np.full(Mi.nnz, i, dtype=np.int64))
-        rows.append(Mi.row.astype(np.int64))
-        cols.append(Mi.col.astype(np.int64))
-        vals.append(Mi.data)
-    if subs:
-        entries = (np.concatenate(subs), np.concatenate(rows), np.concatenate(cols),
-                   np.concatenate(vals))
+                             f"size of subdomain {i}), got {M.shape}")
+        if sp.issparse(M) and M.format in ("csr", "csc"):
+            # the rows (columns) of CSR (CSC) from its pointers: no COO copy, no check of
+            # its format per matrix (128 subdomains: 60 ms of a 1.1 s GenEO set-up)
+            major = np.repeat(np.arange(M.shape[0], dtype=np.int64), np.diff(M.indptr))
+            minor = M.indices.astype(np.int64)
+            r, c = (major, minor) if M.format == "csr" else (minor, major)
+            v = M.data
+        else:
+            Mi = sp.coo_matrix(M)
+            r, c, v = Mi.row.astype(np.int64), Mi.col.astype(np.int64), Mi.data
+        ids.append(i)
+        rows.append(r)
+        cols.append(c)
+        vals.append(np.asarray(v, dtype=np.float64))
+    if ids:
+        entries = (np.repeat(np.array(ids, dtype=np.int64), [v.size for v in vals]),
+                   np.concatenate(rows), np.concatenate(cols), np.concatenate(vals))
+        bad = ~np.isfinite(entries[3])
+        if bad.any():
+            raise ValueError(f"neumann[{int(entries[0][np.argmax(bad)])}] contains NaN or inf")
     else:
         empty = np.zeros(0, dtype=np.int64)
         entries = empty, empty, empty, np.zeros(0)
