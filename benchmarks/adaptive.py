@@ -207,13 +207,15 @@ def schwarz_run(A, b, d, basis: str, maxiter: int, *, null_space=None, options=N
     and total times (``schwarz_setup_s`` is the ``TwoLevelSchwarz`` set-up alone).
     """
     import ddops
+    from ddops.precond.options import coarse_options_from_dict
 
     gc.collect()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            M = ddops.TwoLevelSchwarz(A, d, coarse_basis=basis, null_space=null_space,
-                                      coarse_options=options)
+            M = ddops.TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
+                coarse=basis, null_space=null_space,
+                **coarse_options_from_dict(basis, options or {})))
         except Exception as exc:  # noqa: BLE001 - a failing method is a result here
             return {"error": f"{type(exc).__name__}: {exc}"}
     out = {"setup_s": float(M.setup_seconds) + extra_setup,

@@ -159,6 +159,7 @@ def child(spec: dict) -> dict:
     import scipy.sparse.linalg as spla
 
     import ddops
+    from ddops.precond.options import coarse_options_from_dict
 
     data = np.load(spec["problem_file"], allow_pickle=False)
     A = sp.csr_matrix((data["data"], data["indices"], data["indptr"]),
@@ -196,13 +197,13 @@ def child(spec: dict) -> dict:
         options = {}
         if spec.get("extension_solver"):
             options["extension_solver"] = spec["extension_solver"]
-        M = ddops.TwoLevelSchwarz(A, d, coarse_basis=spec.get("coarse_basis", "gdsw"),
-                                  null_space=Z,
-                                  variant=spec.get("variant", "additive"),
-                                  local_solver=spec.get("local_solver", "auto"),
-                                  factor_dtype=spec.get("factor_dtype", "float64"),
-                                  extension_reuse=spec.get("extension_reuse", "analysis"),
-                                  coarse_options=options or None)
+        coarse = spec.get("coarse_basis", "gdsw")
+        M = ddops.TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
+            coarse=coarse, null_space=Z, variant=spec.get("variant", "additive"),
+            local_solver=spec.get("local_solver", "auto"),
+            factor_dtype=spec.get("factor_dtype", "float64"),
+            extension_reuse=spec.get("extension_reuse", "analysis"),
+            **coarse_options_from_dict(coarse, options)))
         st = M.stats
         out.update(subdomains=d.num_subdomains, coarse_dim=M.coarse_dim,
                    sparse_solver=M.sparse_solver, decomposition_seconds=t_dec,

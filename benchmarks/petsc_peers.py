@@ -45,6 +45,7 @@ from petsc_setup_peers import peer_row  # one KSPCG run of a PETSc peer (benchma
 from threadpoolctl import threadpool_limits
 
 import ddops
+from ddops.precond.options import coarse_options_from_dict
 from ddops.problems import (
     diffusion_2d,
     diffusion_3d,
@@ -75,8 +76,8 @@ def problems():
 
 def ddops_row(A, d, b, coarse, null_space=None, options=None, extra_setup=0.0):
     start = time.perf_counter()
-    M = ddops.TwoLevelSchwarz(A, d, coarse_basis=coarse, null_space=null_space,
-                              coarse_options=options)
+    M = ddops.TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
+        coarse=coarse, null_space=null_space, **coarse_options_from_dict(coarse, options or {})))
     setup = time.perf_counter() - start
     its = [0]
     start = time.perf_counter()

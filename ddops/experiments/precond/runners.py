@@ -280,9 +280,10 @@ def _run_1d(c: PrecondConfig, log: Callable[[str], Any]) -> dict[str, Any]:
         return lambda: (factory(), 0.0, {})
 
     def schwarz(coarse: str, variant: str) -> Callable[[], Any]:
-        return lambda: TwoLevelSchwarz(A, d, coarse_basis=coarse, variant=variant,
-                                       factor_dtype=c.factor_dtype, local_solver=c.local_solver,
-                                       coarse_options=_coarse_options(c, coarse) or None)
+        return lambda: TwoLevelSchwarz(A, d, options=SchwarzOptions(
+            coarse=coarse, variant=variant, factor_dtype=np.dtype(c.factor_dtype).name,
+            local_solver=c.local_solver,
+            **coarse_options_from_dict(coarse, _coarse_options(c, coarse))))
 
     # (key, Krylov, label, builder) in table order; the two-level rows take --coarse
     builders: list[tuple[str, str, str, Callable[[], tuple[Any, float, dict[str, Any]]]]] = [
