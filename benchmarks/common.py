@@ -113,11 +113,35 @@ def machine_summary(*, memory: bool = False, pyamg: bool = False, ddops: bool = 
         line += f", {memory_gib():.0f} GiB"
     line += "; " + ", ".join(f"{k} {v}" for k, v in library_versions(pyamg=pyamg,
                                                                       ddops=ddops).items())
+    line += "; BLAS " + blas_summary()
     if huge_pages():
         line += "; " + huge_pages()
     if load:
         line += "; load average " + " ".join(f"{x:.2f}" for x in load_average())
     return line
+
+
+def blas_summary(maps: str = "/proc/self/maps") -> str:
+    """The BLAS libraries loaded in this process: those :mod:`threadpoolctl` knows (e.g.
+    ``openblas 0.3.21 (pthreads)``), and on Linux any other BLAS file mapped (read from
+    ``maps``), by its path, such as the reference (netlib) ``libblas.so.3`` that a
+    distribution's numpy may call, about ten times slower on dense products
+    (``docs/petsc.md``)."""
+    from threadpoolctl import threadpool_info
+
+    known = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+    seen = [f"{p.get('internal_api')} {p.get('version')} ({p.get('threading_layer')})"
+            for p in known]
+    paths = {os.path.realpath(p.get("filepath") or "") for p in known}
+    try:
+        with open(maps) as fh:
+            mapped = {line.split()[-1] for line in fh if "/" in line}
+    except OSError:
+        mapped = set()
+    seen += sorted(f"{path} (unknown to threadpoolctl)" for path in mapped
+                   if os.path.basename(path).startswith("libblas.")
+                   and os.path.realpath(path) not in paths)
+    return ", ".join(seen) or "none found"
 
 
 def machine_info() -> dict[str, Any]:

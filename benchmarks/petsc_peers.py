@@ -41,6 +41,7 @@ import time
 import numpy as np
 import scipy.sparse.linalg as spla
 from adaptive import elasticity_problem  # the same elasticity problems (benchmarks/)
+from common import machine_summary
 from petsc_setup_peers import peer_row  # one KSPCG run of a PETSc peer (benchmarks/)
 from threadpoolctl import threadpool_limits
 
@@ -148,6 +149,7 @@ def main(argv=None):
         p.error("--mesh-3d must be >= 2")
     from petsc4py import PETSc
 
+    print(machine_summary(memory=True, pyamg=True, ddops=True))
     print("| problem | method | CG iterations | set-up [s] | solve [s] | total [s] |")
     print("|---|---|---:|---:|---:|---:|")
     with threadpool_limits(limits=1, user_api="blas"):

@@ -23,7 +23,7 @@ def scripts(monkeypatch):
     yield lambda name: importlib.import_module(name)
     for name in ("setup_profile", "agdsw_indicator", "geneo_inertia", "geneo_eigen_stop",
                  "shared_order", "pardiso_columns", "local_beside", "node_ordering",
-                 "galerkin_product", "common"):  # (fresh for the next test)
+                 "galerkin_product", "common", "coarse_columns"):  # (fresh for the next test)
         sys.modules.pop(name, None)
 
 
@@ -96,6 +96,25 @@ def test_geneo_krylov_retiring_blocks_solve_the_same_columns(scripts, tmp_path):
         assert retiring["coarse_dim"] == end["coarse_dim"] > 0
         assert abs(retiring["iterations"] - end["iterations"]) <= 1
         assert row["apart"] <= 1e-5 and row["sa"]["setup"] > 0
+
+
+def test_the_machine_line_names_the_blas_libraries(scripts, monkeypatch, tmp_path):
+    """``machine_summary`` names every BLAS library threadpoolctl finds, a mapped
+    ``libblas`` it does not know by its path, and says so where there is neither."""
+    import threadpoolctl
+
+    common = scripts("common")
+    for p in threadpoolctl.threadpool_info():
+        if p.get("user_api") == "blas":
+            assert f"{p['internal_api']} {p['version']}" in common.machine_summary()
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [])
+    maps = tmp_path / "maps"
+    maps.write_text("7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0\n"
+                    "7f02-7f03 r-xp 0 08:01 2 /usr/lib/libm.so.6\n")
+    assert common.blas_summary(str(maps)) == (
+        "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0 (unknown to threadpoolctl)")
+    maps.write_text("")
+    assert common.blas_summary(str(maps)) == "none found"
 
 
 def test_coarse_columns_runs_give_the_triples_matrix(scripts, tmp_path):
