@@ -15,7 +15,7 @@ alternating rounds (best of ``--repeat``), the same columns are assembled twice:
 Both must give the same matrix bit for bit.  Prints the wall seconds and the peak of the
 memory traced by ``tracemalloc`` (numpy's arrays) of each.
 
-    python benchmarks/coarse_columns.py              # 114,444 unknowns (about 2 min)
+    python benchmarks/coarse_columns.py              # 114,444 unknowns (about 1 min)
     python benchmarks/coarse_columns.py --quick      # small
 """
 

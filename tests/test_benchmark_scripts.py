@@ -104,9 +104,11 @@ def test_the_machine_line_names_the_blas_libraries(scripts, monkeypatch, tmp_pat
     import threadpoolctl
 
     common = scripts("common")
-    for p in threadpoolctl.threadpool_info():
-        if p.get("user_api") == "blas":
-            assert f"{p['internal_api']} {p['version']}" in common.machine_summary()
+    found = [p for p in threadpoolctl.threadpool_info() if p.get("user_api") == "blas"]
+    if not found:
+        pytest.skip("threadpoolctl finds no BLAS library in this process")
+    for p in found:
+        assert f"{p['internal_api']} {p['version']}" in common.machine_summary()
     monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [])
     maps = tmp_path / "maps"
     maps.write_text("7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0\n"

@@ -782,7 +782,7 @@ def geneo_basis(
     nonzero = np.zeros((N, width), dtype=bool)
     r, c = np.nonzero(VZ)
     nonzero[group[r], c] = True
-    if e_sub.size:  # the runs with a nonzero value
+    if e_sub.size:  # the runs with a nonzero value (no run is empty: no subdomain is)
         some = np.logical_or.reduceat(e_val != 0, e_first)
         nonzero[e_sub[some], e_slot[some]] = True
     # Gram-Schmidt for the null-space vectors only: the eigenvectors of a subdomain are

@@ -71,11 +71,12 @@ def columns_from_groups(rows, group, values, keep, n, runs=None):
     dense ``m x k`` array would hold): run ``r`` is vector ``run_vector[r]`` of group
     ``run_group[r]`` on the ``length[r]`` consecutive entries from ``start[r]`` (rows
     ``rows[start[r]:start[r] + length[r]]``), its values the next ``length[r]`` of
-    ``run_values`` (the runs' values one after the other).  A run's column is a slice of
-    ``Phi^T``'s rows, and one transposition makes ``Phi``: no sort of the entries (GenEO
-    on 114,444 unknowns, 8.5 M entries: see ``docs/adaptive.md``).  Exact zeros are
-    dropped.  Returns the matrix (sorted indices) and
-    the ``num_groups x k`` column index of every (group, vector) pair (-1 where not kept).
+    ``run_values`` (the runs' values one after the other); each (group, vector) pair
+    takes at most one run.  A run's column is a slice of ``Phi^T``'s rows, and one
+    transposition makes ``Phi``: no sort of the entries (GenEO on 114,444 unknowns, 8.5 M
+    entries: see ``docs/adaptive.md``).  Exact zeros are dropped.  Returns the matrix
+    (sorted indices) and the ``num_groups x k`` column index of every (group, vector) pair
+    (-1 where not kept).
     """
     num_groups, k = keep.shape
     n0 = int(keep.sum())
@@ -99,7 +100,6 @@ def columns_from_groups(rows, group, values, keep, n, runs=None):
     return Phi, column
 
 
-
 def _columns_from_runs(rows, column, n, n0, run_group, run_vector, start, length,
                        run_values):
     """:func:`columns_from_groups`' runs as ``n x n0`` CSR, sorted indices: ``Phi^T``'s rows
@@ -109,16 +109,17 @@ def _columns_from_runs(rows, column, n, n0, run_group, run_vector, start, length
     col = column[run_group, run_vector]
     by = np.argsort(col, kind="stable")
     by = by[col[by] >= 0]  # the kept runs in column order
+    twice = np.flatnonzero(np.diff(col[by]) == 0)
+    if twice.size:
+        g, v = run_group[by[twice[0]]], run_vector[by[twice[0]]]
+        raise ValueError(f"runs: two runs of group {int(g)}'s vector {int(v)}; each (group, "
+                         "vector) pair takes one run")
     counts = np.zeros(n0, dtype=np.int64)
     counts[col[by]] = length[by]
     indptr = np.concatenate([[0], np.cumsum(counts)])
     first = np.cumsum(length) - length  # each run's first value
-    # 32-bit indices where they fit: scipy then neither scans nor copies them, and
-    # transposes them about 3x faster (8.5 M entries: 0.1 s against 0.3 s)
-    index = np.int32 if max(n, int(indptr[-1])) < np.iinfo(np.int32).max else np.int64
     out = np.arange(int(indptr[-1]), dtype=np.int64)
     values = run_values[out + np.repeat(first[by] - indptr[col[by]], length[by])]
     entries = out + np.repeat(start[by] - indptr[col[by]], length[by])
-    PhiT = sp.csr_matrix((values, np.asarray(rows)[entries].astype(index, copy=False),
-                          indptr.astype(index)), shape=(n0, n))
+    PhiT = sp.csr_matrix((values, np.asarray(rows)[entries], indptr), shape=(n0, n))
     return PhiT.T.tocsr()  # (the transposition sorts each row's columns)

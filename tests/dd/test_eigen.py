@@ -82,3 +82,20 @@ def test_a_wrong_shape_names_its_matrix(fmt):
     with pytest.raises(ValueError, match=r"neumann\[1\] must have shape \(3, 3\) \(the size "
                                          r"of subdomain 1\), got \(2, 2\)"):
         check_neumann([FORMATS[fmt](X) for X in dense], sizes)
+
+
+def test_a_missing_matrix_names_its_subdomain():
+    sizes = np.array([2, 2])
+    with pytest.raises(ValueError, match=r"neumann\[1\] is None"):
+        check_neumann([np.eye(2), None], sizes)
+
+
+def test_arrays_longer_than_the_pointers_say_hold_no_entries():
+    """A CSR matrix whose ``data`` and ``indices`` run past ``indptr[-1]`` (arrays changed
+    after the matrix was built): only the first ``indptr[-1]`` are entries."""
+    M = sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0]]))
+    M.data = np.concatenate([M.data, [7.0]])
+    M.indices = np.concatenate([M.indices, [0]])
+    entries = check_neumann([M], np.array([2]))
+    assert all(a.size == 3 for a in entries)
+    np.testing.assert_array_equal(rebuilt(entries, [2])[0], [[1.0, 2.0], [0.0, 3.0]])

@@ -50,6 +50,8 @@ def grouped_vectors(draw):
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     k = draw(st.integers(0, 2))
     slots = draw(st.integers(0, 3))
+    # as GenEO calls it: every vector as runs, no dense ones
+    all_runs = draw(st.booleans())
 
     def sparse_values(size):
         x = rng.standard_normal(size)
@@ -58,7 +60,10 @@ def grouped_vectors(draw):
 
     values = sparse_values(rows.size * k).reshape(rows.size, k)
     keep = rng.random((num_groups, k + slots)) < 0.7
-    pairs = [(g, k + s) for g in range(num_groups) for s in range(slots)
+    first = 0 if all_runs else k  # the first vector given as runs
+    if all_runs:
+        values = values[:, :0]
+    pairs = [(g, first + s) for g in range(num_groups) for s in range(k + slots - first)
              if rng.random() < 0.8]
     pairs = [pairs[i] for i in rng.permutation(len(pairs))]
     run_group = np.array([g for g, _ in pairs], dtype=np.int64)
@@ -121,3 +126,12 @@ def test_no_kept_pair_gives_an_empty_matrix(k):
     Phi, column = columns_from_groups(rows, group, np.ones((2, k)), keep, 3, runs=runs)
     assert Phi.shape == (3, 0) and Phi.nnz == 0
     assert np.all(column == -1)
+
+
+def test_two_runs_of_one_pair_are_refused():
+    rows, group = np.array([0, 1]), np.array([0, 0])
+    keep = np.ones((1, 1), dtype=bool)
+    runs = (np.array([0, 0]), np.array([0, 0]), np.array([0, 0]), np.array([2, 2]),
+            np.ones(4))
+    with pytest.raises(ValueError, match="two runs of group 0's vector 0"):
+        columns_from_groups(rows, group, np.zeros((2, 0)), keep, 2, runs=runs)
