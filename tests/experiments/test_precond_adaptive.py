@@ -206,8 +206,8 @@ def test_geneo_on_elasticity_takes_the_finite_element_neumann_matrices(tmp_path)
     assert r["coarse_dim"] == ddops.coarse_basis(d, "geneo", A=A, null_space=Z,
                                                  neumann=neumann).shape[1]
     b = np.random.default_rng(0).standard_normal(A.shape[0])
-    M = TwoLevelSchwarz(A, d, coarse_basis="geneo", null_space=Z,
-                        coarse_options={"neumann": neumann})
+    M = TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(
+        coarse="geneo", null_space=Z, geneo=ddops.GenEOOptions(neumann=neumann)))
     assert r["iterations"] == cg_iterations(A, b, M)
     # the local matrices with cut couplings need a diagonally dominant A: elasticity's is
     # not, so without oversampling they are refused (and by default oversampled)
