@@ -12,8 +12,9 @@ alternating rounds (best of ``--repeat``), the same columns are assembled twice:
 - triples: the way before it, every entry's row, column and value as a COO triple, converted
   to CSR (a sort of all entries), zeros dropped, indices sorted.
 
-Both must give the same matrix bit for bit.  Prints the wall seconds and the peak of the
-memory traced by ``tracemalloc`` (numpy's arrays) of each.
+Both must give the same matrix bit for bit.  Prints the wall and process CPU seconds of
+each and, from one more call of each under ``tracemalloc`` (not timed: tracing slows the
+allocations), the peak of its traced memory (numpy's arrays).
 
     python benchmarks/coarse_columns.py              # 114,444 unknowns (about 1 min)
     python benchmarks/coarse_columns.py --quick      # small
@@ -41,6 +42,8 @@ from common import machine_summary, timed_sa_setup  # noqa: E402
 def triples_columns(rows, group, values, keep, n, runs):
     """The columns of ``columns_from_groups(rows, group, values, keep, n, runs=runs)`` from
     one COO triple per entry (the previous assembly; the reference of this benchmark)."""
+    if values.shape[1]:
+        raise ValueError("GenEO's call passes every vector as runs")
     num_groups, k = keep.shape
     column = np.full((num_groups, k), -1, dtype=np.int64)
     column[keep] = np.arange(int(keep.sum()))
@@ -48,8 +51,6 @@ def triples_columns(rows, group, values, keep, n, runs):
     run = np.repeat(np.arange(length.size), length)
     entry = np.arange(run.size) - np.repeat(np.cumsum(length) - length - start, length)
     sel = keep[run_group[run], run_vector[run]]
-    if values.shape[1]:
-        raise ValueError("GenEO's call passes every vector as runs")
     Phi = sp.csr_matrix((run_values[sel], (rows[entry[sel]],
                                            column[run_group[run[sel]], run_vector[run[sel]]])),
                         shape=(n, int(keep.sum())))
@@ -59,14 +60,19 @@ def triples_columns(rows, group, values, keep, n, runs):
 
 
 def timed(function, *args, **kwargs):
-    """``function(*args, **kwargs)``: its result, wall seconds and traced peak (bytes)."""
-    tracemalloc.start()
-    start = time.perf_counter()
+    """``function(*args, **kwargs)``: its result, wall and process CPU seconds."""
+    wall, cpu = time.perf_counter(), time.process_time()
     out = function(*args, **kwargs)
-    seconds = time.perf_counter() - start
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def traced_peak(function, *args, **kwargs) -> int:
+    """The peak of the memory ``tracemalloc`` traces during one call (bytes)."""
+    tracemalloc.start()
+    function(*args, **kwargs)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return out, seconds, peak
+    return peak
 
 
 def main(argv=None) -> int:
@@ -101,44 +107,44 @@ def main(argv=None) -> int:
         warnings.simplefilter("ignore", RuntimeWarning)
         geneo.columns_from_groups = keeping
         try:
-            start = time.perf_counter()
-            M = ddops.TwoLevelSchwarz(A, d, options=options)
-            setup = time.perf_counter() - start
+            M, setup, setup_cpu = timed(ddops.TwoLevelSchwarz, A, d, options=options)
         finally:
             geneo.columns_from_groups = library
         other = M.setup_phases["coarse_basis_other"]
         del M
-        sa = timed_sa_setup(SimpleNamespace(A=A, null_space=Z))[1]
+        _, sa, sa_cpu = timed_sa_setup(SimpleNamespace(A=A, null_space=Z))
         (rows, group, values, keep, n), kw = kept["args"]
         runs = tuple(np.asarray(x) for x in kw["runs"])
+        ways = {"runs": lambda: groups.columns_from_groups(rows, group, values, keep, n,
+                                                           runs=runs)[0],
+                "triples": lambda: triples_columns(rows, group, values, keep, n, runs)}
         for _ in range(max(args.repeat, 1)):
-            for way in ("runs", "triples"):
-                if way == "runs":
-                    out = timed(groups.columns_from_groups, rows, group, values, keep, n,
-                                runs=runs)
-                    out = (out[0][0], *out[1:])
-                else:
-                    out = timed(triples_columns, rows, group, values, keep, n, runs)
+            for way, assemble in ways.items():
+                out = timed(assemble)
                 if way not in best or out[1] < best[way][1]:
                     best[way] = out
+        peaks = {way: traced_peak(assemble) for way, assemble in ways.items()}
     P, Q = best["runs"][0], best["triples"][0]
     same = (P.shape == Q.shape and np.array_equal(P.indptr, Q.indptr)
             and np.array_equal(P.indices, Q.indices) and np.array_equal(P.data, Q.data))
     print(f"3D elasticity, 20 stiff balls 1e6, {A.shape[0]:,} unknowns, {parts} parts, "
           f"GenEO with finite-element Neumann matrices, one thread: set-up {setup:.2f} s "
-          f"(coarse_basis_other {other:.2f} s), pyamg SA set-up {sa:.2f} s; coarse basis "
-          f"{P.shape[1]:,} columns, {P.nnz:,} entries\n")
-    print(f"| assembly | best of {args.repeat} s | traced peak MiB |")
-    print("|---|---:|---:|")
-    for way in ("runs", "triples"):
-        print(f"| {way} | {best[way][1]:.3f} | {best[way][2] / 2**20:.0f} |")
+          f"(CPU {setup_cpu:.2f} s; coarse_basis_other {other:.2f} s), pyamg SA set-up "
+          f"{sa:.2f} s (CPU {sa_cpu:.2f} s); coarse basis {P.shape[1]:,} columns, "
+          f"{P.nnz:,} entries\n")
+    print(f"| assembly | best of {args.repeat}: wall s | CPU s | traced peak MiB |")
+    print("|---|---:|---:|---:|")
+    for way in ways:
+        print(f"| {way} | {best[way][1]:.3f} | {best[way][2]:.3f} | {peaks[way] / 2**20:.0f} |")
     print(f"\nruns / triples: {best['runs'][1] / best['triples'][1]:.2f}x the time; the same "
           f"matrix bit for bit: {'yes' if same else 'NO'}")
     if args.json:
         args.json.write_text(json.dumps({
-            "unknowns": int(A.shape[0]), "setup": setup, "coarse_basis_other": other, "sa": sa,
+            "unknowns": int(A.shape[0]), "setup": setup, "setup_cpu": setup_cpu,
+            "coarse_basis_other": other, "sa": sa, "sa_cpu": sa_cpu,
             "columns": int(P.shape[1]), "entries": int(P.nnz), "same": bool(same),
-            **{way: {"seconds": best[way][1], "peak": best[way][2]} for way in best}},
+            **{way: {"seconds": best[way][1], "cpu": best[way][2], "peak": peaks[way]}
+               for way in ways}},
             indent=1))
     return 0 if same else 1
 

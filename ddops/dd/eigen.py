@@ -339,7 +339,7 @@ def check_neumann(neumann: Any, sizes: np.ndarray, allow_none: bool = False):
                              f"size of subdomain {i}), got {M.shape}")
         if sp.issparse(M) and M.format in ("csr", "csc"):
             # the rows (columns) of CSR (CSC) from its pointers: no COO copy, no check of
-            # its format per matrix (128 subdomains: 25-30 ms -> 5-6 ms)
+            # its format per matrix (128 subdomains: 25-40 ms -> 5-6 ms)
             end = int(M.indptr[-1])  # (arrays longer than that: the rest is no entry)
             major = np.repeat(np.arange(M.indptr.size - 1, dtype=np.int64), np.diff(M.indptr))
             minor = M.indices[:end].astype(np.int64)
