@@ -32,6 +32,7 @@ __all__ = [
     "machine_info",
     "machine_summary",
     "memory_gib",
+    "check_petsc_python",
     "reset_peak",
     "run_petsc_peers",
 ]
@@ -251,6 +252,21 @@ def add_threads_flag(parser: argparse.ArgumentParser, help: str | None = "BLAS t
 
 
 # -- the PETSc peers ---------------------------------------------------------------------------
+def check_petsc_python(python: str) -> None:
+    """Stop with one line unless ``python`` runs and imports petsc4py: checked before the
+    first measurement, so that a wrong ``--petsc-python`` does not end a long run after
+    the ddops rows were measured."""
+    try:
+        done = subprocess.run([python, "-c", "import petsc4py.PETSc"], capture_output=True,
+                              text=True)
+    except OSError as exc:
+        raise SystemExit(f"--petsc-python {python}: cannot run it ({exc.strerror})") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"--petsc-python {python}: petsc4py cannot be imported ({last}); "
+                         "see docs/petsc.md")
+
+
 def run_petsc_peers(python: str, args: list[str], threads: int = 1) -> dict:
     """PETSc GAMG's and hypre BoomerAMG's rows: ``benchmarks/petsc_setup_peers.py`` under
     ``python`` (the PETSc environment of ``docs/petsc.md``) with the ``ddops precond``

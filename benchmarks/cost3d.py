@@ -73,6 +73,7 @@ from benchmarks.common import (  # noqa: E402
     add_json_flag,
     add_quick_flag,
     add_threads_flag,
+    check_petsc_python,
     machine_summary,
     reset_peak,
     run_petsc_peers,
@@ -449,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return 0
+    if args.petsc_python:
+        check_petsc_python(args.petsc_python)
     json_path = args.json or ("results/cost3d_quick.json" if args.quick
                               else "results/cost3d.json")
     print(f"machine: {machine_summary()}; threads {args.threads}")

@@ -51,6 +51,7 @@ from common import (  # noqa: E402
     add_json_flag,
     add_quick_flag,
     add_threads_flag,
+    check_petsc_python,
     machine_summary,
     run_petsc_peers,
 )
@@ -279,6 +280,8 @@ def main(argv=None) -> int:
                         "cores (--threads is ignored) and print the both-cores target: "
                         f"set-up + solve at least {BOTH_CORES}x faster")
     args = parser.parse_args(argv)
+    if args.petsc_python:
+        check_petsc_python(args.petsc_python)
     cores = os.cpu_count() or 1
     thread_counts = [1, cores] if args.both_cores else [args.threads]
     print(machine_summary(memory=True, pyamg=True, ddops=True))

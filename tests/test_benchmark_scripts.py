@@ -284,3 +284,26 @@ def test_pardiso_columns_keeps_the_coarse_spaces(scripts, tmp_path):
     calls = json.loads(out.read_text())
     assert calls and all(c[1] == "geneo" and c[2] >= 2 and c[5] > 0 and c[6] > 0
                          for c in calls)
+
+
+@pytest.mark.parametrize("script", ["setup_profile", "cost3d"])
+def test_a_wrong_petsc_python_stops_before_the_first_measurement(scripts, tmp_path, script,
+                                                                 monkeypatch):
+    """``--petsc-python`` is checked first: a Python without petsc4py, or none at that
+    path, stops the script with one line naming the flag, before any row is measured."""
+    module = scripts(script)
+
+    def measured(*args, **kwargs):
+        raise AssertionError("a row was measured before --petsc-python was checked")
+
+    monkeypatch.setattr(module, "run", measured, raising=False)
+    monkeypatch.setattr(module, "_measure", measured, raising=False)
+    monkeypatch.setattr(module, "machine_summary", measured)
+    without = tmp_path / "python"
+    without.write_text("#!/bin/sh\necho 'ModuleNotFoundError: no petsc4py' >&2\nexit 1\n")
+    without.chmod(0o755)
+    for python, said in [(without, "petsc4py cannot be imported (ModuleNotFoundError"),
+                         (tmp_path / "absent", "cannot run it")]:
+        with pytest.raises(SystemExit) as stop:
+            module.main(["--quick", "--petsc-python", str(python)])
+        assert str(stop.value).startswith(f"--petsc-python {python}: {said}")
