@@ -1,4 +1,5 @@
-"""GenEO's coarse columns: assembled as runs (one slice of Phi^T each) against entry triples.
+"""GenEO's coarse columns: assembled as runs (one slice of Phi^T each) against entry triples,
+and their Galerkin product with and without scipy's count of its entries.
 
 On the 3D elasticity problem with 20 stiff balls (contrast 1e6, 64 METIS parts, GenEO with
 the finite-element Neumann matrices; ``--mesh-3d 32``: 114,444 unknowns, about 8.5 M
@@ -11,6 +12,15 @@ alternating rounds (best of ``--repeat``), the same columns are assembled twice:
   slice of ``Phi^T``'s rows in column order, one transposition);
 - triples: the way before it, every entry's row, column and value as a COO triple, converted
   to CSR (a sort of all entries), zeros dropped, indices sorted.
+
+Both must give the same matrix bit for bit.  Then ``A_0 = Phi^T (A Phi)`` (``A Phi`` formed
+once, untimed; ``Phi^T`` in CSR), again in alternating rounds:
+
+- spgemm: :func:`ddops.backend.spgemm` as the set-up calls it (through
+  :func:`~ddops.dd.coarse_matrix.transposed_product`): scipy's kernel into an allocation
+  bounded by each row's multiplications and the columns, the count skipped;
+- scipy: scipy's ``@`` (a first pass counts the entries, a second multiplies), the way
+  before it.
 
 Both must give the same matrix bit for bit.  Prints the wall and process CPU seconds of
 each and, from one more call of each under ``tracemalloc`` (not timed: tracing slows the
@@ -75,11 +85,19 @@ def traced_peak(function, *args, **kwargs) -> int:
     return peak
 
 
+def identical(P, Q) -> bool:
+    """The same CSR arrays bit for bit (pointers, column indices in their order, values)."""
+    return (P.shape == Q.shape and np.array_equal(P.indptr, Q.indptr)
+            and np.array_equal(P.indices, Q.indices)
+            and P.data.dtype == Q.data.dtype and P.data.tobytes() == Q.data.tobytes())
+
+
 def main(argv=None) -> int:
     from adaptive import elasticity_problem
     from threadpoolctl import threadpool_limits
 
     import ddops
+    from ddops.backend import spgemm
     from ddops.dd import geneo, groups
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -124,9 +142,18 @@ def main(argv=None) -> int:
                 if way not in best or out[1] < best[way][1]:
                     best[way] = out
         peaks = {way: traced_peak(assemble) for way, assemble in ways.items()}
-    P, Q = best["runs"][0], best["triples"][0]
-    same = (P.shape == Q.shape and np.array_equal(P.indptr, Q.indptr)
-            and np.array_equal(P.indices, Q.indices) and np.array_equal(P.data, Q.data))
+        Phi = best["runs"][0]
+        PhiT, APhi = Phi.T.tocsr(), A @ Phi
+        products = {"spgemm": lambda: spgemm(PhiT, APhi), "scipy": lambda: PhiT @ APhi}
+        for _ in range(max(args.repeat, 1)):
+            for way, multiply in products.items():
+                out = timed(multiply)
+                if way not in best or out[1] < best[way][1]:
+                    best[way] = out
+        peaks.update({way: traced_peak(multiply) for way, multiply in products.items()})
+    same = identical(best["runs"][0], best["triples"][0])
+    same_product = identical(best["spgemm"][0], best["scipy"][0])
+    P = best["runs"][0]
     print(f"3D elasticity, 20 stiff balls 1e6, {A.shape[0]:,} unknowns, {parts} parts, "
           f"GenEO with finite-element Neumann matrices, one thread: set-up {setup:.2f} s "
           f"(CPU {setup_cpu:.2f} s; coarse_basis_other {other:.2f} s), pyamg SA set-up "
@@ -137,16 +164,25 @@ def main(argv=None) -> int:
     for way in ways:
         print(f"| {way} | {best[way][1]:.3f} | {best[way][2]:.3f} | {peaks[way] / 2**20:.0f} |")
     print(f"\nruns / triples: {best['runs'][1] / best['triples'][1]:.2f}x the time; the same "
-          f"matrix bit for bit: {'yes' if same else 'NO'}")
+          f"matrix bit for bit: {'yes' if same else 'NO'}\n")
+    A0 = best["spgemm"][0]
+    print(f"| A_0 = Phi^T (A Phi), {A0.shape[0]:,} x {A0.shape[1]:,}, {A0.nnz:,} entries | best "
+          f"of {args.repeat}: wall s | CPU s | traced peak MiB |")
+    print("|---|---:|---:|---:|")
+    for way in products:
+        print(f"| {way} | {best[way][1]:.3f} | {best[way][2]:.3f} | {peaks[way] / 2**20:.0f} |")
+    print(f"\nspgemm / scipy: {best['spgemm'][1] / best['scipy'][1]:.2f}x the time; the same "
+          f"matrix bit for bit: {'yes' if same_product else 'NO'}")
     if args.json:
         args.json.write_text(json.dumps({
             "unknowns": int(A.shape[0]), "setup": setup, "setup_cpu": setup_cpu,
             "coarse_basis_other": other, "sa": sa, "sa_cpu": sa_cpu,
             "columns": int(P.shape[1]), "entries": int(P.nnz), "same": bool(same),
+            "product_entries": int(A0.nnz), "same_product": bool(same_product),
             **{way: {"seconds": best[way][1], "cpu": best[way][2], "peak": peaks[way]}
-               for way in ways}},
+               for way in [*ways, *products]}},
             indent=1))
-    return 0 if same else 1
+    return 0 if same and same_product else 1
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ __all__ = [
     "to_numpy",
     "asarray",
     "check_backend",
+    "spgemm",
     "spmm",
     "take_rows",
 ]
@@ -85,10 +86,12 @@ def _is_cupy_object(x: Any) -> bool:
     return type(x).__module__.split(".", 1)[0] in ("cupy", "cupyx")
 
 
-try:  # scipy's C kernel behind ``csr @ dense``, called directly to write into a buffer
+try:  # scipy's C kernels behind ``csr @ dense`` and ``csr @ csr``, called directly (to write
+    # into a buffer; to skip the count of the product's entries)
+    from scipy.sparse._sparsetools import csr_matmat as _csr_matmat
     from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
-except ImportError:  # pragma: no cover - a future scipy may move it; fall back to ``@``
-    _csr_matvecs = None
+except ImportError:  # pragma: no cover - a future scipy may move them; fall back to ``@``
+    _csr_matmat = _csr_matvecs = None
 
 
 def spmm(A: Any, X: Any, out: Any = None, accumulate: bool = False) -> Any:
@@ -133,6 +136,76 @@ def spmm(A: Any, X: Any, out: Any = None, accumulate: bool = False) -> Any:
     else:
         out[...] = result
     return out
+
+
+#: :func:`spgemm` allocates the product's rows in blocks of at most this many entries of
+#: their bound (or one row where a row's bound is more): the allocation beyond the
+#: product's entries stays below this (12 MiB of float64 values and 32-bit indices)
+SPGEMM_BLOCK_ENTRIES = 1 << 20
+
+
+def spgemm(P: sp.spmatrix, Q: sp.spmatrix) -> sp.csr_matrix:
+    """``P @ Q`` of two scipy sparse matrices, CSR: scipy's product, bit for bit, without its
+    count of the entries.
+
+    scipy counts the product's entries in a first pass over every multiplication, to
+    allocate the result exactly, and multiplies in a second.  Here each row's entries are
+    bounded instead, by its multiplications and by ``Q``'s columns, and the same scipy
+    kernel multiplies block by block of rows (:data:`SPGEMM_BLOCK_ENTRIES` entries of the
+    bound each) into an allocation of that bound, each block's entries then copied out:
+    the same entries in the same order as scipy's, without the first pass.  Where scipy's
+    kernels cannot be imported, scipy's ``@``.
+
+    Parameters
+    ----------
+    P, Q : scipy sparse matrices
+        ``m x k`` and ``k x n``.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        ``m x n`` (column indices not necessarily sorted, as scipy's).
+    """
+    P, Q = sp.csr_matrix(P), sp.csr_matrix(Q)
+    if P.shape[1] != Q.shape[0]:
+        raise ValueError(f"spgemm: P is {P.shape} and Q is {Q.shape}; P's columns must be "
+                         "Q's rows")
+    m, n = P.shape[0], Q.shape[1]
+    if _csr_matmat is None or P.nnz == 0 or Q.nnz == 0:
+        return sp.csr_matrix(P @ Q)
+    # each row's multiplications: the lengths of Q's rows at P's columns, summed per row
+    # (over the nonempty rows: reduceat's segments then end where the next one starts)
+    full = np.flatnonzero(np.diff(P.indptr))
+    bound = np.zeros(m, dtype=np.int64)
+    bound[full] = np.add.reduceat(np.diff(Q.indptr)[P.indices[:P.indptr[-1]]],
+                                  P.indptr[full], dtype=np.int64)
+    np.minimum(bound, n, out=bound)
+    index = (np.int32 if max(int(bound.sum()), m, n, P.shape[1], P.nnz, Q.nnz)
+             <= np.iinfo(np.int32).max else np.int64)
+    dtype = np.result_type(P.dtype, Q.dtype)
+    Pp, Pj, Px = (P.indptr.astype(index, copy=False), P.indices.astype(index, copy=False),
+                  P.data.astype(dtype, copy=False))
+    Qp, Qj, Qx = (Q.indptr.astype(index, copy=False), Q.indices.astype(index, copy=False),
+                  Q.data.astype(dtype, copy=False))
+    ends = np.cumsum(bound)
+    indptr = np.zeros(m + 1, dtype=index)
+    indices, data = [], []
+    start = 0
+    while start < m:
+        # the rows whose bound fits the block (one row at least)
+        stop = max(int(np.searchsorted(ends, (ends[start - 1] if start else 0)
+                                       + SPGEMM_BLOCK_ENTRIES, side="right")), start + 1)
+        size = int(ends[stop - 1] - (ends[start - 1] if start else 0))
+        Cp = np.empty(stop - start + 1, dtype=index)
+        Cj, Cx = np.empty(size, dtype=index), np.empty(size, dtype=dtype)
+        # (P's pointers of these rows are offsets into all of P's indices: no copy)
+        _csr_matmat(stop - start, n, Pp[start:stop + 1], Pj, Px, Qp, Qj, Qx, Cp, Cj, Cx)
+        indptr[start + 1:stop + 1] = Cp[1:] + indptr[start]
+        indices.append(Cj[:Cp[-1]].copy())
+        data.append(Cx[:Cp[-1]].copy())
+        start = stop
+    return sp.csr_matrix((np.concatenate(data), np.concatenate(indices), indptr),
+                         shape=(m, n))
 
 
 def take_rows(A: Any, index: Any, out: Any = None) -> Any:

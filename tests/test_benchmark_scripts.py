@@ -121,13 +121,16 @@ def test_the_machine_line_names_the_blas_libraries(scripts, monkeypatch, tmp_pat
 
 def test_coarse_columns_runs_give_the_triples_matrix(scripts, tmp_path):
     """``coarse_columns.py``: GenEO's columns assembled as runs are the matrix of the entry
-    triples, bit for bit, and both ways and the peer were timed."""
+    triples, bit for bit, their Galerkin product by ``spgemm`` scipy's, and every way and
+    the peer were timed."""
     need("skfem")
     out = tmp_path / "columns.json"
     assert scripts("coarse_columns").main(["--quick", "--repeat", "1", "--json", str(out)]) == 0
     row = json.loads(out.read_text())
     assert row["same"] and row["entries"] > row["columns"] > 0
     assert row["runs"]["seconds"] > 0 and row["triples"]["seconds"] > 0 and row["sa"] > 0
+    assert row["same_product"] and row["product_entries"] > 0
+    assert row["spgemm"]["seconds"] > 0 and row["scipy"]["seconds"] > 0
 
 
 def test_coarse_beside_keeps_the_iterations(scripts, tmp_path, threaded_two_cpus):

@@ -18,6 +18,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from .._validation import check_finite, check_memory, check_positive_float
+from ..backend import spgemm
 from ..linalg.local_solvers import (
     SingularBlockError,
     pardiso_available,
@@ -89,9 +90,11 @@ def transposed_product(P: sp.spmatrix, Q: sp.spmatrix) -> sp.csr_matrix:
     function touching it) where transposing ``P`` (``Phi``, or its interface rows) is
     cheaper.  GDSW's ``A_0`` (``benchmarks/galerkin_product.py``, one thread): the
     227,448-unknown 3D elasticity beam 0.75 -> 0.60 s, without the 230 MB CSC copy of
-    ``(A Phi)_G``; 1.03-1.28x on the problems of the set-up benchmark.
+    ``(A Phi)_G``; 1.03-1.28x on the problems of the set-up benchmark.  The product itself
+    is :func:`~ddops.backend.spgemm` (scipy's, without its count where the rows are
+    nearly full).
     """
-    return (sp.csr_matrix(P).T.tocsr() @ sp.csr_matrix(Q)).tocsr()
+    return spgemm(sp.csr_matrix(P).T.tocsr(), Q)
 
 
 def galerkin_matrix(A: sp.spmatrix, Phi: sp.spmatrix, rows: np.ndarray | None = None,

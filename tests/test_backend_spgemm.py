@@ -1,0 +1,91 @@
+"""``ddops.backend.spgemm``: scipy's sparse product without its count of the entries, bit
+for bit scipy's own."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddops import backend
+from ddops.backend import spgemm
+
+
+def _same(C, D):
+    """The same CSR arrays: pointers, column indices in their order, values bit for bit."""
+    D = sp.csr_matrix(D)
+    assert C.shape == D.shape
+    np.testing.assert_array_equal(C.indptr, D.indptr)
+    np.testing.assert_array_equal(C.indices, D.indices)
+    assert C.data.dtype == D.data.dtype
+    assert C.data.tobytes() == D.data.tobytes()
+
+
+def _kernel_calls(monkeypatch):
+    calls = []
+    kernel = backend._csr_matmat
+
+    def counted(*args):
+        calls.append(args[0])
+        return kernel(*args)
+
+    monkeypatch.setattr(backend, "_csr_matmat", counted)
+    return calls
+
+
+@settings(max_examples=80, deadline=None)
+@given(m=st.integers(0, 30), k=st.integers(0, 30), n=st.integers(0, 30),
+       dp=st.floats(0.0, 1.0), dq=st.floats(0.0, 1.0), seed=st.integers(0, 2**16),
+       dtypes=st.sampled_from([(np.float64, np.float64), (np.float32, np.float64),
+                               (np.float32, np.float32), (np.complex128, np.float64)]),
+       block=st.sampled_from([1, 5, 40, 1 << 20]))
+def test_spgemm_is_scipys_product(m, k, n, dp, dq, seed, dtypes, block):
+    """Any shapes (empty ones too), densities from empty to full, mixed value types, blocks
+    from one row (every row's bound above the block) to all rows: scipy's product
+    exactly."""
+    rng = np.random.default_rng(seed)
+    P = sp.random(m, k, dp, format="csr", random_state=rng, dtype=dtypes[0])
+    Q = sp.random(k, n, dq, format="csr", random_state=rng, dtype=dtypes[1])
+    old = backend.SPGEMM_BLOCK_ENTRIES
+    backend.SPGEMM_BLOCK_ENTRIES = block
+    try:
+        C = spgemm(P, Q)
+    finally:
+        backend.SPGEMM_BLOCK_ENTRIES = old
+    _same(C, P @ Q)
+
+
+def test_the_count_is_skipped_and_the_blocks_bounded(monkeypatch):
+    """A coarse matrix of full-support columns (rows of the product nearly full): scipy's
+    kernel alone, block by block of rows whose bound fits the block, and scipy's matrix;
+    unsorted columns and duplicate entries in the factors as scipy handles them."""
+    calls = _kernel_calls(monkeypatch)
+    rng = np.random.default_rng(3)
+    Phi = sp.random(400, 25, 0.5, format="csr", random_state=rng)
+    A = sp.random(400, 400, 0.02, format="csr", random_state=rng)
+    A = (A + A.T + sp.eye(400)).tocsr()
+    P, Q = Phi.T.tocsr(), (A @ Phi).tocsr()
+    _same(spgemm(P, Q), P @ Q)
+    assert calls == [25]  # one block: every row's bound (25) within it
+    monkeypatch.setattr(backend, "SPGEMM_BLOCK_ENTRIES", 60)
+    calls.clear()
+    _same(spgemm(P, Q), P @ Q)
+    assert calls == [2] * 12 + [1]  # two rows of 25 per block of 60
+    coo = P.tocoo()
+    order = rng.permutation(coo.nnz)
+    rows, cols, vals = coo.row[order], coo.col[order], coo.data[order]
+    U = sp.csr_matrix((np.r_[vals, vals[:7]], (np.r_[rows, rows[:7]], np.r_[cols, cols[:7]])),
+                      shape=P.shape)
+    U.has_canonical_format = False
+    _same(spgemm(U, Q), U @ Q)
+
+
+def test_without_scipys_kernel_scipys_product(monkeypatch):
+    monkeypatch.setattr(backend, "_csr_matmat", None)
+    P = sp.random(30, 20, 0.2, format="csr", random_state=1)
+    _same(spgemm(P, P.T), P @ P.T)
+
+
+def test_spgemm_names_mismatched_shapes():
+    with pytest.raises(ValueError, match="P is \\(3, 4\\) and Q is \\(5, 2\\)"):
+        spgemm(sp.eye(3, 4, format="csr"), sp.eye(5, 2, format="csr"))
