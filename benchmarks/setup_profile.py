@@ -21,7 +21,11 @@ With ``--petsc-python PYTHON`` (the Python of the PETSc environment of ``docs/pe
 ``PETSC_DIR`` set), ``benchmarks/petsc_setup_peers.py`` runs PETSc's GAMG (near-null space
 given) and hypre's BoomerAMG on the same matrix and right-hand side, and their rows join
 each table, with the ratio of GDSW's set-up to theirs and the fastest ddops row against the
-fastest peer in set-up + solve.
+fastest peer in set-up + solve.  ``--petsc-python`` is checked before the first run.
+
+A failed run (ddops' or the peers') is reported on its problem's line and the other
+problems still run (exit status 1); ``--json PATH`` is rewritten, atomically, after every
+problem, so that a run stopped later keeps what it measured.
 
     python benchmarks/setup_profile.py            # the sizes (many minutes)
     python benchmarks/setup_profile.py --quick    # small sizes (about a minute)
@@ -280,6 +284,8 @@ def main(argv=None) -> int:
                         "cores (--threads is ignored) and print the both-cores target: "
                         f"set-up + solve at least {BOTH_CORES}x faster")
     args = parser.parse_args(argv)
+    from ddops.io import atomic_write_json
+
     if args.petsc_python:
         check_petsc_python(args.petsc_python)
     cores = os.cpu_count() or 1
@@ -290,7 +296,7 @@ def main(argv=None) -> int:
           "CPU time (all its threads); the phases are wall seconds; set-up includes the "
           "decomposition (partition and overlap)")
     chosen = args.problems if args.problems else range(len(PROBLEMS))
-    results = []
+    results, failed = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in chosen:
             label, kind, full, quick = PROBLEMS[i]
@@ -299,17 +305,31 @@ def main(argv=None) -> int:
                     else ["--skip-contrast", str(args.skip_contrast)])
             runs = []
             for threads in thread_counts:
-                result = run([*flags, "--variant", args.variant, "--factor-dtype",
-                              args.factor_dtype, *skip, *shlex.split(args.precond_args)],
-                             str(Path(tmp) / f"p{i}_{threads}"), threads)
-                peers = (run_petsc_peers(args.petsc_python, flags, threads)
-                         if args.petsc_python else None)
                 shown = label if len(thread_counts) == 1 else f"{label} ({threads} thread(s))"
+                # (a failed run, ddops' or the peers', is reported and the run goes on with
+                # the next problem: the problems before it stay measured)
+                try:
+                    result = run([*flags, "--variant", args.variant, "--factor-dtype",
+                                  args.factor_dtype, *skip, *shlex.split(args.precond_args)],
+                                 str(Path(tmp) / f"p{i}_{threads}"), threads)
+                except SystemExit as failure:
+                    print(f"\n### {shown}: {failure}")
+                    failed.append(shown)
+                    break
+                try:
+                    peers = (run_petsc_peers(args.petsc_python, flags, threads)
+                             if args.petsc_python else None)
+                except SystemExit as failure:
+                    print(f"\n{shown}: {failure}; the table without the PETSc peers")
+                    failed.append(f"{shown} (PETSc peers)")
+                    peers = None
                 runs.append(report(shown, kind, result, peers))
                 runs[-1]["threads"] = threads
-            if args.both_cores:
+            if args.both_cores and len(runs) == 2:
                 runs[0]["both_cores"] = both_cores(label, runs[0], runs[1], cores)
             results += runs
+            if args.json:  # what is measured so far, after every problem
+                atomic_write_json(args.json, results, indent=1)
     print("\n### The targets (one thread, and the speed-ups on all cores)\n")
     for r in results:
         if r["threads"] != thread_counts[0]:
@@ -317,9 +337,9 @@ def main(argv=None) -> int:
         for t in r.get("targets", []) + r.get("both_cores", []):
             print(f"- {r['label']}: {t['target']} {t['value']:.2f} "
                   f"{'PASS' if t['pass'] else 'MISS'}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-    return 0
+    if failed:
+        print(f"\nfailed: {'; '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -310,3 +310,35 @@ def test_a_wrong_petsc_python_stops_before_the_first_measurement(scripts, tmp_pa
         with pytest.raises(SystemExit) as stop:
             module.main(["--quick", "--petsc-python", str(python)])
         assert str(stop.value).startswith(f"--petsc-python {python}: {said}")
+
+
+def test_setup_profile_keeps_what_it_measured(scripts, tmp_path, monkeypatch, capsys):
+    """A failed ``ddops precond`` run is reported on its problem's line and the others are
+    measured (exit status 1); the JSON file holds every finished problem after each one, so
+    a run stopped later keeps them."""
+    module = scripts("setup_profile")
+    out = tmp_path / "profile.json"
+    real = module.run
+    calls = []
+
+    def flaky(args, prefix, threads=1):
+        calls.append(args[1])
+        if len(calls) == 1:
+            raise SystemExit("ddops precond failed (1): a made-up failure")
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the run stopped by hand during the third problem
+        return real(args, prefix, threads)
+
+    monkeypatch.setattr(module, "run", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        module.main(["--quick", "--problems", "2", "4", "0", "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert "### 2D floating channels 1e6: ddops precond failed (1): a made-up failure" in printed
+    kept = json.loads(out.read_text())
+    assert [r["label"] for r in kept] == ["3D Poisson"]  # measured, then kept
+    assert kept[0]["rows"]["two_level_gdsw"]["setup"] > 0
+    calls.clear()
+    monkeypatch.setattr(module, "run", lambda *a, **k: (_ for _ in ()).throw(
+        SystemExit("ddops precond failed (2): again")))
+    assert module.main(["--quick", "--problems", "2", "--json", str(out)]) == 1
+    assert "failed: 2D floating channels 1e6" in capsys.readouterr().out
