@@ -12,6 +12,7 @@ exception text) is kept and repeated in the "not available" error.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
 
@@ -144,7 +145,7 @@ def spmm(A: Any, X: Any, out: Any = None, accumulate: bool = False) -> Any:
 SPGEMM_BLOCK_ENTRIES = 1 << 20
 
 
-def spgemm(P: sp.spmatrix, Q: sp.spmatrix) -> sp.csr_matrix:
+def spgemm(P: sp.spmatrix, Q: sp.spmatrix, workers: int = 1) -> sp.csr_matrix:
     """``P @ Q`` of two scipy sparse matrices, CSR: scipy's product, bit for bit, without its
     count of the entries.
 
@@ -153,13 +154,17 @@ def spgemm(P: sp.spmatrix, Q: sp.spmatrix) -> sp.csr_matrix:
     bounded instead, by its multiplications and by ``Q``'s columns, and the same scipy
     kernel multiplies block by block of rows (:data:`SPGEMM_BLOCK_ENTRIES` entries of the
     bound each) into an allocation of that bound, each block's entries then copied out:
-    the same entries in the same order as scipy's, without the first pass.  Where scipy's
-    kernels cannot be imported, scipy's ``@``.
+    the same entries in the same order as scipy's, without the first pass.  The kernel
+    releases the GIL, so with ``workers`` above one the blocks run side by side on that many
+    threads (the same matrix).  Where scipy's kernels cannot be imported, scipy's ``@``.
 
     Parameters
     ----------
     P, Q : scipy sparse matrices
         ``m x k`` and ``k x n``.
+    workers : int
+        Threads for the blocks (the caller's choice: the set-up passes
+        :func:`~ddops.linalg.parallel.chunk_workers`, its thread limit).
 
     Returns
     -------
@@ -187,25 +192,33 @@ def spgemm(P: sp.spmatrix, Q: sp.spmatrix) -> sp.csr_matrix:
                   P.data.astype(dtype, copy=False))
     Qp, Qj, Qx = (Q.indptr.astype(index, copy=False), Q.indices.astype(index, copy=False),
                   Q.data.astype(dtype, copy=False))
-    ends = np.cumsum(bound)
-    indptr = np.zeros(m + 1, dtype=index)
-    indices, data = [], []
+    ends = np.concatenate(([0], np.cumsum(bound)))
+    blocks = []  # (first row, row after the last) of each block
     start = 0
-    while start < m:
-        # the rows whose bound fits the block (one row at least)
-        stop = max(int(np.searchsorted(ends, (ends[start - 1] if start else 0)
-                                       + SPGEMM_BLOCK_ENTRIES, side="right")), start + 1)
-        size = int(ends[stop - 1] - (ends[start - 1] if start else 0))
+    while start < m:  # the rows whose bound fits the block (one row at least)
+        stop = max(int(np.searchsorted(ends, ends[start] + SPGEMM_BLOCK_ENTRIES,
+                                       side="right")) - 1, start + 1)
+        blocks.append((start, stop))
+        start = stop
+
+    def multiply(start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        size = int(ends[stop] - ends[start])
         Cp = np.empty(stop - start + 1, dtype=index)
         Cj, Cx = np.empty(size, dtype=index), np.empty(size, dtype=dtype)
         # (P's pointers of these rows are offsets into all of P's indices: no copy)
         _csr_matmat(stop - start, n, Pp[start:stop + 1], Pj, Px, Qp, Qj, Qx, Cp, Cj, Cx)
+        return Cp, Cj[:Cp[-1]].copy(), Cx[:Cp[-1]].copy()
+
+    if workers > 1 and len(blocks) > 1:
+        with ThreadPoolExecutor(max_workers=min(int(workers), len(blocks))) as pool:
+            parts = list(pool.map(lambda block: multiply(*block), blocks))
+    else:
+        parts = [multiply(*block) for block in blocks]
+    indptr = np.zeros(m + 1, dtype=index)
+    for (start, stop), (Cp, _, _) in zip(blocks, parts):
         indptr[start + 1:stop + 1] = Cp[1:] + indptr[start]
-        indices.append(Cj[:Cp[-1]].copy())
-        data.append(Cx[:Cp[-1]].copy())
-        start = stop
-    return sp.csr_matrix((np.concatenate(data), np.concatenate(indices), indptr),
-                         shape=(m, n))
+    return sp.csr_matrix((np.concatenate([part[2] for part in parts]),
+                          np.concatenate([part[1] for part in parts]), indptr), shape=(m, n))
 
 
 def take_rows(A: Any, index: Any, out: Any = None) -> Any:

@@ -1,6 +1,8 @@
 """``ddops.backend.spgemm``: scipy's sparse product without its count of the entries, bit
 for bit scipy's own."""
 
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -38,18 +40,18 @@ def _kernel_calls(monkeypatch):
        dp=st.floats(0.0, 1.0), dq=st.floats(0.0, 1.0), seed=st.integers(0, 2**16),
        dtypes=st.sampled_from([(np.float64, np.float64), (np.float32, np.float64),
                                (np.float32, np.float32), (np.complex128, np.float64)]),
-       block=st.sampled_from([1, 5, 40, 1 << 20]))
-def test_spgemm_is_scipys_product(m, k, n, dp, dq, seed, dtypes, block):
+       block=st.sampled_from([1, 5, 40, 1 << 20]), workers=st.sampled_from([1, 2, 3]))
+def test_spgemm_is_scipys_product(m, k, n, dp, dq, seed, dtypes, block, workers):
     """Any shapes (empty ones too), densities from empty to full, mixed value types, blocks
-    from one row (every row's bound above the block) to all rows: scipy's product
-    exactly."""
+    from one row (every row's bound above the block) to all rows, on one to three threads:
+    scipy's product exactly."""
     rng = np.random.default_rng(seed)
     P = sp.random(m, k, dp, format="csr", random_state=rng, dtype=dtypes[0])
     Q = sp.random(k, n, dq, format="csr", random_state=rng, dtype=dtypes[1])
     old = backend.SPGEMM_BLOCK_ENTRIES
     backend.SPGEMM_BLOCK_ENTRIES = block
     try:
-        C = spgemm(P, Q)
+        C = spgemm(P, Q, workers=workers)
     finally:
         backend.SPGEMM_BLOCK_ENTRIES = old
     _same(C, P @ Q)
@@ -89,3 +91,33 @@ def test_without_scipys_kernel_scipys_product(monkeypatch):
 def test_spgemm_names_mismatched_shapes():
     with pytest.raises(ValueError, match="P is \\(3, 4\\) and Q is \\(5, 2\\)"):
         spgemm(sp.eye(3, 4, format="csr"), sp.eye(5, 2, format="csr"))
+
+
+def test_the_galerkin_product_follows_the_thread_limit(monkeypatch):
+    """``transposed_product`` runs ``spgemm``'s blocks on the threads the BLAS limit
+    allows: one under ``threadpool_limits(1)`` (the preconditioners' ``threads=1``), two
+    under a limit of two (where the machine has two CPUs), the same matrix either way."""
+    import threadpoolctl
+
+    from ddops.dd import coarse_matrix
+
+    seen = []
+
+    def recording(P, Q, workers=1):
+        seen.append(workers)
+        return spgemm(P, Q, workers=workers)
+
+    monkeypatch.setattr(coarse_matrix, "spgemm", recording)
+    monkeypatch.setattr(backend, "SPGEMM_BLOCK_ENTRIES", 50)
+    rng = np.random.default_rng(5)
+    Phi = sp.random(300, 40, 0.4, format="csr", random_state=rng)
+    Q = sp.random(300, 60, 0.3, format="csr", random_state=rng)
+    with threadpoolctl.threadpool_limits(1):
+        one = coarse_matrix.transposed_product(Phi, Q)
+    assert seen == [1]
+    if (os.cpu_count() or 1) >= 2:
+        with threadpoolctl.threadpool_limits(2):
+            two = coarse_matrix.transposed_product(Phi, Q)
+        assert seen == [1, 2]
+        _same(two, one)
+    _same(one, Phi.T.tocsr() @ Q)

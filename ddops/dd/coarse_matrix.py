@@ -25,6 +25,7 @@ from ..linalg.local_solvers import (
     pardiso_pivots,
     pardiso_schur_complement,
 )
+from ..linalg.parallel import chunk_workers
 from ..linalg.spd import bad_pivots, off_diagonal_pivots, sparse_spd_factor, superlu_pivots
 from .validation import as_csr, check_matrix
 
@@ -91,10 +92,10 @@ def transposed_product(P: sp.spmatrix, Q: sp.spmatrix) -> sp.csr_matrix:
     cheaper.  GDSW's ``A_0`` (``benchmarks/galerkin_product.py``, one thread): the
     227,448-unknown 3D elasticity beam 0.75 -> 0.60 s, without the 230 MB CSC copy of
     ``(A Phi)_G``; 1.03-1.28x on the problems of the set-up benchmark.  The product itself
-    is :func:`~ddops.backend.spgemm` (scipy's, without its count where the rows are
-    nearly full).
+    is :func:`~ddops.backend.spgemm` (scipy's kernel without its count of the entries), on
+    the threads the thread limit allows (:func:`~ddops.linalg.parallel.chunk_workers`).
     """
-    return spgemm(sp.csr_matrix(P).T.tocsr(), Q)
+    return spgemm(sp.csr_matrix(P).T.tocsr(), Q, workers=chunk_workers())
 
 
 def galerkin_matrix(A: sp.spmatrix, Phi: sp.spmatrix, rows: np.ndarray | None = None,
