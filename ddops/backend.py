@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 __all__ = [
     "BACKENDS",
+    "SPGEMM_BLOCK_ENTRIES",
     "cupy_available",
     "cupy_unavailable_reason",
     "get_array_module",
