@@ -16,8 +16,8 @@ alternating rounds (best of ``--repeat``), the same columns are assembled twice:
 Both must give the same matrix bit for bit.  Then ``A_0 = Phi^T (A Phi)`` (``A Phi`` formed
 once, untimed; ``Phi^T`` in CSR), again in alternating rounds:
 
-- spgemm: :func:`ddops.backend.spgemm` as the set-up calls it (through
-  :func:`~ddops.dd.coarse_matrix.transposed_product`): scipy's kernel into an allocation
+- spgemm: :func:`ddops.backend.spgemm` on one thread (the set-up calls it through
+  :func:`~ddops.dd.coarse_matrix.transposed_product`): scipy's kernel into buffers
   bounded by each row's multiplications and the columns, the count skipped;
 - scipy: scipy's ``@`` (a first pass counts the entries, a second multiplies), the way
   before it;
@@ -102,6 +102,7 @@ def main(argv=None) -> int:
     import ddops
     from ddops.backend import spgemm
     from ddops.dd import geneo, groups
+    from ddops.linalg.parallel import MAX_CHUNK_WORKERS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mesh-3d", type=int, default=32,
@@ -148,7 +149,7 @@ def main(argv=None) -> int:
         Phi = best["runs"][0]
         PhiT, APhi = Phi.T.tocsr(), A @ Phi
         products = {"spgemm": lambda: spgemm(PhiT, APhi), "scipy": lambda: PhiT @ APhi}
-        cores = os.cpu_count() or 1
+        cores = min(os.cpu_count() or 1, MAX_CHUNK_WORKERS)
         if cores > 1:  # the same blocks on every core (the set-up's threads=cores)
             products[f"spgemm, {cores} threads"] = lambda: spgemm(PhiT, APhi, workers=cores)
         for _ in range(max(args.repeat, 1)):

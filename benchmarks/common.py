@@ -252,19 +252,27 @@ def add_threads_flag(parser: argparse.ArgumentParser, help: str | None = "BLAS t
 
 
 # -- the PETSc peers ---------------------------------------------------------------------------
-def check_petsc_python(python: str) -> None:
-    """Stop with one line unless ``python`` runs and imports petsc4py: checked before the
-    first measurement, so that a wrong ``--petsc-python`` does not end a long run after
-    the ddops rows were measured."""
+#: what ``benchmarks/petsc_setup_peers.py`` imports, checked by :func:`check_petsc_python`
+PETSC_PEER_IMPORTS = ("petsc4py.PETSc", "numpy", "threadpoolctl", "ddops.experiments.precond")
+
+
+def check_petsc_python(python: str, timeout: float = 120.0) -> None:
+    """Stop with one line unless ``python`` runs and imports what the PETSc peers need
+    (:data:`PETSC_PEER_IMPORTS`): checked before the first measurement, so that a wrong
+    ``--petsc-python`` does not end a long run after the ddops rows were measured."""
+    code = "; ".join(f"import {module}" for module in PETSC_PEER_IMPORTS)
     try:
-        done = subprocess.run([python, "-c", "import petsc4py.PETSc"], capture_output=True,
-                              text=True)
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                              timeout=timeout)
     except OSError as exc:
         raise SystemExit(f"--petsc-python {python}: cannot run it ({exc.strerror})") from None
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"--petsc-python {python}: its imports took more than {timeout:g} "
+                         "s") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise SystemExit(f"--petsc-python {python}: petsc4py cannot be imported ({last}); "
-                         "see docs/petsc.md")
+        raise SystemExit(f"--petsc-python {python}: cannot import what the PETSc peers need "
+                         f"({last}); see docs/petsc.md")
 
 
 def run_petsc_peers(python: str, args: list[str], threads: int = 1) -> dict:

@@ -105,6 +105,9 @@ RACE_SCALAR = 3.0
 BOTH_CORES = 1.6
 #: the peers of the races, by their row names
 SA, GAMG, BOOMERAMG = "pyamg", "PETSc GAMG", "hypre BoomerAMG"
+#: how a run of ``ddops precond`` or of the peers fails: its exit status (SystemExit, with
+#: its message), or a results file or output that cannot be read
+RUN_FAILURES = (SystemExit, OSError, ValueError, IndexError, KeyError)
 
 
 def run(args: list[str], prefix: str, threads: int = 1) -> dict:
@@ -312,14 +315,14 @@ def main(argv=None) -> int:
                     result = run([*flags, "--variant", args.variant, "--factor-dtype",
                                   args.factor_dtype, *skip, *shlex.split(args.precond_args)],
                                  str(Path(tmp) / f"p{i}_{threads}"), threads)
-                except SystemExit as failure:
+                except RUN_FAILURES as failure:
                     print(f"\n### {shown}: {failure}")
                     failed.append(shown)
                     break
                 try:
                     peers = (run_petsc_peers(args.petsc_python, flags, threads)
                              if args.petsc_python else None)
-                except SystemExit as failure:
+                except RUN_FAILURES as failure:
                     print(f"\n{shown}: {failure}; the table without the PETSc peers")
                     failed.append(f"{shown} (PETSc peers)")
                     peers = None
@@ -328,7 +331,7 @@ def main(argv=None) -> int:
             if args.both_cores and len(runs) == 2:
                 runs[0]["both_cores"] = both_cores(label, runs[0], runs[1], cores)
             results += runs
-            if args.json:  # what is measured so far, after every problem
+            if args.json and results:  # what is measured so far, after every problem
                 atomic_write_json(args.json, results, indent=1)
     print("\n### The targets (one thread, and the speed-ups on all cores)\n")
     for r in results:

@@ -12,6 +12,7 @@ exception text) is kept and repeated in the "not available" error.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
@@ -26,6 +27,7 @@ __all__ = [
     "cupy_unavailable_reason",
     "get_array_module",
     "get_sparse_module",
+    "row_bounds",
     "to_numpy",
     "asarray",
     "check_backend",
@@ -141,31 +143,47 @@ def spmm(A: Any, X: Any, out: Any = None, accumulate: bool = False) -> Any:
 
 
 #: :func:`spgemm` allocates the product's rows in blocks of at most this many entries of
-#: their bound (or one row where a row's bound is more): the allocation beyond the
-#: product's entries stays below this (12 MiB of float64 values and 32-bit indices)
+#: their bound (or one row where a row's bound is more): each block's buffer (12 MiB of
+#: float64 values and 32-bit indices) lives until its entries are copied out
 SPGEMM_BLOCK_ENTRIES = 1 << 20
 
 
-def spgemm(P: sp.spmatrix, Q: sp.spmatrix, workers: int = 1) -> sp.csr_matrix:
-    """``P @ Q`` of two scipy sparse matrices, CSR: scipy's product, bit for bit, without its
-    count of the entries.
+def row_bounds(P: sp.csr_matrix, Q: sp.csr_matrix) -> np.ndarray:
+    """An upper bound on the entries of each row of ``P @ Q`` (CSR ``P`` and ``Q``): the
+    row's multiplications (the lengths of ``Q``'s rows at ``P``'s columns, duplicates
+    counted) and at most ``Q``'s columns; int64."""
+    nonempty = np.flatnonzero(np.diff(P.indptr))
+    bound = np.zeros(P.shape[0], dtype=np.int64)
+    if nonempty.size:  # (reduceat's segments end where the next nonempty row starts)
+        bound[nonempty] = np.add.reduceat(np.diff(Q.indptr)[P.indices[:P.indptr[-1]]],
+                                          P.indptr[nonempty], dtype=np.int64)
+    return np.minimum(bound, Q.shape[1], out=bound)
+
+
+def spgemm(P: sp.spmatrix, Q: sp.spmatrix,
+           workers: int | Callable[[], int] = 1) -> sp.csr_matrix:
+    """``P @ Q`` of two scipy sparse matrices without scipy's count of the entries: the CSR
+    matrix ``csr_matrix(P) @ csr_matrix(Q)``, bit for bit.
 
     scipy counts the product's entries in a first pass over every multiplication, to
     allocate the result exactly, and multiplies in a second.  Here each row's entries are
-    bounded instead, by its multiplications and by ``Q``'s columns, and the same scipy
-    kernel multiplies block by block of rows (:data:`SPGEMM_BLOCK_ENTRIES` entries of the
-    bound each) into an allocation of that bound, each block's entries then copied out:
-    the same entries in the same order as scipy's, without the first pass.  The kernel
-    releases the GIL, so with ``workers`` above one the blocks run side by side on that many
-    threads (the same matrix).  Where scipy's kernels cannot be imported, scipy's ``@``.
+    bounded instead (:func:`row_bounds`), and the same scipy kernel multiplies block by
+    block of rows (:data:`SPGEMM_BLOCK_ENTRIES` entries of the bound each) into a buffer of
+    that bound, each block's entries then copied out: the same entries in the same order,
+    without the first pass.  The copies and their concatenation hold the product's entries
+    twice at the end, beside one buffer per thread.  The kernel releases the GIL, so with
+    ``workers`` above one the blocks run side by side on that many threads (the same
+    matrix).  Where scipy's kernels cannot be imported, scipy's ``@``.
 
     Parameters
     ----------
     P, Q : scipy sparse matrices
         ``m x k`` and ``k x n``.
-    workers : int
-        Threads for the blocks (the caller's choice: the set-up passes
-        :func:`~ddops.linalg.parallel.chunk_workers`, its thread limit).
+    workers : int or callable
+        Threads for the blocks, or a function that returns them, called only where there
+        is more than one block (the set-up passes
+        :func:`~ddops.linalg.parallel.chunk_workers`, its thread limit, which takes a
+        millisecond to read).
 
     Returns
     -------
@@ -179,20 +197,14 @@ def spgemm(P: sp.spmatrix, Q: sp.spmatrix, workers: int = 1) -> sp.csr_matrix:
     m, n = P.shape[0], Q.shape[1]
     if _csr_matmat is None or P.nnz == 0 or Q.nnz == 0:
         return sp.csr_matrix(P @ Q)
-    # each row's multiplications: the lengths of Q's rows at P's columns, summed per row
-    # (over the nonempty rows: reduceat's segments then end where the next one starts)
-    full = np.flatnonzero(np.diff(P.indptr))
-    bound = np.zeros(m, dtype=np.int64)
-    bound[full] = np.add.reduceat(np.diff(Q.indptr)[P.indices[:P.indptr[-1]]],
-                                  P.indptr[full], dtype=np.int64)
-    np.minimum(bound, n, out=bound)
-    index = (np.int32 if max(int(bound.sum()), m, n, P.shape[1], P.nnz, Q.nnz)
-             <= np.iinfo(np.int32).max else np.int64)
+    bound = row_bounds(P, Q)
+    idx_dtype = (np.int32 if max(int(bound.sum()), m, n, P.shape[1], P.nnz, Q.nnz)
+                 <= np.iinfo(np.int32).max else np.int64)
     dtype = np.result_type(P.dtype, Q.dtype)
-    Pp, Pj, Px = (P.indptr.astype(index, copy=False), P.indices.astype(index, copy=False),
-                  P.data.astype(dtype, copy=False))
-    Qp, Qj, Qx = (Q.indptr.astype(index, copy=False), Q.indices.astype(index, copy=False),
-                  Q.data.astype(dtype, copy=False))
+    Pp, Pj, Px = (P.indptr.astype(idx_dtype, copy=False),
+                  P.indices.astype(idx_dtype, copy=False), P.data.astype(dtype, copy=False))
+    Qp, Qj, Qx = (Q.indptr.astype(idx_dtype, copy=False),
+                  Q.indices.astype(idx_dtype, copy=False), Q.data.astype(dtype, copy=False))
     ends = np.concatenate(([0], np.cumsum(bound)))
     blocks = []  # (first row, row after the last) of each block
     start = 0
@@ -204,18 +216,19 @@ def spgemm(P: sp.spmatrix, Q: sp.spmatrix, workers: int = 1) -> sp.csr_matrix:
 
     def multiply(start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         size = int(ends[stop] - ends[start])
-        Cp = np.empty(stop - start + 1, dtype=index)
-        Cj, Cx = np.empty(size, dtype=index), np.empty(size, dtype=dtype)
+        Cp = np.empty(stop - start + 1, dtype=idx_dtype)
+        Cj, Cx = np.empty(size, dtype=idx_dtype), np.empty(size, dtype=dtype)
         # (P's pointers of these rows are offsets into all of P's indices: no copy)
         _csr_matmat(stop - start, n, Pp[start:stop + 1], Pj, Px, Qp, Qj, Qx, Cp, Cj, Cx)
         return Cp, Cj[:Cp[-1]].copy(), Cx[:Cp[-1]].copy()
 
-    if workers > 1 and len(blocks) > 1:
-        with ThreadPoolExecutor(max_workers=min(int(workers), len(blocks))) as pool:
+    threads = 1 if len(blocks) == 1 else int(workers() if callable(workers) else workers)
+    if threads > 1:
+        with ThreadPoolExecutor(max_workers=min(threads, len(blocks))) as pool:
             parts = list(pool.map(lambda block: multiply(*block), blocks))
     else:
         parts = [multiply(*block) for block in blocks]
-    indptr = np.zeros(m + 1, dtype=index)
+    indptr = np.zeros(m + 1, dtype=idx_dtype)
     for (start, stop), (Cp, _, _) in zip(blocks, parts):
         indptr[start + 1:stop + 1] = Cp[1:] + indptr[start]
     return sp.csr_matrix((np.concatenate([part[2] for part in parts]),

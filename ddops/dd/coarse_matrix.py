@@ -95,7 +95,7 @@ def transposed_product(P: sp.spmatrix, Q: sp.spmatrix) -> sp.csr_matrix:
     is :func:`~ddops.backend.spgemm` (scipy's kernel without its count of the entries), on
     the threads the thread limit allows (:func:`~ddops.linalg.parallel.chunk_workers`).
     """
-    return spgemm(sp.csr_matrix(P).T.tocsr(), Q, workers=chunk_workers())
+    return spgemm(sp.csr_matrix(P).T.tocsr(), Q, workers=chunk_workers)
 
 
 def galerkin_matrix(A: sp.spmatrix, Phi: sp.spmatrix, rows: np.ndarray | None = None,
