@@ -346,3 +346,36 @@ def test_setup_profile_keeps_what_it_measured(scripts, tmp_path, monkeypatch, ca
     assert module.main(["--quick", "--problems", "2", "--json", str(out)]) == 1
     assert "failed: 2D floating channels 1e6" in capsys.readouterr().out
     assert json.loads(out.read_text()) == kept  # nothing measured: the file as it was
+
+
+def test_a_petsc_python_that_hangs_is_stopped_by_the_timeout(scripts, tmp_path):
+    common = scripts("common")
+    slow = tmp_path / "python"
+    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    with pytest.raises(SystemExit) as stop:
+        common.check_petsc_python(str(slow), timeout=0.5)
+    assert str(stop.value) == f"--petsc-python {slow}: its imports took more than 0.5 s"
+
+
+def test_setup_profile_reports_failed_peers_and_keeps_its_rows(scripts, tmp_path, monkeypatch,
+                                                               capsys):
+    """The PETSc peers failing on a problem: its table is printed with ddops' rows alone,
+    the failure is listed, and the exit status is 1."""
+    module = scripts("setup_profile")
+    out = tmp_path / "profile.json"
+    monkeypatch.setattr(module, "check_petsc_python", lambda python: None)
+
+    def failing(python, args, threads=1):
+        raise SystemExit("petsc_setup_peers.py failed (1): a made-up failure")
+
+    monkeypatch.setattr(module, "run_petsc_peers", failing)
+    assert module.main(["--quick", "--problems", "4", "--petsc-python", "python",
+                        "--json", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert ("3D Poisson: petsc_setup_peers.py failed (1): a made-up failure; the table "
+            "without the PETSc peers") in printed
+    assert "failed: 3D Poisson (PETSc peers)" in printed
+    kept = json.loads(out.read_text())
+    assert kept[0]["rows"]["two_level_gdsw"]["setup"] > 0
+    assert not any(r.get("peer") for r in kept[0]["rows"].values())
