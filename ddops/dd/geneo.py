@@ -1141,6 +1141,24 @@ KRYLOV_RETIRE = True
 _LEFT_OUT = np.inf
 
 
+def _gram_schmidt_twice(Y3: np.ndarray, V: np.ndarray, KVt: np.ndarray,
+                        first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """K-orthogonalise the stacked columns ``Y3`` (``(m, rows, p)``) against the stacked
+    K-orthonormal bases ``V`` (``(m, rows, k)``; ``KVt`` their ``(K V)^T``): classical
+    Gram-Schmidt twice, the first pass with the coefficients ``first`` (``V^T K Y3``,
+    known to the caller), the second computed.  Returns the new columns and all the
+    coefficients removed (``(m, k, p)``).
+
+    The block Krylov method knows the first pass's coefficients from its Rayleigh quotient
+    (:func:`_block_krylov_eigh`), exactly up to the rounding of the solve that made
+    ``Y3``; the second pass removes that with the rest, as it does the rounding of a
+    computed first pass.  It saves one of the four products with a basis per step.
+    """
+    Y3 = Y3 - V @ first
+    step = KVt @ Y3
+    return Y3 - V @ step, first + step
+
+
 def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matrix, m: int,
                        width: int, block: int, tau: float, real: np.ndarray, cap: int,
                        counts: np.ndarray, sigma: float, settle: bool = True):
@@ -1151,10 +1169,11 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
     definite: ``sigma`` the shift ``shifted`` factorises), ``mu = 1 / (lambda + sigma)``:
     the basis grows by one block of :func:`_krylov_block` columns per solve, ``S = K^{-1}
     B`` (one multi-column solve with ``shifted``, :func:`_shifted_factor`) applied to the
-    newest block, K-orthogonalised against the basis (classical Gram-Schmidt twice,
+    newest block, K-orthogonalised against the basis (:func:`_gram_schmidt_twice`,
     batched over the blocks; ``K Y`` then formed afresh) and K-orthonormalised within
     itself, left out where dependent (:data:`KRYLOV_DEPENDENCE_RTOL`); then one batched
-    Rayleigh-Ritz step on the whole basis (``V^T B V``, grown by the new block's rows;
+    Rayleigh-Ritz step on the whole basis (``V^T B V``, grown by the new block's rows,
+    in one product with the new columns of ``V^T K V``, the orthogonality check;
     ``K`` is definite where ``B`` is not, so its entries stay below ``1 / sigma``, with no
     huge ones from directions near the kernel of ``B``).
     Nested bases make the largest Ritz values ``mu`` grow, so ``lambda = 1 / mu - sigma``
@@ -1229,11 +1248,10 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
         ma = act.size
         removed = 0.0  # the squared K-norms of the new columns' parts in the basis
         if k:
-            V = np.swapaxes(Vt[:ma, :k], 1, 2)
-            c = 0.0
-            for _ in range(2):
-                step = KVt[:ma, :k] @ Y3
-                Y3, c = Y3 - V @ step, c + step
+            # Y = K^{-1} B v for the newest block v: V^T K Y = V^T B v, the newest columns
+            # of the Rayleigh quotient, are the first pass's coefficients
+            Y3, c = _gram_schmidt_twice(Y3, np.swapaxes(Vt[:ma, :k], 1, 2), KVt[:ma, :k],
+                                        Gb[:ma, :k, k - p:k])
             removed = np.einsum("mij,mij->mj", c, c)
         # K Y after the orthogonalisation, by a sparse product: updating K Y through K V
         # took as many dense products as the orthogonalisation itself
@@ -1254,10 +1272,12 @@ def _block_krylov_eigh(shifted: BlockSolver, Ns: sp.csr_matrix, Bs: sp.csr_matri
             Gb = np.pad(Gb[:ma, :k, :k], ((0, 0), (0, size - k), (0, size - k)))
         Vt[:ma, k:k + p] = np.swapaxes(Y3, 1, 2)
         KVt[:ma, k:k + p] = np.swapaxes(KY3, 1, 2)
-        Gb[:ma, :k + p, k:k + p] = Vt[:ma, :k + p] @ BY3
+        # V^T B Y and V^T K Y in one product (V read once)
+        both = Vt[:ma, :k + p] @ np.concatenate([BY3, KY3], axis=2)
+        Gb[:ma, :k + p, k:k + p] = both[:, :, :p]
         Gb[:ma, k:k + p, :k] = np.swapaxes(Gb[:ma, :k, k:k + p], 1, 2)
         # the new columns of V^T K V - I (a left-out direction: a zero column)
-        off = Vt[:ma, :k + p] @ KY3
+        off = both[:, :, p:]
         off[:, k + np.arange(p), np.arange(p)] -= good
         k += p
         if np.abs(off).max() > KRYLOV_ORTHOGONALITY:

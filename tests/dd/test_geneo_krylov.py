@@ -70,6 +70,53 @@ def test_block_krylov_eigenpairs_match_dense_pencils():
     assert_pairs_of_dense_pencils(lam, V.reshape(m, width, block), exact, dense, sizes, tau)
 
 
+def test_the_first_gram_schmidt_pass_takes_the_projections_from_the_rayleigh_quotient(
+        monkeypatch):
+    """The coefficients the block Krylov method hands to the first Gram-Schmidt pass (its
+    Rayleigh quotient's newest columns, ``V^T B v``) are the projections ``(K V)^T Y`` of
+    the new columns computed afresh, to rounding; and the second pass then finds nothing
+    left of the basis in them (what a wrong first pass would leave, the second removes)."""
+    need("pardiso")
+    sizes, width, tau = [40, 33, 37], 40, 0.25
+    Ns, Bs, real, shifted, sigma, dense, exact, counts = krylov_inputs(sizes, width, tau)
+    passes = []
+    original = geneo._gram_schmidt_twice
+
+    def checked(Y3, V, KVt, first):
+        passes.append(np.linalg.norm(first - KVt @ Y3) / np.linalg.norm(KVt @ Y3))
+        return original(Y3, V, KVt, first)
+
+    monkeypatch.setattr(geneo, "_gram_schmidt_twice", checked)
+    block = int(geneo._subspace_size(np.int64(counts.max()), 48))
+    lam, V, _, _ = geneo._block_krylov_eigh(shifted, Ns, Bs, len(sizes), width, block, tau,
+                                            real, 48, counts, sigma)
+    assert len(passes) >= 2 and max(passes) < 1e-10
+    assert_pairs_of_dense_pencils(lam, V.reshape(len(sizes), width, block), exact, dense,
+                                  sizes, tau)
+
+
+def test_gram_schmidt_twice_against_a_dense_projection():
+    """:func:`_gram_schmidt_twice` on a stack of K-orthonormal bases: the new columns are
+    K-orthogonal to the basis, equal to ``(I - V V^T K) Y`` and the coefficients are
+    ``V^T K Y``, also with a first pass given wrong (the second corrects it)."""
+    rng = np.random.default_rng(1)
+    m, rows, k, p = 3, 30, 6, 4
+    K = np.stack([(lambda X: X @ X.T + rows * np.eye(rows))(rng.standard_normal((rows, rows)))
+                  for _ in range(m)])
+    V = np.stack([np.linalg.solve(np.linalg.cholesky(Ki).T, sla.qr(
+        rng.standard_normal((rows, k)), mode="economic")[0]) for Ki in K])
+    np.testing.assert_allclose(np.swapaxes(V, 1, 2) @ K @ V, np.broadcast_to(np.eye(k),
+                                                                         (m, k, k)), atol=1e-12)
+    Y = rng.standard_normal((m, rows, p))
+    KVt = np.swapaxes(K @ V, 1, 2)
+    exact = KVt @ Y
+    for first in (exact, exact + 1e-6 * rng.standard_normal(exact.shape)):
+        out, c = geneo._gram_schmidt_twice(Y, V, KVt, first)
+        np.testing.assert_allclose(c, exact, rtol=1e-10, atol=1e-10 * np.abs(exact).max())
+        np.testing.assert_allclose(out, Y - V @ exact, atol=1e-10 * np.abs(Y).max())
+        assert np.abs(KVt @ out).max() < 1e-10 * np.abs(exact).max()
+
+
 def assert_pairs_of_dense_pencils(lam, V, exact, dense, sizes, tau):
     """Every block's eigenvalues below ``tau`` (``exact``, of its ``dense`` pencil) found,
     to the settle tolerance; its Ritz vectors B-orthonormal with small residuals, zero on
