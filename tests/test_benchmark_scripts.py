@@ -23,7 +23,8 @@ def scripts(monkeypatch):
     yield lambda name: importlib.import_module(name)
     for name in ("setup_profile", "agdsw_indicator", "geneo_inertia", "geneo_eigen_stop",
                  "shared_order", "pardiso_columns", "local_beside", "node_ordering",
-                 "galerkin_product", "common", "coarse_columns"):  # (fresh for the next test)
+                 "galerkin_product", "common", "coarse_columns",
+                 "compare_revisions"):  # (fresh for the next test)
         sys.modules.pop(name, None)
 
 
@@ -131,6 +132,29 @@ def test_coarse_columns_runs_give_the_triples_matrix(scripts, tmp_path):
     assert row["runs"]["seconds"] > 0 and row["triples"]["seconds"] > 0 and row["sa"] > 0
     assert row["same_product"] and row["product_entries"] > 0
     assert row["spgemm"]["seconds"] > 0 and row["scipy"]["seconds"] > 0
+
+
+def test_compare_revisions_times_both_sides_of_each_kind(scripts, tmp_path, capsys):
+    """``compare_revisions.py`` against the last commit: the training step of both versions
+    (the names it builds from exist in both), and the set-up of both with the same coarse
+    dimension, each side built by its own package."""
+    import shutil
+    import subprocess
+
+    root = BENCHMARKS.parent
+    if shutil.which("git") is None or subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True).returncode:
+        pytest.skip("needs the git repository")
+    script = scripts("compare_revisions")
+    assert script.main(["HEAD", "--sizes", "64", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "n=64" in out and "step" in out and "data" in out
+    rows = tmp_path / "setup.json"
+    assert script.main(["HEAD", "--setup", "--quick", "--rounds", "1", "--problems", "2",
+                        "--coarse", "gdsw", "--json", str(rows)]) == 0
+    (row,) = json.loads(rows.read_text())
+    assert row["same_dim"] and row["rev_setup"] > 0 and row["tree_setup"] > 0
+    assert "ddops_rev" not in sys.modules  # (the exported package goes with its directory)
 
 
 def test_coarse_beside_keeps_the_iterations(scripts, tmp_path, threaded_two_cpus):
