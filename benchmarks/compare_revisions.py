@@ -17,11 +17,13 @@ forward, loss, backward) and ``FourierRHS.sample`` ("data").  Medians over the r
 are printed with their ratio, so a noisy shared machine affects both sides alike.
 
 ``--setup``: for every problem of ``setup_profile.py`` (``--quick``: its small sizes)
-each version builds the problem and its decomposition with its own code (the same
-matrices) and times ``TwoLevelSchwarz`` with ``--coarse`` (GenEO on elasticity with
-the finite-element Neumann matrices) in alternating rounds: the best set-up, its CPU
-seconds and its eigenproblems per side, their ratio, and whether both gave the same
-coarse dimension.
+each version builds the problem and its decomposition with its own code (the matrices
+are checked equal) and times ``TwoLevelSchwarz`` with ``--coarse`` (GenEO on elasticity
+with the finite-element Neumann matrices), after one untimed set-up per side, in rounds
+that alternate which side goes first, under ``--threads`` threads of every pool: the
+best set-up, its CPU seconds and its eigenproblems per side, their ratio, and whether
+both gave the same coarse dimension (exit 1 where not; a revision git cannot export:
+exit 2).
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ def export_revision(rev: str, into: str) -> None:
     subprocess.run(["git", "-C", ROOT, "archive", "--format=tar", "-o", archive, rev, "ddops"],
                    check=True)
     with tarfile.open(archive) as tar:
-        tar.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):  # (Python 3.10.12 / 3.11.4 and later)
+            tar.extractall(into, filter="data")
+        else:  # pragma: no cover - older Pythons; the archive is git's own
+            tar.extractall(into)
     os.rename(os.path.join(into, "ddops"), os.path.join(into, "ddops_rev"))
 
 
@@ -66,7 +71,8 @@ def build(pkg: str, n: int, B: int):
 
 def setup_side(pkg: str, settings: dict, coarse: str, fe: bool):
     """One version's set-up of one problem: a function that builds ``TwoLevelSchwarz``
-    (the problem and its decomposition built once, by that version's code)."""
+    (the problem and its decomposition built once, by that version's code), and the
+    problem's matrix."""
     lib = importlib.import_module(pkg)
     config = importlib.import_module(pkg + ".experiments.precond.config")
     registry = importlib.import_module(pkg + ".experiments.precond.problem_registry")
@@ -74,10 +80,11 @@ def setup_side(pkg: str, settings: dict, coarse: str, fe: bool):
     prob = registry.build_problem(c)
     d, _, _ = registry.decompose(c, prob)
     extra = {}
-    if coarse == "geneo" and fe and prob.neumann is not None:
-        extra["geneo"] = lib.GenEOOptions(neumann=prob.neumann(d))
+    neumann = getattr(prob, "neumann", None)  # (older revisions have none)
+    if coarse == "geneo" and fe and neumann is not None:
+        extra["geneo"] = lib.GenEOOptions(neumann=neumann(d))
     options = lib.SchwarzOptions(coarse=coarse, null_space=prob.null_space, **extra)
-    return lambda: lib.TwoLevelSchwarz(prob.A, d, options=options)
+    return (lambda: lib.TwoLevelSchwarz(prob.A, d, options=options)), prob.A
 
 
 def compare_setups(args) -> list[dict]:
@@ -87,7 +94,8 @@ def compare_setups(args) -> list[dict]:
     picked = range(len(PROBLEMS)) if args.problems is None else args.problems
     rows = []
     print(f"ddops_rev = {args.rev}, ddops = working tree; {args.coarse} set-up, best of "
-          f"{args.rounds} interleaved rounds, {args.threads} BLAS thread(s), seconds\n")
+          f"{args.rounds} interleaved rounds (after one untimed set-up each; the first side "
+          f"alternating), {args.threads} thread(s), seconds\n")
     print(f"| problem | {args.rev} set-up (CPU) | eigenproblems | working tree set-up (CPU) "
           "| eigenproblems | speed-up | same coarse dim |")
     print("|---|---:|---:|---:|---:|---:|---|")
@@ -96,9 +104,16 @@ def compare_setups(args) -> list[dict]:
         settings = quick if args.quick else full
         sides = {name: setup_side(pkg, settings, args.coarse, fe)
                  for name, pkg in (("rev", "ddops_rev"), ("tree", "ddops"))}
+        A, B = sides["rev"][1], sides["tree"][1]
+        if A.shape != B.shape or abs(A - B).max() != 0:
+            raise SystemExit(f"compare_revisions.py: the two revisions build different "
+                             f"matrices for {label!r}; their set-ups do not compare")
+        for build_one, _ in sides.values():  # (first calls: imports, libraries' set-up)
+            build_one()
         best: dict[str, tuple] = {}
-        for _ in range(max(args.rounds, 1)):
-            for name, build_one in sides.items():
+        for r in range(max(args.rounds, 1)):
+            for name in (("rev", "tree") if r % 2 == 0 else ("tree", "rev")):
+                build_one = sides[name][0]
                 wall, cpu = time.perf_counter(), time.process_time()
                 M = build_one()
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -123,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--setup", action="store_true",
                    help="time the two-level set-up on setup_profile.py's problems instead")
-    p.add_argument("--coarse", default="geneo", help="--setup: the coarse space (default geneo)")
+    p.add_argument("--coarse", default="geneo",
+                   choices=["gdsw", "rgdsw", "agdsw", "geneo", "nicolaides"],
+                   help="--setup: the coarse space (default geneo)")
     p.add_argument("--problems", type=int, nargs="+",
                    help="--setup: indices into setup_profile.py's problems (default all)")
     p.add_argument("--quick", action="store_true", help="--setup: the problems' small sizes")
@@ -131,8 +148,20 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from threadpoolctl import threadpool_limits
 
+    if args.setup and args.problems is not None:
+        from geneo_inertia import PROBLEMS
+
+        wrong = [i for i in args.problems if not 0 <= i < len(PROBLEMS)]
+        if wrong:
+            p.error(f"--problems: {wrong} not in 0..{len(PROBLEMS) - 1}")
     with tempfile.TemporaryDirectory() as tmp:
-        export_revision(args.rev, tmp)
+        try:
+            export_revision(args.rev, tmp)
+        except subprocess.CalledProcessError:
+            print(f"compare_revisions.py: git cannot export ddops/ at {args.rev!r}",
+                  file=sys.stderr)
+            return 2
+        saved = list(sys.path)
         sys.path[:0] = [tmp, ROOT, os.path.join(ROOT, "benchmarks")]
         try:
             if args.setup:
@@ -150,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in [m for m in sys.modules if m == "ddops_rev" or
                          m.startswith("ddops_rev.")]:
                 del sys.modules[name]
-            del sys.path[:3]
+            sys.path[:] = saved
     return 0
 
 

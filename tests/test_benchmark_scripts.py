@@ -140,6 +140,7 @@ def test_compare_revisions_times_both_sides_of_each_kind(scripts, tmp_path, caps
     dimension, each side built by its own package."""
     import shutil
     import subprocess
+    import tempfile
 
     root = BENCHMARKS.parent
     if shutil.which("git") is None or subprocess.run(
@@ -155,6 +156,12 @@ def test_compare_revisions_times_both_sides_of_each_kind(scripts, tmp_path, caps
     (row,) = json.loads(rows.read_text())
     assert row["same_dim"] and row["rev_setup"] > 0 and row["tree_setup"] > 0
     assert "ddops_rev" not in sys.modules  # (the exported package goes with its directory)
+    assert not any(str(p).startswith(tempfile.gettempdir()) and "ddops_rev" in os.listdir(p)
+                   for p in sys.path if os.path.isdir(p))
+    assert script.main(["no-such-revision", "--setup"]) == 2
+    assert "cannot export" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        script.main(["HEAD", "--setup", "--problems", "99"])
 
 
 def test_coarse_beside_keeps_the_iterations(scripts, tmp_path, threaded_two_cpus):

@@ -70,27 +70,38 @@ def test_block_krylov_eigenpairs_match_dense_pencils():
     assert_pairs_of_dense_pencils(lam, V.reshape(m, width, block), exact, dense, sizes, tau)
 
 
+@pytest.mark.parametrize("sizes,width,capacity", [
+    ([40, 33, 37], 40, None),  # blocks retire
+    ([40, 33, 37], 40, 1),  # the basis outgrows its capacity
+    ([8, 6, 7], 8, 1),  # the basis fills small blocks: dependent columns left out
+])
 def test_the_first_gram_schmidt_pass_takes_the_projections_from_the_rayleigh_quotient(
-        monkeypatch):
+        monkeypatch, sizes, width, capacity):
     """The coefficients the block Krylov method hands to the first Gram-Schmidt pass (its
     Rayleigh quotient's newest columns, ``V^T B v``) are the projections ``(K V)^T Y`` of
-    the new columns computed afresh, to rounding; and the second pass then finds nothing
-    left of the basis in them (what a wrong first pass would leave, the second removes)."""
+    the new columns computed afresh, to rounding (what a wrong first pass would leave, the
+    second removes, so the eigenpairs alone would not show it)."""
     need("pardiso")
-    sizes, width, tau = [40, 33, 37], 40, 0.25
+    if capacity is not None:
+        monkeypatch.setattr(geneo, "KRYLOV_CAPACITY", capacity)
+    tau = 0.25
     Ns, Bs, real, shifted, sigma, dense, exact, counts = krylov_inputs(sizes, width, tau)
-    passes = []
+    passes, zero_columns = [], []
     original = geneo._gram_schmidt_twice
 
     def checked(Y3, V, KVt, first):
         passes.append(np.linalg.norm(first - KVt @ Y3) / np.linalg.norm(KVt @ Y3))
+        zero_columns.append(bool((np.abs(V).max(axis=1) == 0).any()))
         return original(Y3, V, KVt, first)
 
     monkeypatch.setattr(geneo, "_gram_schmidt_twice", checked)
     block = int(geneo._subspace_size(np.int64(counts.max()), 48))
+    block = min(block, min(sizes))
     lam, V, _, _ = geneo._block_krylov_eigh(shifted, Ns, Bs, len(sizes), width, block, tau,
                                             real, 48, counts, sigma)
     assert len(passes) >= 2 and max(passes) < 1e-10
+    if width == 8:
+        assert any(zero_columns)  # (the case reaches left-out columns)
     assert_pairs_of_dense_pencils(lam, V.reshape(len(sizes), width, block), exact, dense,
                                   sizes, tau)
 
