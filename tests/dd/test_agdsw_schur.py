@@ -377,3 +377,26 @@ def test_the_kept_eigenvectors_are_the_leading_selectable_ones(tau):
         np.testing.assert_array_equal(kept[batch], full[batch][:, :, :last])
         widths.append(last)
     assert max(widths) > 0
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_stacked_gather_is_numpys_three_index_gather(contiguous):
+    """``_stacked_gather`` (one flat ``take``) gives the entries of numpy's gather by three
+    broadcast index arrays, for any stack members in any order, repeated rows and columns,
+    rectangular blocks, and a stack that is not contiguous (numpy's own path then)."""
+    rng = np.random.default_rng(3)
+    M = rng.standard_normal((5, 9, 7))
+    if not contiguous:
+        M = np.swapaxes(rng.standard_normal((5, 7, 9)), 1, 2)
+    assert M.flags.c_contiguous == contiguous
+    which = np.array([4, 0, 0, 2])
+    rows = rng.integers(0, 9, (4, 6))
+    cols = rng.integers(0, 7, (4, 3))
+    expected = M[which[:, None, None], rows[:, :, None], cols[:, None, :]]
+    out = agdsw._stacked_gather(M, which, rows, cols)
+    assert out.shape == (4, 6, 3) and np.array_equal(out, expected)
+    # every entry by a loop, independent of numpy's broadcasting
+    for k in range(4):
+        for i in range(6):
+            for j in range(3):
+                assert out[k, i, j] == M[which[k], rows[k, i], cols[k, j]]
