@@ -21,8 +21,9 @@ each version builds the problem and its decomposition with its own code (the mat
 are checked equal) and times ``TwoLevelSchwarz`` with ``--coarse`` (GenEO on elasticity
 with the finite-element Neumann matrices), after one untimed set-up per side, in rounds
 that alternate which side goes first, under ``--threads`` threads of every pool: the
-best set-up, its CPU seconds and its eigenproblems per side, their ratio, and whether
-both gave the same coarse dimension (exit 1 where not; a revision git cannot export:
+best set-up, its CPU seconds and its eigenproblems per side, their ratio, whether
+both gave the same coarse dimension, and pyamg SA's set-up on the same matrix in the same
+rounds (the peer) (exit 1 where not; a revision git cannot export:
 exit 2).
 """
 
@@ -72,7 +73,7 @@ def build(pkg: str, n: int, B: int):
 def setup_side(pkg: str, settings: dict, coarse: str, fe: bool):
     """One version's set-up of one problem: a function that builds ``TwoLevelSchwarz``
     (the problem and its decomposition built once, by that version's code), and the
-    problem's matrix."""
+    problem."""
     lib = importlib.import_module(pkg)
     config = importlib.import_module(pkg + ".experiments.precond.config")
     registry = importlib.import_module(pkg + ".experiments.precond.problem_registry")
@@ -84,33 +85,40 @@ def setup_side(pkg: str, settings: dict, coarse: str, fe: bool):
     if coarse == "geneo" and fe and neumann is not None:
         extra["geneo"] = lib.GenEOOptions(neumann=neumann(d))
     options = lib.SchwarzOptions(coarse=coarse, null_space=prob.null_space, **extra)
-    return (lambda: lib.TwoLevelSchwarz(prob.A, d, options=options)), prob.A
+    return (lambda: lib.TwoLevelSchwarz(prob.A, d, options=options)), prob
 
 
 def compare_setups(args) -> list[dict]:
     """The ``--setup`` table (see the module notes); its rows."""
+    from common import timed_sa_setup
     from geneo_inertia import PROBLEMS
 
+    try:  # the peer beside every row, in the same rounds
+        import pyamg  # noqa: F401
+        peer = True
+    except ImportError:  # pragma: no cover - pyamg is a test dependency
+        peer = False
     picked = range(len(PROBLEMS)) if args.problems is None else args.problems
     rows = []
     print(f"ddops_rev = {args.rev}, ddops = working tree; {args.coarse} set-up, best of "
           f"{args.rounds} interleaved rounds (after one untimed set-up each; the first side "
           f"alternating), {args.threads} thread(s), seconds\n")
     print(f"| problem | {args.rev} set-up (CPU) | eigenproblems | working tree set-up (CPU) "
-          "| eigenproblems | speed-up | same coarse dim |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+          "| eigenproblems | speed-up | same coarse dim | pyamg SA set-up (CPU) |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|")
     for i in picked:
         label, full, quick, fe = PROBLEMS[i]
         settings = quick if args.quick else full
         sides = {name: setup_side(pkg, settings, args.coarse, fe)
                  for name, pkg in (("rev", "ddops_rev"), ("tree", "ddops"))}
-        A, B = sides["rev"][1], sides["tree"][1]
+        A, B = sides["rev"][1].A, sides["tree"][1].A
         if A.shape != B.shape or abs(A - B).max() != 0:
             raise SystemExit(f"compare_revisions.py: the two revisions build different "
                              f"matrices for {label!r}; their set-ups do not compare")
         for build_one, _ in sides.values():  # (first calls: imports, libraries' set-up)
             build_one()
         best: dict[str, tuple] = {}
+        sa = None
         for r in range(max(args.rounds, 1)):
             for name in (("rev", "tree") if r % 2 == 0 else ("tree", "rev")):
                 build_one = sides[name][0]
@@ -121,12 +129,18 @@ def compare_setups(args) -> list[dict]:
                 if name not in best or out[0] < best[name][0]:
                     best[name] = out
                 del M
+            if peer:
+                _, wall, cpu = timed_sa_setup(sides["tree"][1])
+                sa = (wall, cpu) if sa is None or wall < sa[0] else sa
         (a, ac, ae, ad), (b, bc, be, bd) = best["rev"], best["tree"]
         rows.append({"problem": label, "rev": args.rev, "rev_setup": a, "rev_cpu": ac,
                      "rev_eigen": ae, "tree_setup": b, "tree_cpu": bc, "tree_eigen": be,
-                     "speedup": a / b, "same_dim": ad == bd})
+                     "speedup": a / b, "same_dim": ad == bd,
+                     "sa_setup": None if sa is None else sa[0],
+                     "sa_cpu": None if sa is None else sa[1]})
         print(f"| {label} | {a:.3f} ({ac:.3f}) | {ae:.3f} | {b:.3f} ({bc:.3f}) | {be:.3f} | "
-              f"{a / b:.2f}x | {'yes' if ad == bd else f'NO ({ad} / {bd})'} |", flush=True)
+              f"{a / b:.2f}x | {'yes' if ad == bd else f'NO ({ad} / {bd})'} | "
+              f"{'-' if sa is None else f'{sa[0]:.3f} ({sa[1]:.3f})'} |", flush=True)
     return rows
 
 

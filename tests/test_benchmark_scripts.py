@@ -137,31 +137,61 @@ def test_coarse_columns_runs_give_the_triples_matrix(scripts, tmp_path):
 def test_compare_revisions_times_both_sides_of_each_kind(scripts, tmp_path, capsys):
     """``compare_revisions.py`` against the last commit: the training step of both versions
     (the names it builds from exist in both), and the set-up of both with the same coarse
-    dimension, each side built by its own package."""
+    dimension, each side built by its own package, pyamg SA's set-up beside; the exported
+    package and its paths gone afterwards; a bad revision or problem index refused."""
     import shutil
     import subprocess
-    import tempfile
 
     root = BENCHMARKS.parent
     if shutil.which("git") is None or subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True).returncode:
         pytest.skip("needs the git repository")
     script = scripts("compare_revisions")
+    scripts("geneo_inertia")  # (its import puts the benchmarks folder on sys.path, once)
+    before = list(sys.path)
     assert script.main(["HEAD", "--sizes", "64", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
     assert "n=64" in out and "step" in out and "data" in out
+    assert sys.path == before
     rows = tmp_path / "setup.json"
     assert script.main(["HEAD", "--setup", "--quick", "--rounds", "1", "--problems", "2",
                         "--coarse", "gdsw", "--json", str(rows)]) == 0
     (row,) = json.loads(rows.read_text())
     assert row["same_dim"] and row["rev_setup"] > 0 and row["tree_setup"] > 0
-    assert "ddops_rev" not in sys.modules  # (the exported package goes with its directory)
-    assert not any(str(p).startswith(tempfile.gettempdir()) and "ddops_rev" in os.listdir(p)
-                   for p in sys.path if os.path.isdir(p))
+    assert row["sa_setup"] > 0
+    assert "ddops_rev" not in sys.modules and sys.path == before
     assert script.main(["no-such-revision", "--setup"]) == 2
     assert "cannot export" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         script.main(["HEAD", "--setup", "--problems", "99"])
+
+
+def test_compare_revisions_refuses_revisions_that_build_different_matrices(scripts,
+                                                                          monkeypatch):
+    """The set-ups of two revisions compare only on the same matrix: one side's matrix
+    changed, the run stops with a message naming the problem."""
+    import shutil
+    import subprocess
+    from types import SimpleNamespace
+
+    if shutil.which("git") is None or subprocess.run(
+            ["git", "-C", str(BENCHMARKS.parent), "rev-parse", "HEAD"],
+            capture_output=True).returncode:
+        pytest.skip("needs the git repository")
+    script = scripts("compare_revisions")
+    side = script.setup_side
+
+    def changed(pkg, *args):
+        build, prob = side(pkg, *args)
+        if pkg == "ddops":
+            prob = SimpleNamespace(A=2.0 * prob.A, null_space=prob.null_space)
+        return build, prob
+
+    monkeypatch.setattr(script, "setup_side", changed)
+    with pytest.raises(SystemExit, match="different matrices"):
+        script.main(["HEAD", "--setup", "--quick", "--rounds", "1", "--problems", "2",
+                     "--coarse", "gdsw"])
+    assert "ddops_rev" not in sys.modules
 
 
 def test_coarse_beside_keeps_the_iterations(scripts, tmp_path, threaded_two_cpus):
