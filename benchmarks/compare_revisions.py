@@ -22,9 +22,8 @@ are checked equal) and times ``TwoLevelSchwarz`` with ``--coarse`` (GenEO on ela
 with the finite-element Neumann matrices), after one untimed set-up per side, in rounds
 that alternate which side goes first, under ``--threads`` threads of every pool: the
 best set-up, its CPU seconds and its eigenproblems per side, their ratio, whether
-both gave the same coarse dimension, and pyamg SA's set-up on the same matrix in the same
-rounds (the peer) (exit 1 where not; a revision git cannot export:
-exit 2).
+both gave the same coarse dimension (exit 1 where not), and pyamg SA's set-up on the
+same matrix in the same rounds (the peer).  A revision git cannot export: exit 2.
 """
 
 from __future__ import annotations
