@@ -24,7 +24,7 @@ def scripts(monkeypatch):
     for name in ("setup_profile", "agdsw_indicator", "geneo_inertia", "geneo_eigen_stop",
                  "shared_order", "pardiso_columns", "local_beside", "node_ordering",
                  "galerkin_product", "common", "coarse_columns",
-                 "compare_revisions"):  # (fresh for the next test)
+                 "compare_revisions", "cores_ceiling"):  # (fresh for the next test)
         sys.modules.pop(name, None)
 
 
@@ -440,3 +440,42 @@ def test_setup_profile_reports_failed_peers_and_keeps_its_rows(scripts, tmp_path
     kept = json.loads(out.read_text())
     assert kept[0]["rows"]["two_level_gdsw"]["setup"] > 0
     assert not any(r.get("peer") for r in kept[0]["rows"].values())
+
+
+def test_the_ceiling_is_the_copies_work_over_their_time(scripts):
+    ceiling = scripts("cores_ceiling").ceiling
+    assert ceiling(1.0, [1.0, 1.0]) == 2.0  # no contention: both cores' worth
+    assert ceiling(1.0, [2.0, 2.0]) == 1.0  # each copy twice as slow: nothing to gain
+    assert ceiling(2.0, [2.4, 2.6]) == pytest.approx(1.6)  # 4 s of work in 2.5 s
+    assert ceiling(1.0, [1.5, 1.5, 1.5, 1.5]) == pytest.approx(4 / 1.5)
+
+
+def test_cores_ceiling_times_the_copies_at_once(scripts, tmp_path):
+    """``cores_ceiling.py`` at ``--quick`` sizes: the side-by-side copies (one per core)
+    time their repetitions at the same time, and every number of a row follows from the
+    times it keeps (the ceiling, the speed-up, its share of the ceiling)."""
+    module = scripts("cores_ceiling")
+    out = tmp_path / "ceiling.json"
+    assert module.main(["--quick", "--problems", "4", "--methods", "gdsw", "sa",
+                        "--repeat", "2", "--rounds", "2", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    cores = os.cpu_count() or 1
+    assert [(r["problem"], r["method"]) for r in rows] == [("3D Poisson", "gdsw"),
+                                                            ("3D Poisson", "sa")]
+    for r in rows:
+        walls = r["walls"]
+        # two rounds of two repetitions: one process alone and threaded, `cores` at once
+        assert [len(w) for w in walls["alone"]] == [2, 2]
+        assert len(walls["side by side"]) == 2 * cores
+        assert r["overlap_seconds"] > 0  # every copy's timed loop overlaps all the others'
+        alone = sorted(w for run in walls["alone"] for w in run)
+        assert r["alone"] == pytest.approx(0.5 * (alone[1] + alone[2]))  # median of four
+        assert r["ceiling"] == pytest.approx(cores * r["alone"] * cores
+                                             / sum(r["side_by_side"]))
+        assert r["speedup"] == pytest.approx(r["alone"] / r["threaded"])
+        assert r["share"] == pytest.approx(r["speedup"] / r["ceiling"])
+        assert all(its and max(its) < 20_000 for its in r["iterations"].values())
+    with pytest.raises(SystemExit):
+        module.main(["--quick", "--problems", "99"])
+    with pytest.raises(SystemExit):
+        module.main(["--quick", "--repeat", "0"])
