@@ -61,7 +61,8 @@ def ceiling(alone: float, side_by_side: list[float]) -> float:
 
 def _workload(problem: int, method: str, quick: bool, threads: int):
     """The problem of ``setup_profile.py``'s list, built once, and a function that sets up
-    ``method`` and solves by CG (one set-up + solve; returns the iterations)."""
+    ``method`` and solves by CG (one set-up + solve; returns the iterations and whether CG
+    converged)."""
     import numpy as np
     from common import space_options
     from geneo_inertia import PROBLEMS, build
@@ -76,7 +77,7 @@ def _workload(problem: int, method: str, quick: bool, threads: int):
     b = np.random.default_rng(0).standard_normal(A.shape[0])
     neumann = prob.neumann(d) if fe and method in ("agdsw", "geneo") else None
 
-    def once() -> int:
+    def once() -> tuple[int, bool]:
         if method == "sa":
             import pyamg
 
@@ -92,8 +93,8 @@ def _workload(problem: int, method: str, quick: bool, threads: int):
         # (CG's vector operations on one BLAS thread: threaded, the BLAS threads spin
         # between calls on the cores the preconditioner's threads need)
         with threadpool_limits(limits=1, user_api="blas"):
-            cg(A, b, M=M, rtol=1e-8, maxiter=20_000, callback=count)
-        return its[0]
+            _, info = cg(A, b, M=M, rtol=1e-8, maxiter=20_000, callback=count)
+        return its[0], info == 0
 
     return label, once
 
@@ -115,15 +116,17 @@ def worker(spec: dict) -> None:
                 raise SystemExit("cores_ceiling.py: the other workers never got ready")
             time.sleep(0.005)
         start = time.time()
-        walls, cpus, its = [], [], []
+        walls, cpus, its, converged = [], [], [], []
         for _ in range(spec["repeat"]):
             wall, cpu = time.perf_counter(), time.process_time()
-            its.append(once())
+            n, ok = once()
             walls.append(time.perf_counter() - wall)
             cpus.append(time.process_time() - cpu)
+            its.append(n)
+            converged.append(bool(ok))
         atomic_write_json(spec["out"], {"label": label, "walls": walls, "cpus": cpus,
-                                        "iterations": its, "start": start,
-                                        "end": time.time()})
+                                        "iterations": its, "converged": converged,
+                                        "start": start, "end": time.time()})
 
 
 def launch(spec: dict, copies: int, tmp: str, tag: str) -> list[dict]:
@@ -176,19 +179,25 @@ def measure(problem: int, method: str, args, cores: int, tmp: str) -> dict:
                          f"p{problem}_{method}_{r}_{way.replace(' ', '_')}")
             got[way].append(out)
             label = out[0]["label"]
-    alone = statistics.median(w for run in got["alone"] for w in run[0]["walls"])
-    # each copy's median over its repetitions and the rounds
-    side = [statistics.median(w for run in got["side by side"] for w in run[c]["walls"])
-            for c in range(cores)]
-    threaded = statistics.median(w for run in got["threaded"] for w in run[0]["walls"])
+
+    def median(way: str, copy: int = 0, key: str = "walls") -> float:
+        """A process's median over its repetitions and the rounds."""
+        return statistics.median(t for run in got[way] for t in run[copy][key])
+
+    alone, threaded = median("alone"), median("threaded")
+    side = [median("side by side", c) for c in range(cores)]
     bound = ceiling(alone, side)
     speed = alone / threaded
     its = {way: sorted({i for run in runs for out in run for i in out["iterations"]})
            for way, runs in got.items()}
     overlap = min(min(out["end"] for out in run) - max(out["start"] for out in run)
                   for run in got["side by side"])
+    converged = all(ok for runs in got.values() for run in runs for out in run
+                    for ok in out["converged"])
     return {"problem": label, "method": method, "cores": cores, "alone": alone,
-            "side_by_side": side, "threaded": threaded, "ceiling": bound, "speedup": speed,
+            "alone_cpu": median("alone", key="cpus"), "side_by_side": side,
+            "threaded": threaded, "threaded_cpu": median("threaded", key="cpus"),
+            "converged": converged, "ceiling": bound, "speedup": speed,
             "share": speed / bound, "iterations": its, "overlap_seconds": overlap,
             "walls": {way: [run[c]["walls"] for run in runs for c in range(len(run))]
                       for way, runs in got.items()}}
@@ -222,9 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_summary(memory=True, pyamg=True, ddops=True))
     print(f"\n{cores} cores; seconds of one set-up + solve (median of {args.repeat} per "
           f"process x {args.rounds} rounds); the ceiling = {cores} x alone / mean(side by "
-          f"side); the both-cores target: speed-up >= {BOTH_CORES}\n")
-    print("| problem | method | its | alone s | side by side s | ceiling | threaded s | "
-          "speed-up | of the ceiling |")
+          f"side); wall seconds, process CPU seconds in brackets; the both-cores target: "
+          f"speed-up >= {BOTH_CORES}\n")
+    print("| problem | method | its | alone s (CPU) | side by side s | ceiling | threaded s "
+          "(CPU) | speed-up | of the ceiling |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     from ddops.io import atomic_write_json
 
@@ -234,11 +244,15 @@ def main(argv: list[str] | None = None) -> int:
             for method in args.methods:
                 row = measure(i, method, args, cores, tmp)
                 rows.append(row)
-                seen = sorted({i for v in row["iterations"].values() for i in v})
+                seen = sorted({n for v in row["iterations"].values() for n in v})
                 its = "/".join(map(str, seen)) if len(seen) <= 2 else f"{seen[0]}-{seen[-1]}"
-                print(f"| {row['problem']} | {method} | {its} | {row['alone']:.3f} | "
+                if not row["converged"]:
+                    its += " (not all converged)"
+                print(f"| {row['problem']} | {method} | {its} | {row['alone']:.3f} "
+                      f"({row['alone_cpu']:.3f}) | "
                       f"{' / '.join(f'{s:.3f}' for s in row['side_by_side'])} | "
-                      f"{row['ceiling']:.2f} | {row['threaded']:.3f} | {row['speedup']:.2f} | "
+                      f"{row['ceiling']:.2f} | {row['threaded']:.3f} "
+                      f"({row['threaded_cpu']:.3f}) | {row['speedup']:.2f} | "
                       f"{row['share']:.0%} |", flush=True)
                 if args.json:
                     atomic_write_json(args.json, rows, indent=1)

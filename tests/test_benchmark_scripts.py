@@ -470,6 +470,13 @@ def test_cores_ceiling_times_the_copies_at_once(scripts, tmp_path):
         assert r["overlap_seconds"] > 0  # every copy's timed loop overlaps all the others'
         alone = sorted(w for run in walls["alone"] for w in run)
         assert r["alone"] == pytest.approx(0.5 * (alone[1] + alone[2]))  # median of four
+        # each copy's median over its repetitions and the rounds (kept round by round)
+        for c in range(cores):
+            side = sorted(w for k in (c, cores + c) for w in walls["side by side"][k])
+            assert r["side_by_side"][c] == pytest.approx(0.5 * (side[1] + side[2]))
+        threaded = sorted(w for run in walls["threaded"] for w in run)
+        assert r["threaded"] == pytest.approx(0.5 * (threaded[1] + threaded[2]))
+        assert 0 < r["alone_cpu"] and 0 < r["threaded_cpu"] and r["converged"]
         assert r["ceiling"] == pytest.approx(cores * r["alone"] * cores
                                              / sum(r["side_by_side"]))
         assert r["speedup"] == pytest.approx(r["alone"] / r["threaded"])
@@ -479,3 +486,12 @@ def test_cores_ceiling_times_the_copies_at_once(scripts, tmp_path):
         module.main(["--quick", "--problems", "99"])
     with pytest.raises(SystemExit):
         module.main(["--quick", "--repeat", "0"])
+
+
+def test_a_failing_copy_stops_the_measurement_with_its_error(scripts, tmp_path):
+    """A worker that fails while it builds (no such problem): the others are not left
+    waiting, and the error names the worker's own exception."""
+    module = scripts("cores_ceiling")
+    spec = {"problem": 99, "method": "gdsw", "quick": True, "repeat": 1, "threads": 1}
+    with pytest.raises(SystemExit, match=r"(?s)a worker failed \(1\): .*IndexError"):
+        module.launch(spec, 2, str(tmp_path), "bad")
