@@ -25,7 +25,7 @@ from ..linalg.local_solvers import (
     pardiso_pivots,
     pardiso_schur_complement,
 )
-from ..linalg.parallel import chunk_workers
+from ..linalg.parallel import chunk_workers, one_blas_thread_below
 from ..linalg.spd import bad_pivots, off_diagonal_pivots, sparse_spd_factor, superlu_pivots
 from .validation import as_csr, check_matrix
 
@@ -450,7 +450,8 @@ def _pivoted_cholesky(S: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray
     """
     from scipy.linalg import lapack
 
-    L, piv, rank, _ = lapack.dpstrf(S, lower=1, tol=tol)
+    with one_blas_thread_below(S.shape[0]):
+        L, piv, rank, _ = lapack.dpstrf(S, lower=1, tol=tol)
     pivots = np.diagonal(L)[:rank] ** 2
     above = pivots > tol
     return piv[:rank][above] - 1, pivots[above]

@@ -18,6 +18,7 @@ PARDISO factorisation into groups of consecutive blocks solved side by side.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -39,8 +40,9 @@ from .local_solvers import (
     thread_limit,
 )
 
-__all__ = ["MAX_CHUNK_WORKERS", "MIN_SPLIT_ROWS", "Beside", "ThreadedBlocks", "chunk_workers",
-           "map_chunks", "rows_per_chunk", "solve_pool"]
+__all__ = ["MAX_CHUNK_WORKERS", "MIN_SPLIT_ROWS", "SMALL_DENSE_ROWS", "Beside", "ThreadedBlocks",
+           "chunk_workers", "map_chunks", "one_blas_thread_below", "rows_per_chunk",
+           "solve_pool"]
 
 #: At most this many chunks in flight: each holds its factors and a few dense blocks of up to
 #: a few hundred MB (``ddops.dd.extension.FACTOR_CHUNK_ROWS`` rows times the subspace).
@@ -62,6 +64,42 @@ def chunk_workers() -> int:
         return 1
     return max(1, min(min(limits), os.cpu_count() or 1, MAX_CHUNK_WORKERS))
 
+
+
+#: :func:`one_blas_thread_below` keeps a dense factorisation of at most this many rows on one
+#: BLAS thread.  Two threads gain little there (numpy's Cholesky on one core / two: 1,000
+#: rows 15.1 / 14.6 ms, 2,000 rows 81 / 65 ms, 3,000 rows 247 / 175 ms), and a threaded call
+#: can wait for a core that the idle worker of the *other* OpenBLAS copy (numpy and scipy
+#: load one each) still spins on after a call of its own, for about 0.1 s (its timeout of
+#: 2^28 cycles): GenEO's coarse Cholesky of 448 rows on the 2D channels took 54-112 ms
+#: instead of 2 ms in three set-ups of eight on two threads, right after its dependence
+#: check's pivoted Cholesky (scipy's), and the worker left spinning by the last threaded call
+#: of a set-up took 0.10-0.13 s of CPU from the CG that followed it.
+SMALL_DENSE_ROWS = 2000
+
+_blas_pools: Any = None
+
+
+def one_blas_thread_below(rows: int) -> contextlib.AbstractContextManager:
+    """One BLAS thread for a dense factorisation of at most :data:`SMALL_DENSE_ROWS` rows
+    (a no-op above that, or where BLAS already runs on one thread).
+
+    The same factor as on one thread, whatever the set-up's ``threads``, and no wait on a
+    core that a spinning BLAS worker holds (see the constant).  The limit is
+    process-wide (:mod:`threadpoolctl`): for the calling thread of a set-up, not for its
+    chunks (which run on one BLAS thread already).  It covers the BLAS libraries loaded at
+    its first call (numpy's and scipy's, which ``ddops`` loads on import).
+    """
+    global _blas_pools
+    if rows > SMALL_DENSE_ROWS:
+        return contextlib.nullcontext()
+    if _blas_pools is None:  # (cached: a new controller scans the loaded libraries, ~2 ms)
+        from threadpoolctl import ThreadpoolController
+
+        _blas_pools = ThreadpoolController().select(user_api="blas")
+    if all(pool.num_threads <= 1 for pool in _blas_pools.lib_controllers):
+        return contextlib.nullcontext()
+    return _blas_pools.limit(limits=1)
 
 #: :func:`rows_per_chunk` splits no chunk below this many rows: such a chunk's work takes
 #: milliseconds, and its solvers stay those of one chunk (an AMG hierarchy of one level is

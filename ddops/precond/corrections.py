@@ -44,7 +44,7 @@ from ..linalg.local_solvers import (
     default_exact_solver,
     factorize_blocks,
 )
-from ..linalg.parallel import Beside, ThreadedBlocks, chunk_workers
+from ..linalg.parallel import Beside, ThreadedBlocks, chunk_workers, one_blas_thread_below
 from ..linalg.spd import dense_spd_cholesky, sparse_spd_factor
 
 __all__ = [
@@ -743,7 +743,8 @@ class CoarseCorrection:
         elif previous is not None:
             previous.free()
         if self.dim <= dense_max or backend == "cupy":
-            c, ok = dense_spd_cholesky(A0.toarray())
+            with one_blas_thread_below(self.dim):
+                c, ok = dense_spd_cholesky(A0.toarray())
             if not ok:
                 raise singular()
             lower = True

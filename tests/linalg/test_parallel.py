@@ -13,17 +13,21 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import ddops
+from ddops.linalg import parallel
 from ddops.linalg.local_solvers import (
     SingularBlockError,
     limit_mkl_threads_here,
     pardiso_available,
+    thread_limit,
 )
 from ddops.linalg.parallel import (
     MAX_CHUNK_WORKERS,
     MIN_SPLIT_ROWS,
+    SMALL_DENSE_ROWS,
     ThreadedBlocks,
     chunk_workers,
     map_chunks,
+    one_blas_thread_below,
     rows_per_chunk,
 )
 from tests._optional import need
@@ -371,6 +375,68 @@ def test_a_single_chunk_runs_on_the_calling_thread_on_one_blas_thread():
     assert limits2 == caller
     assert list(map_chunks(chunk, [], workers=2)) == []
 
+
+
+def fresh_blas_pools(monkeypatch) -> None:
+    """Every BLAS pool loaded (MKL's too, where PARDISO is installed), and the helper's
+    cached selection of them made again, so that it holds all of them."""
+    with thread_limit(1):  # (loads mkl_rt, as a set-up with PARDISO does)
+        pass
+    monkeypatch.setattr(parallel, "_blas_pools", None)
+
+
+def test_a_small_dense_factorisation_runs_on_one_blas_thread(monkeypatch):
+    fresh_blas_pools(monkeypatch)
+    with threadpool_limits(limits=2):
+        caller = blas_limits()
+        with one_blas_thread_below(SMALL_DENSE_ROWS):
+            at_the_bound = blas_limits()
+        with one_blas_thread_below(SMALL_DENSE_ROWS + 1):
+            above = blas_limits()
+        after = blas_limits()
+    assert set(caller) == {2}
+    assert set(at_the_bound) == {1}
+    assert above == caller and after == caller  # large ones keep the threads; restored
+    with threadpool_limits(limits=1), one_blas_thread_below(10):
+        assert set(blas_limits()) == {1}  # (already one: nothing to change)
+
+
+def test_the_set_up_factorises_small_dense_matrices_on_one_blas_thread(monkeypatch):
+    """GenEO on two threads: its dependence check's pivoted Cholesky (scipy's LAPACK) and
+    the coarse Cholesky (numpy's) of its few hundred columns run on one BLAS thread, where a
+    threaded call could wait for a core that the other OpenBLAS copy's worker spins on."""
+    import scipy.linalg
+
+    from ddops.precond import corrections
+
+    fresh_blas_pools(monkeypatch)
+    seen = {"dpstrf": [], "cholesky": []}
+    dpstrf, cholesky = scipy.linalg.lapack.dpstrf, corrections.dense_spd_cholesky
+
+    def spy_dpstrf(S, **kw):
+        seen["dpstrf"].append((S.shape[0], set(blas_limits())))
+        return dpstrf(S, **kw)
+
+    def spy_cholesky(M):
+        seen["cholesky"].append((M.shape[-1], set(blas_limits())))
+        return cholesky(M)
+
+    monkeypatch.setattr(scipy.linalg.lapack, "dpstrf", spy_dpstrf)
+    monkeypatch.setattr(corrections, "dense_spd_cholesky", spy_cholesky)
+    A, d = channels()
+    with threadpool_limits(limits=1):
+        M1 = ddops.TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(coarse="geneo",
+                                                                      threads=1))
+    one = {k: list(v) for k, v in seen.items()}
+    seen = {"dpstrf": [], "cholesky": []}
+    M2 = ddops.TwoLevelSchwarz(A, d, options=ddops.SchwarzOptions(coarse="geneo", threads=2))
+    assert one["dpstrf"] and one["cholesky"]
+    for name, calls in seen.items():
+        assert [n for n, _ in calls] == [n for n, _ in one[name]]
+        assert all(n <= SMALL_DENSE_ROWS and limits == {1} for n, limits in calls), name
+    # the same factors as on one thread, so the same operator
+    x = np.random.default_rng(0).standard_normal(A.shape[0])
+    np.testing.assert_allclose(M2 @ x, M1 @ x, rtol=1e-12, atol=0)
 
 @two_cpus
 @pytest.mark.parametrize("threads,expected", [(1, 1), (2, 2)])
