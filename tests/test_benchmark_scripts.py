@@ -24,7 +24,7 @@ def scripts(monkeypatch):
     for name in ("setup_profile", "agdsw_indicator", "geneo_inertia", "geneo_eigen_stop",
                  "shared_order", "pardiso_columns", "local_beside", "node_ordering",
                  "galerkin_product", "common", "coarse_columns",
-                 "compare_revisions", "cores_ceiling"):  # (fresh for the next test)
+                 "compare_revisions", "cores_ceiling", "small_dense"):  # (fresh for the next test)
         sys.modules.pop(name, None)
 
 
@@ -495,3 +495,47 @@ def test_a_failing_copy_stops_the_measurement_with_its_error(scripts, tmp_path):
     spec = {"problem": 99, "method": "gdsw", "quick": True, "repeat": 1, "threads": 1}
     with pytest.raises(SystemExit, match=r"(?s)a worker failed \(1\): .*IndexError"):
         module.launch(spec, 2, str(tmp_path), "bad")
+
+
+def test_small_dense_alternates_the_bound_on_the_same_operator(scripts, tmp_path, monkeypatch):
+    """``small_dense.py``: the two ways alternate (the bound 0, then the library's, then in
+    the other order), converge in the same iterations, apply the same operator to rounding,
+    and the library's bound is given back."""
+    from ddops.linalg import parallel
+
+    module = scripts("small_dense")
+    bound, seen = parallel.SMALL_DENSE_ROWS, []
+    run = module.one_run
+
+    def spy(*args):
+        seen.append(parallel.SMALL_DENSE_ROWS)
+        return run(*args)
+
+    monkeypatch.setattr(module, "one_run", spy)
+    out = tmp_path / "small_dense.json"
+    assert module.main(["--quick", "--repeat", "2", "--problems", "2", "--json",
+                        str(out)]) == 0
+    assert seen == [0, bound, bound, 0] and parallel.SMALL_DENSE_ROWS == bound
+    (row,) = json.loads(out.read_text())
+    assert row["bound"] == bound and row["apart"] <= 1e-10
+    runs = [r for way in module.WAYS for r in row["runs"][way]]
+    assert len(runs) == 4 and len({r["iterations"] for r in runs}) == 1
+    assert all(r["converged"] and r["iterations"] > 0 for r in runs)
+    assert all(r["total"] == pytest.approx(r["setup"] + r["solve"]) for r in runs)
+    spun = [r["spun"] for r in runs]
+    assert all(s is None for s in spun) or all(s >= 0 for s in spun)
+    with pytest.raises(SystemExit):
+        module.main(["--repeat", "0"])
+
+
+def test_small_dense_counts_native_threads_only(scripts):
+    """The spinning workers' CPU: what the threads that are not Python's took between two
+    readings (a Python thread's own time is left out)."""
+    import threading
+
+    spun = scripts("small_dense").spun
+    main = threading.main_thread().native_id
+    before = {main: 1.0, -1: 2.0}
+    after = {main: 5.0, -1: 2.5, -2: 0.25}  # (-2: a native thread started meanwhile)
+    assert spun(before, after) == pytest.approx(0.75)
+    assert spun(None, after) is None and spun(before, None) is None
