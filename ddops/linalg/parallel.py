@@ -65,7 +65,6 @@ def chunk_workers() -> int:
     return max(1, min(min(limits), os.cpu_count() or 1, MAX_CHUNK_WORKERS))
 
 
-
 #: :func:`one_blas_thread_below` keeps a dense factorisation of at most this many rows on one
 #: BLAS thread.  Two threads gain little there (numpy's Cholesky on one core / two: 1,000
 #: rows 15.1 / 14.6 ms, 2,000 rows 81 / 65 ms, 3,000 rows 247 / 175 ms), and a threaded call
@@ -100,6 +99,7 @@ def one_blas_thread_below(rows: int) -> contextlib.AbstractContextManager:
     if all(pool.num_threads <= 1 for pool in _blas_pools.lib_controllers):
         return contextlib.nullcontext()
     return _blas_pools.limit(limits=1)
+
 
 #: :func:`rows_per_chunk` splits no chunk below this many rows: such a chunk's work takes
 #: milliseconds, and its solvers stay those of one chunk (an AMG hierarchy of one level is
