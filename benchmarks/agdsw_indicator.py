@@ -121,14 +121,16 @@ def peer_cell(r: dict) -> str:
     return f"{r['total']:.2f} ({r['iterations']}{note})"
 
 
-def add_round_flags(parser: argparse.ArgumentParser) -> None:
-    """``--quick``, ``--json``, ``--problems`` (of ``setup_profile.py``) and ``--repeat``: the
-    flags of the scripts that interleave set-ups on those problems."""
+def add_round_flags(parser: argparse.ArgumentParser, repeat: int = 2,
+                    repeat_help: str = "interleaved rounds (best of)") -> None:
+    """``--quick``, ``--json``, ``--problems`` (of ``setup_profile.py``) and ``--repeat``
+    (default ``repeat``): the flags of the scripts that interleave set-ups on those
+    problems."""
     add_quick_flag(parser, "small sizes")
     add_json_flag(parser)
     parser.add_argument("--problems", type=int, nargs="*",
                         help="indices into setup_profile.py's problem list (default: all)")
-    parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds (best of)")
+    parser.add_argument("--repeat", type=int, default=repeat, help=repeat_help)
 
 
 def chosen_problems(args: argparse.Namespace):

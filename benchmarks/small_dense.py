@@ -9,10 +9,12 @@ set-up's chunks (the coarse Cholesky, the dependence check's pivoted Cholesky) o
 thread; this script compares that with the same factorisations on two threads (the bound
 set to 0) on the problems of ``setup_profile.py``, ``threads=2``: set-up, then CG (rtol
 1e-8, a random right-hand side, CG's vector operations on one BLAS thread), the two ways
-alternating in ``--repeat`` rounds in one process.  Medians, not minima, since the wait
-comes in some set-ups only; the largest ``coarse_factorization`` phase shows it, and the
-CPU seconds of the process's native (non-Python) threads during CG show the spinning
-workers (Linux, from ``/proc``; ``-`` elsewhere).  The operators of both ways agree to
+alternating in ``--repeat`` rounds in one process, with pyamg's smoothed aggregation (the
+peer; serial, rigid body modes on elasticity) set up and solved the same way in each round.
+Medians, not minima, since the wait comes in some set-ups only; the largest
+``coarse_factorization`` phase shows it, and the CPU seconds of the process's native
+(non-Python) threads during CG show the spinning workers (Linux, from ``/proc``; ``-``
+elsewhere); set-up + CG also in process CPU seconds.  The operators of both ways agree to
 rounding (``apart``).
 
     python benchmarks/small_dense.py                          # the six problems, GenEO
@@ -34,14 +36,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from agdsw_indicator import chosen_problems  # noqa: E402
-from common import (  # noqa: E402
-    add_json_flag,
-    add_quick_flag,
-    machine_summary,
-    space_options,
-    timed_setup,
-)
+from agdsw_indicator import add_round_flags, chosen_problems  # noqa: E402
+from common import machine_summary, space_options, timed_sa_setup, timed_setup  # noqa: E402
 
 WAYS = ("two BLAS threads", "one below the bound")
 
@@ -70,39 +66,66 @@ def spun(before: dict | None, after: dict | None) -> float | None:
     return sum(after[k] - before.get(k, 0.0) for k in after if k not in python)
 
 
-def one_run(prob, d, coarse, neumann, b) -> tuple[dict, np.ndarray]:
+def solved(prob, b, M, wall: float, cpu: float) -> dict:
+    """CG with the preconditioner ``M`` set up in ``wall`` / ``cpu`` seconds (its vector
+    operations on one BLAS thread): the times, iterations and the spinning threads' CPU."""
     from scipy.sparse.linalg import cg
+    from threadpoolctl import threadpool_limits
+
+    its = [0]
+    with threadpool_limits(limits=1, user_api="blas"):
+        before, start, start_cpu = native_thread_cpu(), time.perf_counter(), time.process_time()
+        _, info = cg(prob.A.tocsr(), b, M=M, rtol=1e-8, maxiter=20_000,
+                     callback=lambda _: its.__setitem__(0, its[0] + 1))
+        solve, solve_cpu = time.perf_counter() - start, time.process_time() - start_cpu
+        after = native_thread_cpu()
+    return {"setup": wall, "setup_cpu": cpu, "solve": solve, "total": wall + solve,
+            "total_cpu": cpu + solve_cpu, "spun": spun(before, after), "iterations": its[0],
+            "converged": info == 0}
+
+
+def one_run(prob, d, coarse, neumann, b) -> tuple[dict, np.ndarray]:
+    """``ddops`` on two threads: set-up, then CG."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(2):
         M, wall, cpu = timed_setup(prob, d, space_options(prob, coarse, neumann, 2))
-    its = [0]
-    with threadpool_limits(limits=1, user_api="blas"):
-        before, start = native_thread_cpu(), time.perf_counter()
-        _, info = cg(prob.A.tocsr(), b, M=M, rtol=1e-8, maxiter=20_000,
-                     callback=lambda _: its.__setitem__(0, its[0] + 1))
-        solve, after = time.perf_counter() - start, native_thread_cpu()
-    row = {"setup": wall, "setup_cpu": cpu, "solve": solve, "total": wall + solve,
-           "coarse_factorization": float(M.stats["phases"]["coarse_factorization"]),
-           "spun": spun(before, after), "iterations": its[0], "converged": info == 0,
-           "coarse_dim": int(M.coarse_dim)}
+    row = solved(prob, b, M, wall, cpu)
+    row.update(coarse_factorization=float(M.stats["phases"]["coarse_factorization"]),
+               coarse_dim=int(M.coarse_dim))
     return row, M @ b
+
+
+def peer_run(prob, b) -> dict:
+    """pyamg's smoothed aggregation (rigid body modes on elasticity; serial, one BLAS
+    thread): set-up, then CG, the same right-hand side."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        ml, wall, cpu = timed_sa_setup(prob)
+    return solved(prob, b, ml.aspreconditioner(), wall, cpu)
 
 
 def median(runs: list[dict], key: str) -> float:
     return float(np.median([r[key] for r in runs]))
 
 
+def columns(runs: list[dict]) -> str:
+    """The CG, spun, set-up + CG (CPU) and iterations cells of a row."""
+    spins = [r["spun"] for r in runs]
+    spin = "-" if None in spins else f"{np.median(spins):.2f}"
+    its = "/".join(map(str, sorted({r["iterations"] for r in runs})))
+    if not all(r["converged"] for r in runs):
+        its += " (not converged)"
+    return (f"{median(runs, 'solve'):.3f} | {spin} | {median(runs, 'total'):.3f} "
+            f"({median(runs, 'total_cpu'):.3f}) | {its}")
+
+
 def main(argv=None) -> int:
     from ddops.linalg import parallel
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_quick_flag(parser, "small sizes")
-    add_json_flag(parser)
-    parser.add_argument("--problems", type=int, nargs="*",
-                        help="indices into setup_profile.py's problem list (default: all)")
-    parser.add_argument("--repeat", type=int, default=6,
-                        help="alternating rounds (medians; default 6)")
+    add_round_flags(parser, repeat=6, repeat_help="alternating rounds (medians; default 6)")
     parser.add_argument("--coarse", nargs="*", default=["geneo"],
                         choices=["gdsw", "agdsw", "geneo"],
                         help="the coarse spaces (default: GenEO)")
@@ -111,20 +134,24 @@ def main(argv=None) -> int:
         parser.error(f"--repeat must be >= 1, got {args.repeat}")
     bound = parallel.SMALL_DENSE_ROWS
     print(machine_summary(memory=True, ddops=True))
-    print(f"threads=2; medians of {args.repeat} alternating rounds; wall s; spun: CPU s of "
-          "native threads during CG\n")
-    print("| problem | coarse | way | set-up | coarse factorisation (largest) | CG | spun | "
-          "set-up + CG | its | apart |")
+    print(f"ddops on threads=2, pyamg SA serial; medians of {args.repeat} alternating rounds; "
+          "wall s (set-up + CG also process CPU s); spun: CPU s of native threads during CG\n")
+    print("| problem | method | way | set-up | coarse factorisation (largest) | CG | spun | "
+          "set-up + CG (CPU) | its | apart |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     out = []
     for label, prob, d, neumann in chosen_problems(args):
         b = np.random.default_rng(0).standard_normal(prob.A.shape[0])
+        name = f"{label}, {prob.A.shape[0]:,} unknowns"
         for coarse in args.coarse:
-            runs: dict = {way: [] for way in WAYS}
+            runs: dict = {way: [] for way in (*WAYS, "sa")}
             applied = {}
             try:
                 for r in range(args.repeat):
-                    for way in (WAYS if r % 2 == 0 else WAYS[::-1]):
+                    for way in ((*WAYS, "sa") if r % 2 == 0 else ("sa", *WAYS[::-1])):
+                        if way == "sa":
+                            runs[way].append(peer_run(prob, b))
+                            continue
                         parallel.SMALL_DENSE_ROWS = 0 if way == WAYS[0] else bound
                         row, applied[way] = one_run(prob, d, coarse, neumann, b)
                         runs[way].append(row)
@@ -134,17 +161,14 @@ def main(argv=None) -> int:
                           / np.abs(applied[WAYS[0]]).max())
             for way in WAYS:
                 rs = runs[way]
-                spins = [r["spun"] for r in rs]
-                spin = "-" if None in spins else f"{np.median(spins):.2f}"
-                its = sorted({r["iterations"] for r in rs})
-                print(f"| {label}, {prob.A.shape[0]:,} unknowns | {coarse} ({rs[0]['coarse_dim']}) "
-                      f"| {way} | {median(rs, 'setup'):.3f} | "
-                      f"{median(rs, 'coarse_factorization'):.3f} "
+                print(f"| {name} | {coarse} ({rs[0]['coarse_dim']}) | {way} | "
+                      f"{median(rs, 'setup'):.3f} | {median(rs, 'coarse_factorization'):.3f} "
                       f"({max(r['coarse_factorization'] for r in rs):.3f}) | "
-                      f"{median(rs, 'solve'):.3f} | {spin} | {median(rs, 'total'):.3f} | "
-                      f"{'/'.join(map(str, its))} | {apart:.1e} |", flush=True)
+                      f"{columns(rs)} | {apart:.1e} |", flush=True)
+            print(f"| {name} | pyamg SA | one thread | {median(runs['sa'], 'setup'):.3f} | - | "
+                  f"{columns(runs['sa'])} | |", flush=True)
             out.append({"problem": label, "coarse": coarse, "bound": bound, "apart": apart,
-                        "runs": runs})
+                        "runs": {way: runs[way] for way in WAYS}, "sa": runs["sa"]})
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

@@ -500,7 +500,7 @@ def test_a_failing_copy_stops_the_measurement_with_its_error(scripts, tmp_path):
 def test_small_dense_alternates_the_bound_on_the_same_operator(scripts, tmp_path, monkeypatch):
     """``small_dense.py``: the two ways alternate (the bound 0, then the library's, then in
     the other order), converge in the same iterations, apply the same operator to rounding,
-    and the library's bound is given back."""
+    and the library's bound is given back; pyamg SA runs in the same rounds."""
     from ddops.linalg import parallel
 
     module = scripts("small_dense")
@@ -524,6 +524,11 @@ def test_small_dense_alternates_the_bound_on_the_same_operator(scripts, tmp_path
     assert all(r["total"] == pytest.approx(r["setup"] + r["solve"]) for r in runs)
     spun = [r["spun"] for r in runs]
     assert all(s is None for s in spun) or all(s >= 0 for s in spun)
+    # the peer in the same rounds, timed the same way
+    assert len(row["sa"]) == 2 and all(r["converged"] and r["iterations"] > 0
+                                       for r in row["sa"])
+    assert all(r["total"] == pytest.approx(r["setup"] + r["solve"]) and r["total_cpu"] > 0
+               for r in row["sa"] + runs)
     with pytest.raises(SystemExit):
         module.main(["--repeat", "0"])
 
